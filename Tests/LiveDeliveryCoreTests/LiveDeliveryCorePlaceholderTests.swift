@@ -1,0 +1,4 @@
+import Testing
+@testable import LiveDeliveryCore
+
+@Test func LiveDeliveryCoreModuleLinks() {}

@@ -1,0 +1,4 @@
+import Testing
+@testable import Postgres
+
+@Test func PostgresModuleLinks() {}

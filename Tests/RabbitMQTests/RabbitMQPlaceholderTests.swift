@@ -1,0 +1,4 @@
+import Testing
+@testable import RabbitMQ
+
+@Test func RabbitMQModuleLinks() {}
