@@ -80,9 +80,10 @@ let package = Package(
         ),
 
         // MARK: Tests
-        .testTarget(name: "RabbitMQTests", dependencies: ["RabbitMQ"]),
-        .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
-        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2"]),
+        .target(name: "TestSupport"),
+        .testTarget(name: "RabbitMQTests", dependencies: ["RabbitMQ", "TestSupport"]),
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
+        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"]),
         .testTarget(name: "LiveDeliveryCoreTests", dependencies: ["LiveDeliveryCore"]),
     ]
 )

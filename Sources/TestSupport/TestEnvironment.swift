@@ -1,0 +1,80 @@
+public import Foundation
+
+/// Where the integration tests find the servers that `scripts/services` started.
+///
+/// `scripts/test` exports the URLs; the defaults match the script's ports so a test run from an
+/// editor works too once `scripts/services start` has run. The *fault* pair is a second broker and
+/// database that tests may restart without disturbing tests running in parallel on the main pair.
+public enum TestEnvironment {
+    public static var amqpURL: String {
+        value("LIVEDELIVERY_AMQP_URL") ?? "amqp://livedelivery:livedelivery@127.0.0.1:56720/%2F"
+    }
+    public static var postgresURL: String {
+        value("LIVEDELIVERY_POSTGRES_URL") ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55432/livedelivery"
+    }
+    public static var faultAMQPURL: String {
+        value("LIVEDELIVERY_FAULT_AMQP_URL") ?? "amqp://livedelivery:livedelivery@127.0.0.1:56730/%2F"
+    }
+    public static var faultPostgresURL: String {
+        value("LIVEDELIVERY_FAULT_POSTGRES_URL")
+            ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55442/livedelivery"
+    }
+
+    /// The project's root folder (where `Package.swift` is), found from this source file.
+    public static var projectRoot: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+    }
+
+    /// `scripts/services` of the checkout that started the servers.
+    public static var servicesScript: String {
+        value("LIVEDELIVERY_SERVICES") ?? projectRoot.appendingPathComponent("scripts/services").path
+    }
+
+    /// A name no other test (or concurrent test run) uses: for queues, exchanges, tables, ids.
+    public static func uniqueName(_ prefix: String) -> String {
+        "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())"
+    }
+
+    /// Restarts the fault broker (`scripts/services restart-rabbitmq` on the fault instance).
+    public static func restartFaultRabbitMQ() async throws {
+        try await runServices(["restart-rabbitmq"], instance: "fault")
+    }
+
+    /// Restarts the fault database (`scripts/services restart-postgres` on the fault instance).
+    public static func restartFaultPostgres() async throws {
+        try await runServices(["restart-postgres"], instance: "fault")
+    }
+
+    /// Runs `scripts/services ARGS` for an instance and waits for it to exit successfully.
+    public static func runServices(_ arguments: [String], instance: String) async throws {
+        try await run(servicesScript, arguments, environment: ["LIVEDELIVERY_INSTANCE": instance])
+    }
+
+    /// Runs a program to completion without blocking a cooperative thread; throws on non-zero exit.
+    public static func run(
+        _ executable: String,
+        _ arguments: [String],
+        environment: [String: String] = [:]
+    ) async throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do { try process.run() } catch { continuation.resume(throwing: error) }
+        }
+        guard status == 0 else { throw CommandFailed(command: ([executable] + arguments).joined(separator: " "), status: status) }
+    }
+
+    public struct CommandFailed: Error, CustomStringConvertible {
+        public let command: String
+        public let status: Int32
+        public var description: String { "\(command) exited with status \(status)" }
+    }
+
+    private static func value(_ name: String) -> String? {
+        ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
+    }
+}
