@@ -1,0 +1,22 @@
+# One image for the livedelivery worker, apns-sim and the test runner.
+FROM swift:6.3-bookworm AS build
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+        pkg-config librabbitmq-dev libpq-dev libcurl4-openssl-dev && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY Package.swift ./
+COPY Sources ./Sources
+COPY Tests ./Tests
+RUN swift build -c release --product livedelivery && swift build -c release --product apns-sim \
+    && mkdir /out && cp "$(swift build -c release --show-bin-path)"/livedelivery \
+       "$(swift build -c release --show-bin-path)"/apns-sim /out/
+
+FROM swift:6.3-bookworm-slim
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+        librabbitmq4 libpq5 libcurl4 ca-certificates && rm -rf /var/lib/apt/lists/*
+COPY --from=build /out/ /usr/local/bin/
+COPY Config /etc/livedelivery/Config
+COPY sql /etc/livedelivery/sql
+WORKDIR /etc/livedelivery
+USER nobody
+ENTRYPOINT ["livedelivery"]
+CMD ["run"]
