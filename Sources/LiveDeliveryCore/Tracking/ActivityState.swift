@@ -43,9 +43,17 @@ public struct ActivityState: Hashable, Sendable, Codable {
         /// The compact JSON of `content-state`.
         public var contentState: String
         public var step: String
+        /// `relevance-score`: part of the content (it orders the activities on screen).
+        public var relevance: Double
         public var status: OrderStatus
         public var statusKey: EventKey
         public var eta: ETAWindow?
+
+        /// Whether a push would show something new compared with `other`.
+        func differs(from other: ContentMark?) -> Bool {
+            guard let other else { return true }
+            return contentState != other.contentState || relevance != other.relevance
+        }
     }
 
     /// The push planned and not yet settled by ``OrderTracker/record(_:for:in:now:)``.

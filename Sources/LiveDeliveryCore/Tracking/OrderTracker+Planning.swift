@@ -16,8 +16,8 @@ extension OrderTracker {
         let content = mapping.contentState(for: record)
         let rule = policy.rule(for: record.status)
         let mark = ActivityState.ContentMark(
-            contentState: JSONValue.object(content).compactText, step: rule.step, status: record.status, statusKey: record.statusKey,
-            eta: record.eta?.value)
+            contentState: JSONValue.object(content).compactText, step: rule.step, relevance: rule.relevance,
+            status: record.status, statusKey: record.statusKey, eta: record.eta?.value)
 
         startNewActivities(&step, record: record, context: context, now: now, announce: announce)
 
@@ -48,11 +48,11 @@ extension OrderTracker {
                     } else {
                         planStart(&activity, &step, record: record, content: content, mark: mark, now: now)
                     }
-                } else if forced || activity.pending?.mark.contentState != mark.contentState {
+                } else if forced || mark.differs(from: activity.pending?.mark) {
                     planStart(&activity, &step, record: record, content: content, mark: mark, now: now)
                 }
             case .starting:
-                if announce && activity.planned?.contentState != mark.contentState {
+                if announce && mark.differs(from: activity.planned) {
                     step.decisions.append(
                         Decision(
                             .waitingForToken, activity: activity.key,
@@ -64,13 +64,13 @@ extension OrderTracker {
                     planEnd(&activity, &step, record: record, content: content, mark: mark, now: now, sweep: reason)
                 } else if record.isTerminal {
                     planEnd(&activity, &step, record: record, content: content, mark: mark, now: now, sweep: nil)
-                } else if forced || activity.planned?.contentState != mark.contentState {
+                } else if forced || mark.differs(from: activity.planned) {
                     planUpdate(&activity, &step, record: record, content: content, mark: mark, now: now)
                 } else if announce {
                     step.decisions.append(
                         Decision(
                             .contentUnchanged, activity: activity.key,
-                            "the content-state is what the activity already has; nothing is sent"))
+                            "the content-state and relevance are what the activity already has; nothing is sent"))
                 }
             case .ending:
                 if forced || activity.pending == nil {
@@ -231,6 +231,9 @@ extension OrderTracker {
                 return "ETA moved \(slip >= 0 ? "+" : "")\(slip) min"
             }
             return "ETA known"
+        }
+        if previous.contentState == mark.contentState && previous.relevance != mark.relevance {
+            return "\(previous.status) → \(mark.status): relevance \(JSONValue.format(previous.relevance)) → \(JSONValue.format(mark.relevance))"
         }
         return previous.status != mark.status ? "\(previous.status) → \(mark.status)" : "details changed"
     }
