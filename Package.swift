@@ -20,6 +20,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
     targets: [
         // MARK: C libraries (system) and the one C shim target
@@ -84,7 +85,10 @@ let package = Package(
         .testTarget(name: "RabbitMQTests", dependencies: ["RabbitMQ", "TestSupport"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"]),
-        .testTarget(name: "LiveDeliveryCoreTests", dependencies: ["LiveDeliveryCore"]),
+        .testTarget(
+            name: "LiveDeliveryCoreTests",
+            dependencies: ["LiveDeliveryCore", .product(name: "PropertyBased", package: "swift-property-based")]
+        ),
     ]
 )
 

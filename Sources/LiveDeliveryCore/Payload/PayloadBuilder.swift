@@ -1,0 +1,79 @@
+/// Builds the `aps` dictionary of a start, update or end, and keeps it within the size limit.
+///
+/// Key order: `timestamp`, `event`, `content-state`, `attributes-type`, `attributes`, `alert`,
+/// `stale-date`, `dismissal-date`, `relevance-score`, `input-push-token`.
+///
+/// Over the limit, in order: the alert loses its subtitle and body; then an update or end loses
+/// its alert (a start, which must alert, falls back to the policy's title-only start alert);
+/// then the push is refused. Content is never cut: a partial content-state would not decode.
+struct PayloadBuilder {
+    var kind: PlannedPush.Kind
+    var contentState: JSONObject
+    var attributesType: String?
+    var attributes: JSONObject?
+    var timestamp: Int
+    var staleDate: Int?
+    var dismissalDate: Int?
+    var relevance: Double?
+    var alert: AlertContent?
+    var startFallbackAlert: AlertContent?
+    var inputPushToken: Bool
+
+    enum Result {
+        case built(payload: [UInt8], alert: AlertContent?, notes: [String])
+        case refused(String)
+    }
+
+    func json(alert: AlertContent?) -> JSONValue {
+        var aps = JSONObject()
+        aps["timestamp"] = .int(timestamp)
+        aps["event"] = .string(kind.rawValue)
+        aps["content-state"] = .object(contentState)
+        if kind == .start {
+            aps["attributes-type"] = attributesType.map(JSONValue.string)
+            aps["attributes"] = attributes.map(JSONValue.object)
+        }
+        aps["alert"] = alert?.json
+        if kind != .end { aps["stale-date"] = staleDate.map(JSONValue.int) }
+        if kind == .end { aps["dismissal-date"] = dismissalDate.map(JSONValue.int) }
+        aps["relevance-score"] = relevance.map(JSONValue.double)
+        if kind == .start && inputPushToken { aps["input-push-token"] = .int(1) }
+        return .object(JSONObject([("aps", .object(aps))]))
+    }
+
+    func build(maxBytes: Int) -> Result {
+        var notes: [String] = []
+        var candidate = alert
+        var bytes = json(alert: candidate).serialized()
+        if bytes.count <= maxBytes { return .built(payload: bytes, alert: candidate, notes: notes) }
+
+        if let full = candidate, full.subtitle != nil || full.body != nil {
+            candidate = AlertContent(title: full.title, sound: full.sound)
+            let before = bytes.count
+            bytes = json(alert: candidate).serialized()
+            notes.append("alert subtitle and body dropped: the payload would be \(before) bytes > \(maxBytes)")
+            if bytes.count <= maxBytes { return .built(payload: bytes, alert: candidate, notes: notes) }
+        }
+        if kind == .start {
+            if let fallback = startFallbackAlert, fallback != candidate {
+                candidate = fallback
+                let before = bytes.count
+                bytes = json(alert: candidate).serialized()
+                notes.append("start alert replaced by the fallback title: the payload would be \(before) bytes")
+                if bytes.count <= maxBytes { return .built(payload: bytes, alert: candidate, notes: notes) }
+            }
+        } else if candidate != nil {
+            let before = bytes.count
+            candidate = nil
+            bytes = json(alert: nil).serialized()
+            notes.append("alert dropped: the payload would be \(before) bytes > \(maxBytes)")
+            if bytes.count <= maxBytes { return .built(payload: bytes, alert: nil, notes: notes) }
+        }
+        let content = JSONValue.object(contentState).serialized().count
+        let attributesSize = attributes.map { JSONValue.object($0).serialized().count } ?? 0
+        return .refused(
+            "the payload is \(bytes.count) bytes > \(maxBytes) even without optional parts "
+                + "(content-state \(content) bytes" + (kind == .start ? ", attributes \(attributesSize) bytes" : "")
+                + "); nothing sent")
+    }
+}

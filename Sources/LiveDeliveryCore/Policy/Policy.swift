@@ -1,0 +1,146 @@
+public import Foundation
+
+/// Every tunable rule of the product, in the spirit of Apple's Human Interface Guidelines: start
+/// when people expect it, alert only for essential moments, keep the stale date moving, end
+/// promptly and leave the summary up for 15–30 minutes.
+///
+/// `Policy()` holds the defaults; `Config/policy.json` may override any key (see
+/// ``Policy/decode(_:file:)`` for the key list). Durations are seconds.
+public struct Policy: Sendable, Hashable {
+    /// What happens when an order reaches one status.
+    public struct StatusRule: Sendable, Hashable {
+        /// The delivery moment this status belongs to. At most one alert per step and activity;
+        /// statuses that share a step (`preparing`, `ready_for_pickup`) share its alert.
+        public var step: String
+        /// `relevance-score`: relative; higher for the moments that matter.
+        public var relevance: Double
+        /// Whether reaching this step alerts (lights the screen, plays a sound).
+        public var alert: Bool
+        /// An essential alert keeps priority 10 when the hourly budget is spent; others fall back to 5.
+        public var essential: Bool
+        /// Alert texts, tried in order; the first whose placeholders all have values is used. They
+        /// also serve as the start alert when a push-to-start begins at this status.
+        public var texts: [AlertTemplate]
+        /// For terminal statuses: how long the ended activity stays on the Lock Screen (≤ 4 h).
+        public var dismissAfter: TimeInterval?
+
+        public init(
+            step: String, relevance: Double, alert: Bool = false, essential: Bool = false,
+            texts: [AlertTemplate] = [], dismissAfter: TimeInterval? = nil
+        ) {
+            self.step = step
+            self.relevance = relevance
+            self.alert = alert
+            self.essential = essential
+            self.texts = texts
+            self.dismissAfter = dismissAfter
+        }
+    }
+
+    /// Thresholds of the sweeper (``OrderTracker/sweep(_:context:now:)``).
+    public struct Sweep: Sendable, Hashable {
+        /// The system ends an activity 8 hours after it started.
+        public var lifetime: TimeInterval = 8 * 3600
+        /// End an activity this long before the system would, with its last content.
+        public var lifetimeMargin: TimeInterval = 1800
+        /// End the activities of an order that has had no event for this long.
+        public var idleTimeout: TimeInterval = 4 * 3600
+        /// A started activity whose app never reported its update token is given up after this long.
+        public var adoptionTimeout: TimeInterval = 1800
+        /// Dismissal after an end the sweeper sends (idle or lifetime).
+        public var dismissAfter: TimeInterval = 900
+
+        public init() {}
+    }
+
+    public var statuses: [OrderStatus: StatusRule]
+    /// The statuses at which an activity may be started remotely (push-to-start).
+    public var startOn: Set<OrderStatus>
+    /// The start alert when no text of the status can be filled (it may not use placeholders).
+    public var startFallback: AlertTemplate
+    /// `sound` inside alerts; nil for silent alerts.
+    public var alertSound: String?
+    /// At most this many alerts per activity, start and end included.
+    public var alertCap: Int
+    /// Within one step, an ETA that moves later by more than this alerts (if the step has not
+    /// alerted yet: it counts as the step's one alert).
+    public var etaSlipThreshold: TimeInterval
+    public var etaSlipTexts: [AlertTemplate]
+    /// The modelled per-activity budget of priority-10 pushes per rolling hour.
+    public var priority10PerHour: Int
+    /// `stale-date` = `eta.latest` + this, when an ETA is known…
+    public var staleAfterETA: TimeInterval
+    /// … else now + this; never less than now + ``staleMinimumAhead``.
+    public var staleWithoutETA: TimeInterval
+    public var staleMinimumAhead: TimeInterval
+    /// `apns-expiration` = now + this, per push kind.
+    public var startExpiration: TimeInterval
+    public var updateExpiration: TimeInterval
+    public var endExpiration: TimeInterval
+    public var sweep: Sweep
+    /// The largest payload produced; APNs refuses more than 4096 bytes.
+    public var maxPayloadBytes: Int
+    /// Add `input-push-token: 1` to starts (iOS 18+: the started activity gets an update token).
+    public var inputPushToken: Bool
+
+    /// The rule of a status (every known status has one).
+    public func rule(for status: OrderStatus) -> StatusRule {
+        statuses[status] ?? StatusRule(step: status.rawValue, relevance: 50)
+    }
+
+    public init() {
+        func t(_ title: String, _ body: String? = nil) -> AlertTemplate {
+            AlertTemplate(title: .plain(title), body: body.map { .plain($0) })
+        }
+        statuses = [
+            .placed: StatusRule(
+                step: "ordered", relevance: 30,
+                texts: [t("Order placed", "Waiting for {merchant} to confirm"), t("Order placed")]),
+            .confirmed: StatusRule(
+                step: "confirmed", relevance: 40,
+                texts: [t("Order confirmed", "{merchant} has your order"), t("Order confirmed")]),
+            .preparing: StatusRule(
+                step: "preparing", relevance: 50,
+                texts: [t("Preparing your order", "{merchant} is on it"), t("Preparing your order")]),
+            .readyForPickup: StatusRule(
+                step: "preparing", relevance: 55, texts: [t("Your order is ready", "Waiting for the courier")]),
+            .pickedUp: StatusRule(
+                step: "picked_up", relevance: 70,
+                texts: [t("{courier} picked up your order"), t("Your order was picked up")]),
+            .outForDelivery: StatusRule(
+                step: "on_the_way", relevance: 85, alert: true,
+                texts: [
+                    t("{courier} is on the way", "Arriving in about {eta_minutes} min"),
+                    t("{courier} is on the way"), t("Your order is on the way"),
+                ]),
+            .arriving: StatusRule(
+                step: "arriving", relevance: 100, alert: true, essential: true,
+                texts: [t("{courier} is arriving", "Time to meet your courier"), t("Your order is arriving")]),
+            .delivered: StatusRule(
+                step: "delivered", relevance: 10, alert: true, essential: true,
+                texts: [t("Delivered", "Enjoy your order!")], dismissAfter: 1800),
+            .cancelled: StatusRule(
+                step: "cancelled", relevance: 10, alert: true, essential: true,
+                texts: [t("Order cancelled", "Open the app for details")], dismissAfter: 300),
+            .deliveryFailed: StatusRule(
+                step: "delivery_failed", relevance: 10, alert: true, essential: true,
+                texts: [t("Delivery failed", "Open the app for details")], dismissAfter: 1800),
+        ]
+        startOn = [.confirmed, .preparing, .readyForPickup, .pickedUp, .outForDelivery, .arriving]
+        startFallback = t("Tracking your order")
+        alertSound = "default"
+        alertCap = 5
+        etaSlipThreshold = 600
+        etaSlipTexts = [t("Running late", "Now arriving in about {eta_minutes} min"), t("Your order is running late")]
+        priority10PerHour = 6
+        staleAfterETA = 900
+        staleWithoutETA = 1800
+        staleMinimumAhead = 300
+        startExpiration = 600
+        updateExpiration = 3600
+        endExpiration = 4 * 3600
+        sweep = Sweep()
+        maxPayloadBytes = 4096
+        inputPushToken = true
+    }
+}

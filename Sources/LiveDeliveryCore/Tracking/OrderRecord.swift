@@ -1,0 +1,95 @@
+/// A value together with the key of the event that set it.
+public struct Register<Value: Hashable & Sendable & Codable>: Hashable, Sendable, Codable {
+    public var value: Value
+    public var key: EventKey
+
+    public init(value: Value, key: EventKey) {
+        self.value = value
+        self.key = key
+    }
+
+    /// Keeps the newer of the two (by event key).
+    mutating func merge(_ other: Register<Value>) -> Bool {
+        guard other.key.isNewer(than: key) else { return false }
+        let changed = other.value != value
+        self = other
+        return changed
+    }
+}
+
+extension Optional {
+    mutating func merge<V>(_ other: Register<V>?) -> Bool where Wrapped == Register<V> {
+        guard let other else { return false }
+        guard var current = self else {
+            self = other
+            return true
+        }
+        let changed = current.merge(other)
+        self = current
+        return changed
+    }
+}
+
+/// What the worker knows about an order: the merge of every `order.status` event seen.
+///
+/// Each detail is a register that keeps the value of the newest event that carried it, so an
+/// event that leaves a detail out does not erase it, and the record is the same whatever order the
+/// events arrive in (merging is commutative, associative and idempotent). The status follows the
+/// newest event, except that a terminal status absorbs: once any terminal status is known, it is the
+/// status, and later non-terminal events cannot move the order back.
+public struct OrderRecord: Hashable, Sendable, Codable {
+    public var orderID: String
+    public var userID: String
+    /// The newest non-terminal status seen (kept even after the order ended).
+    public var latestOpen: Register<OrderStatus>?
+    /// The newest terminal status seen.
+    public var terminal: Register<OrderStatus>?
+    public var orderNumber: Register<Int>?
+    public var merchantName: Register<String>?
+    public var courierName: Register<String>?
+    public var eta: Register<ETAWindow>?
+    /// The newest event merged.
+    public var newest: EventKey
+
+    public init(_ event: OrderStatusEvent) {
+        orderID = event.orderID
+        userID = event.userID
+        newest = event.key
+        _ = merge(event)
+    }
+
+    /// The order's status: the terminal one if any, else the newest.
+    public var status: OrderStatus { terminal?.value ?? latestOpen?.value ?? .placed }
+    /// The key of the event that set ``status``.
+    public var statusKey: EventKey { terminal?.key ?? latestOpen?.key ?? newest }
+    public var isTerminal: Bool { terminal != nil }
+
+    /// Merges one event; returns what changed.
+    mutating func merge(_ event: OrderStatusEvent) -> Change {
+        let key = event.key
+        let before = self
+        if event.status.isTerminal {
+            _ = terminal.merge(Register(value: event.status, key: key))
+        } else {
+            _ = latestOpen.merge(Register(value: event.status, key: key))
+        }
+        if let v = event.orderNumber { _ = orderNumber.merge(Register(value: v, key: key)) }
+        if let v = event.merchantName { _ = merchantName.merge(Register(value: v, key: key)) }
+        if let v = event.courierName { _ = courierName.merge(Register(value: v, key: key)) }
+        if let v = event.eta { _ = eta.merge(Register(value: v, key: key)) }
+        let isNewest = key.isNewer(than: newest)
+        if isNewest { newest = key }
+        return Change(
+            isNewest: isNewest, statusChanged: before.status != status,
+            detailsChanged: before.orderNumber?.value != orderNumber?.value
+                || before.merchantName?.value != merchantName?.value
+                || before.courierName?.value != courierName?.value || before.eta?.value != eta?.value
+        )
+    }
+
+    struct Change {
+        var isNewest: Bool
+        var statusChanged: Bool
+        var detailsChanged: Bool
+    }
+}

@@ -1,0 +1,193 @@
+public import Foundation
+
+extension OrderTracker {
+    // MARK: - Sweep
+
+    /// Time-based decisions: end activities nearing the 8-hour limit or idle too long, give up
+    /// starts the app never adopted, end activities of finished orders that are still up, and try
+    /// waiting starts again. Call it when ``OrderState/nextSweepAt`` has passed.
+    public func sweep(_ state: OrderState, context: TrackingContext = TrackingContext(), now: Date) -> Step {
+        var step = Step(state: state)
+        for registration in context.pushToStartTokens { _ = merge(registration, into: &step.state) }
+        let sweep = policy.sweep
+        var sweepEnds: [String: Decision.Code] = [:]
+        let idle = step.state.record.map { !$0.isTerminal } ?? false
+            && now >= step.state.lastChangeAt.addingTimeInterval(sweep.idleTimeout)
+
+        for index in step.state.activities.indices {
+            var activity = step.state.activities[index]
+            defer { step.state.activities[index] = activity }
+            let started = activity.startedAt ?? activity.createdAt
+            let limit = started.addingTimeInterval(sweep.lifetime - sweep.lifetimeMargin)
+            switch activity.phase {
+            case .active:
+                if now >= limit {
+                    sweepEnds[activity.key] = .sweepLifetime
+                } else if idle {
+                    sweepEnds[activity.key] = .sweepIdle
+                }
+            case .starting:
+                if now >= started.addingTimeInterval(sweep.adoptionTimeout) {
+                    activity.phase = .failed
+                    activity.closeReason = Decision.Code.sweepNeverAdopted.rawValue
+                    activity.endedAt = now
+                    step.decisions.append(
+                        Decision(
+                            .sweepNeverAdopted, activity: activity.key,
+                            "started \(minutes(now.timeIntervalSince(started))) ago and the app never reported its update token; given up (the system ends it by itself)"
+                        ))
+                }
+            default:
+                break
+            }
+        }
+        if step.state.record == nil {
+            return finish(step, from: state, now: now)
+        }
+        reconcile(&step, context: context, now: now, announce: false, rebuild: [], sweepEnds: sweepEnds)
+        return finish(step, from: state, now: now)
+    }
+
+    // MARK: - Outcomes
+
+    /// Records what APNs said about a push.
+    ///
+    /// - accepted: the content counts as sent; a start makes the activity `starting`; an end makes
+    ///   it `ended`. A push already superseded still counts as sent (the newer one stays pending),
+    ///   except that an accepted start withdraws a newer pending start (never start twice).
+    /// - tokenRejected: the activity fails (a push-to-start token is retired) unless the token was
+    ///   received after the 410's timestamp, or has been replaced since.
+    /// - retryLater: the push stays pending; call ``retry(_:now:)`` before sending again.
+    /// - dropped: the push is given up; a start fails, an end counts as ended.
+    public func record(_ outcome: PushOutcome, for push: PlannedPush, in state: OrderState, now: Date) -> Step {
+        var step = Step(state: state)
+        guard let index = step.state.activities.firstIndex(where: { $0.key == push.activityKey }) else {
+            step.decisions.append(
+                Decision(.unknownActivity, activity: push.activityKey, "no such activity in order \(state.orderID)"))
+            return finish(step, from: state, now: now)
+        }
+        var activity = step.state.activities[index]
+        let isCurrent = activity.pending?.apnsID == push.apnsID
+        let key = activity.key
+
+        switch outcome {
+        case .accepted:
+            if activity.sent.map({ !$0.statusKey.isNewer(than: push.mark.statusKey) }) ?? true {
+                activity.sent = push.mark
+            }
+            if push.priority == 10 {
+                let cutoff = Int(now.timeIntervalSince1970.rounded(.down)) - 3600
+                activity.highPriorityLog = activity.highPriorityLog.filter { $0 > cutoff } + [push.timestamp]
+            }
+            if isCurrent { activity.pending = nil }
+            switch push.kind {
+            case .start:
+                if activity.phase == .pendingStart
+                    || (activity.phase == .ended && activity.closeReason == Decision.Code.startWithdrawn.rawValue)
+                {
+                    activity.phase = .starting
+                    activity.closeReason = nil
+                    activity.endedAt = nil
+                    activity.startedAt = now
+                }
+                if !isCurrent, activity.pending?.kind == .start {
+                    activity.pending = nil
+                    activity.planned = push.mark
+                    step.withdrawn.append(key)
+                    step.decisions.append(
+                        Decision(
+                            .withdrawn, activity: key,
+                            "an earlier start was accepted: the newer pending start is withdrawn (never start twice); the newest state follows as an update"
+                        ))
+                }
+            case .end:
+                if isCurrent || activity.phase == .ending {
+                    activity.phase = .ended
+                    activity.endedAt = now
+                    if activity.closeReason == nil { activity.closeReason = "ended_by_server" }
+                }
+            case .update:
+                break
+            }
+            step.decisions.append(
+                Decision(
+                    .pushAccepted, activity: key,
+                    "\(push.kind.rawValue) accepted (apns-id \(push.apnsID))" + (isCurrent ? "" : "; a newer push is still pending")
+                        + "; the activity is \(activity.phase)"))
+
+        case .tokenRejected(let reason, let unregisteredAt):
+            guard let target = activity.pushTarget, target.token == push.deviceToken else {
+                step.decisions.append(
+                    Decision(
+                        .tokenGoneIgnored, activity: key,
+                        "\(reason) for token \(push.deviceToken), which has been replaced since; the activity stays"))
+                break
+            }
+            let receivedAt =
+                push.kind == .start ? activity.startToken?.key.occurredAt : activity.updateToken?.receivedAt
+            if let unregisteredAt, let receivedAt, receivedAt > unregisteredAt {
+                step.decisions.append(
+                    Decision(
+                        .tokenGoneIgnored, activity: key,
+                        "\(reason) at \(RFC3339.format(unregisteredAt)), but the token was received after that; kept, the push stays pending"
+                    ))
+                break
+            }
+            if push.kind == .start, let registration = activity.startToken {
+                step.state.pushToStartTokens.removeAll { $0.token == registration.token }
+                step.retiredPushToStartTokens.append(registration)
+            }
+            activity.phase = .failed
+            activity.closeReason = "token_gone: \(reason)"
+            activity.endedAt = now
+            if activity.pending != nil && !isCurrent { step.withdrawn.append(key) }
+            activity.pending = nil
+            step.decisions.append(
+                Decision(
+                    .tokenGone, activity: key,
+                    "APNs says \(reason) for \(push.kind == .start ? "push-to-start" : "update") token \(push.deviceToken): the activity failed"
+                        + (push.kind == .start ? "; the push-to-start token is retired" : "")))
+
+        case .retryLater(let reason):
+            step.decisions.append(
+                Decision(
+                    .pushRetry, activity: key,
+                    "\(reason): the push stays pending; retry(_:now:) rebuilds it with a fresh timestamp before it is sent again"
+                ))
+
+        case .dropped(let reason):
+            if isCurrent {
+                activity.pending = nil
+                activity.planned = activity.sent
+            }
+            switch push.kind {
+            case .start where activity.phase == .pendingStart:
+                activity.phase = .failed
+                activity.closeReason = "start_dropped: \(reason)"
+                activity.endedAt = now
+            case .end where activity.phase == .ending:
+                activity.phase = .ended
+                activity.closeReason = "end_dropped: \(reason)"
+                activity.endedAt = now
+            default:
+                break
+            }
+            step.decisions.append(
+                Decision(
+                    .pushDropped, activity: key,
+                    "APNs refused the \(push.kind.rawValue) (\(reason)); given up, the activity is \(activity.phase)"))
+        }
+        step.state.activities[index] = activity
+        return finish(step, from: state, now: now)
+    }
+
+    /// Rebuilds every pending push for sending now: a fresh strictly increasing timestamp, the
+    /// newest content, the same alert if the step is the same. Call it before resending a push
+    /// that got `retryLater`.
+    public func retry(_ state: OrderState, now: Date) -> Step {
+        var step = Step(state: state)
+        let keys = Set(state.activities.filter { $0.pending != nil }.map(\.key))
+        reconcile(&step, context: TrackingContext(), now: now, announce: false, rebuild: keys)
+        return finish(step, from: state, now: now)
+    }
+}

@@ -1,0 +1,290 @@
+public import Foundation
+
+/// The tracking state machine: pure, deterministic, clock injected.
+///
+/// Each call takes the stored ``OrderState`` and returns a ``Step``: the new state, the pushes to
+/// send (at most one per activity, each replacing that activity's pending push), the pending
+/// pushes to withdraw, and every ``Decision`` with its reason.
+///
+/// The worker's loop, per order (under the order's row lock):
+/// 1. `apply(event, to: stored ?? OrderState(orderID:now:), context:now:)` for each event; for a
+///    push-to-start token, once per open order of the user (after storing the registration);
+/// 2. send each planned push, one in flight per activity, not before ``PlannedPush/notBefore``;
+/// 3. `record(outcome, for: push, in: state, now:)` with what APNs said; on `retryLater`, call
+///    `retry(state, now:)` before sending again (fresh timestamp, newest content);
+/// 4. `sweep(state, context:now:)` when ``OrderState/nextSweepAt`` has passed.
+public struct OrderTracker: Sendable {
+    public let configuration: TrackingConfiguration
+    var policy: Policy { configuration.policy }
+    var mapping: ContentMapping { configuration.mapping }
+
+    public init(configuration: TrackingConfiguration) {
+        self.configuration = configuration
+    }
+
+    // MARK: - Events
+
+    /// Applies one event to an order. Older and duplicate events change nothing that matters.
+    public func apply(
+        _ event: InboundEvent, to state: OrderState, context: TrackingContext = TrackingContext(), now: Date
+    ) -> Step {
+        var step = Step(state: state)
+        if let orderID = event.orderID, orderID != state.orderID {
+            step.decisions.append(
+                Decision(.wrongOrder, "event for order \(orderID) applied to order \(state.orderID); ignored"))
+            return step
+        }
+        if state.seenEventIDs.contains(event.eventID) {
+            step.decisions.append(
+                Decision(.duplicateEvent, "event \(event.eventID) was already applied; nothing changes, nothing is sent"))
+            return step
+        }
+        step.state.remember(event.eventID)
+        for registration in context.pushToStartTokens { _ = merge(registration, into: &step.state) }
+
+        var announce = false
+        var rebuild = Set<String>()
+        switch event {
+        case .orderStatus(let e):
+            announce = applyOrderStatus(e, &step, now: now)
+        case .activityToken(let e):
+            if let key = applyToken(e, &step, now: now) { rebuild.insert(key) }
+            announce = true
+        case .pushToStartToken(let e):
+            applyPushToStart(e, &step)
+            announce = true
+        case .activityEnded(let e):
+            applyEnded(e, &step, now: now)
+        }
+        reconcile(&step, context: context, now: now, announce: announce, rebuild: rebuild)
+        return finish(step, from: state, now: now)
+    }
+
+    /// Returns whether the record changed (so that unchanged content is worth a decision line).
+    private func applyOrderStatus(_ e: OrderStatusEvent, _ step: inout Step, now: Date) -> Bool {
+        let label = "\(e.status)" + (e.sequence.map { " (seq \($0))" } ?? " (\(RFC3339.format(e.occurredAt)))")
+        guard var record = step.state.record else {
+            step.state.record = OrderRecord(e)
+            step.state.lastChangeAt = now
+            step.decisions.append(Decision(.orderCreated, "order \(e.orderID) is now tracked: \(label)"))
+            return true
+        }
+        let old = record
+        let before = record.status
+        let change = record.merge(e)
+        step.state.record = record
+        if change.statusChanged || change.detailsChanged { step.state.lastChangeAt = now }
+        if change.statusChanged {
+            let note = change.isNewest ? "" : " (an older event, but a terminal status always ends the order)"
+            step.decisions.append(Decision(.statusChanged, "\(before) → \(record.status): \(label)\(note)"))
+        } else if change.isNewest && record.isTerminal && !e.status.isTerminal {
+            step.decisions.append(
+                Decision(.terminalAbsorbed, "the order is already \(record.status); \(label) is absorbed"))
+        } else if change.isNewest && change.detailsChanged {
+            step.decisions.append(Decision(.detailsChanged, "\(label): \(describeDetails(old, record))"))
+        } else if change.isNewest {
+            step.decisions.append(Decision(.orderUnchanged, "\(label) repeats what is known"))
+        } else if change.detailsChanged {
+            step.decisions.append(
+                Decision(
+                    .olderEventFilledDetails,
+                    "\(label) is older than \(record.newest) but carries details newer events left out: \(describeDetails(old, record))"))
+        } else {
+            step.decisions.append(
+                Decision(.olderEvent, "\(label) is older than \(record.newest); nothing changes, nothing is sent"))
+            return false
+        }
+        return true
+    }
+
+    private func describeDetails(_ old: OrderRecord, _ new: OrderRecord) -> String {
+        var parts: [String] = []
+        if old.eta?.value != new.eta?.value, let eta = new.eta?.value {
+            parts.append("ETA \(RFC3339.format(eta.earliest))–\(RFC3339.format(eta.latest))")
+        }
+        if old.courierName?.value != new.courierName?.value, let courier = new.courierName?.value {
+            parts.append("courier \(courier)")
+        }
+        if old.merchantName?.value != new.merchantName?.value, let merchant = new.merchantName?.value {
+            parts.append("merchant \(merchant)")
+        }
+        if old.orderNumber?.value != new.orderNumber?.value, let number = new.orderNumber?.value {
+            parts.append("order number \(number)")
+        }
+        return parts.joined(separator: ", ")
+    }
+
+    /// Returns the key of an activity whose pending push must be rebuilt (its token rotated).
+    private func applyToken(_ e: ActivityTokenEvent, _ step: inout Step, now: Date) -> String? {
+        let token = ActivityState.UpdateToken(
+            token: e.token, bundleID: e.bundleID, environment: e.environment, key: e.key, receivedAt: now)
+        var activities = step.state.activities
+        defer { step.state.activities = activities }
+
+        if let index = activities.firstIndex(where: { $0.activityID == e.activityID }) {
+            var activity = activities[index]
+            defer { activities[index] = activity }
+            if let current = activity.updateToken, !e.key.isNewer(than: current.key) {
+                step.decisions.append(
+                    Decision(.tokenOlder, activity: activity.key, "an older token report for \(e.activityID); ignored"))
+                return nil
+            }
+            let rotated = activity.updateToken != nil
+            activity.updateToken = token
+            if activity.phase.isFinal {
+                step.decisions.append(
+                    Decision(
+                        .tokenForFinalActivity, activity: activity.key,
+                        "the activity is \(activity.phase): token \(e.token) recorded, never pushed to"))
+                return nil
+            }
+            if rotated {
+                step.decisions.append(
+                    Decision(.tokenRotated, activity: activity.key, "update token rotated to \(e.token)"))
+                return activity.pending == nil ? nil : activity.key
+            }
+            adopt(&activity, e, &step, now: now)
+            return nil
+        }
+
+        // A start of ours that the app now reports: same device, or the only one waiting.
+        let waiting = activities.indices.filter {
+            activities[$0].activityID == nil
+                && (activities[$0].phase == .pendingStart || activities[$0].phase == .starting
+                    || activities[$0].closeReason == Decision.Code.startWithdrawn.rawValue)
+        }
+        let match = e.deviceID.map { device in waiting.first { activities[$0].deviceID == device } }
+            ?? (waiting.count == 1 ? waiting.first : nil)
+        if let index = match {
+            activities[index].activityID = e.activityID
+            activities[index].updateToken = token
+            adopt(&activities[index], e, &step, now: now)
+            return nil
+        }
+
+        var activity = ActivityState(
+            key: "activity:\(e.activityID)", activityID: e.activityID, deviceID: e.deviceID, phase: .active, now: now)
+        activity.updateToken = token
+        activity.startedAt = now
+        step.decisions.append(
+            Decision(
+                .activityDiscovered, activity: activity.key,
+                "the app reports activity \(e.activityID)" + (e.deviceID.map { " on device \($0)" } ?? "")
+                    + " with token \(e.token)"))
+        if step.state.record == nil {
+            step.decisions.append(
+                Decision(.waitingForOrder, activity: activity.key, "no order.status yet; nothing to send"))
+        }
+        activities.append(activity)
+        return nil
+    }
+
+    private func adopt(_ activity: inout ActivityState, _ e: ActivityTokenEvent, _ step: inout Step, now: Date) {
+        let was = activity.phase
+        activity.activityID = e.activityID
+        activity.phase = .active
+        activity.closeReason = nil
+        if activity.startedAt == nil { activity.startedAt = now }
+        if activity.pending?.kind == .start {
+            // The activity exists on the device: a start still pending is moot.
+            step.withdrawn.append(activity.key)
+            activity.pending = nil
+        }
+        step.decisions.append(
+            Decision(
+                .activityAdopted, activity: activity.key,
+                "the app reports activity \(e.activityID) (was \(was)) with token \(e.token); it is active"))
+    }
+
+    private func applyPushToStart(_ e: PushToStartTokenEvent, _ step: inout Step) {
+        if merge(e.registration, into: &step.state) {
+            step.decisions.append(
+                Decision(
+                    .pushToStartRegistered,
+                    "push-to-start token \(e.token) for device \(e.deviceID) (\(e.attributesType), \(e.environment))"))
+        } else {
+            step.decisions.append(
+                Decision(.pushToStartOlder, "an older push-to-start token report for device \(e.deviceID); ignored"))
+        }
+    }
+
+    /// Newest registration per device wins; returns whether anything changed.
+    func merge(_ registration: PushToStartRegistration, into state: inout OrderState) -> Bool {
+        if let index = state.pushToStartTokens.firstIndex(where: { $0.deviceID == registration.deviceID }) {
+            guard registration.key.isNewer(than: state.pushToStartTokens[index].key) else { return false }
+            state.pushToStartTokens[index] = registration
+            return true
+        }
+        state.pushToStartTokens.append(registration)
+        state.pushToStartTokens.sort { $0.deviceID < $1.deviceID }
+        return true
+    }
+
+    private func applyEnded(_ e: ActivityEndedEvent, _ step: inout Step, now: Date) {
+        let phase: ActivityState.Phase = e.reason == .expired ? .expired : .ended
+        guard let index = step.state.activities.firstIndex(where: { $0.activityID == e.activityID }) else {
+            var activity = ActivityState(
+                key: "activity:\(e.activityID)", activityID: e.activityID, deviceID: nil, phase: phase, now: now)
+            activity.closeReason = e.reason.rawValue
+            activity.endedAt = now
+            step.state.activities.append(activity)
+            step.decisions.append(
+                Decision(
+                    .activityEndedOnDevice, activity: activity.key,
+                    "activity \(e.activityID) ended on the device (\(e.reason)) before it was known; recorded"))
+            return
+        }
+        var activity = step.state.activities[index]
+        if activity.phase.isFinal {
+            step.decisions.append(
+                Decision(.activityAlreadyFinal, activity: activity.key, "already \(activity.phase); nothing changes"))
+            return
+        }
+        activity.phase = phase
+        activity.closeReason = e.reason.rawValue
+        activity.endedAt = now
+        if activity.pending != nil {
+            activity.pending = nil
+            step.withdrawn.append(activity.key)
+        }
+        step.state.activities[index] = activity
+        step.decisions.append(
+            Decision(
+                .activityEndedOnDevice, activity: activity.key,
+                "the activity ended on the device (\(e.reason)); no more pushes"))
+    }
+
+    // MARK: - Bookkeeping
+
+    func finish(_ step: Step, from original: OrderState, now: Date) -> Step {
+        var step = step
+        step.state.nextSweepAt = nextSweep(step.state, now: now)
+        step.changed = step.state != original
+        return step
+    }
+
+    /// The earliest moment the sweeper has something to do for this order.
+    func nextSweep(_ state: OrderState, now: Date) -> Date? {
+        var candidates: [Date] = []
+        let sweep = policy.sweep
+        for activity in state.activities where !activity.phase.isFinal {
+            let started = activity.startedAt ?? activity.createdAt
+            switch activity.phase {
+            case .active:
+                candidates.append(started.addingTimeInterval(sweep.lifetime - sweep.lifetimeMargin))
+                if let record = state.record, !record.isTerminal {
+                    candidates.append(state.lastChangeAt.addingTimeInterval(sweep.idleTimeout))
+                }
+            case .starting:
+                candidates.append(started.addingTimeInterval(sweep.adoptionTimeout))
+            case .pendingStart where activity.pending == nil:
+                candidates.append(now.addingTimeInterval(300))
+            case .ending where activity.pending == nil:
+                candidates.append(now)
+            default:
+                break
+            }
+        }
+        return candidates.min()
+    }
+}

@@ -1,0 +1,295 @@
+import Foundation
+import Testing
+
+@testable import LiveDeliveryCore
+
+@Suite("Event decoding and validation")
+struct EventDecoderTests {
+    static var validStatus: [String: Any] {
+        Fixtures.statusObject("out_for_delivery", seq: 7, minute: 4, id: "evt-7d1c7e1e", courier: "Sam", eta: (20, 30))
+    }
+
+    static func with(_ change: (inout [String: Any]) -> Void, base: [String: Any] = validStatus) -> [UInt8] {
+        var object = base
+        change(&object)
+        return Fixtures.json(object)
+    }
+
+    static var tokenBase: [String: Any] {
+        [
+        "type": "activity.token", "version": 1, "event_id": "e1", "occurred_at": "2026-11-21T10:04:05Z",
+        "order_id": "A-10023", "activity_id": "ACT", "token": Fixtures.updateHex, "bundle_id": "com.example.app",
+        "environment": "production",
+        ]
+    }
+    static var startBase: [String: Any] {
+        [
+        "type": "activity.push_to_start_token", "version": 1, "event_id": "e2",
+        "occurred_at": "2026-11-21T10:04:05Z", "user_id": "u-1", "device_id": "d-1", "token": Fixtures.pushToStartHex,
+        "bundle_id": "com.example.app", "environment": "sandbox", "attributes_type": "DeliveryAttributes",
+        ]
+    }
+    static var endedBase: [String: Any] {
+        [
+        "type": "activity.ended", "version": 1, "event_id": "e3", "occurred_at": "2026-11-21T10:04:05Z",
+        "order_id": "A-10023", "activity_id": "ACT", "reason": "dismissed_by_user",
+        ]
+    }
+
+    struct Case: CustomTestStringConvertible, Sendable {
+        var name: String
+        var bytes: [UInt8]
+        var reason: EventRejection.Reason
+        var field: String?
+        var testDescription: String { name }
+    }
+
+    static let rejections: [Case] = [
+        Case(name: "over 64 KiB", bytes: Array(repeating: UInt8(ascii: " "), count: 65_537), reason: .bodyTooLarge),
+        Case(name: "not JSON", bytes: Array("{\"type\": ".utf8), reason: .malformedJSON),
+        Case(name: "not UTF-8", bytes: [0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D], reason: .malformedJSON),
+        Case(name: "top-level array", bytes: Array("[1,2]".utf8), reason: .malformedJSON),
+        Case(name: "missing type", bytes: with { $0["type"] = nil }, reason: .missingField, field: "type"),
+        Case(name: "type not a string", bytes: with { $0["type"] = 3 }, reason: .invalidField, field: "type"),
+        Case(name: "unknown type", bytes: with { $0["type"] = "order.created" }, reason: .unknownType, field: "type"),
+        Case(name: "missing version", bytes: with { $0["version"] = nil }, reason: .missingField, field: "version"),
+        Case(name: "version as string", bytes: with { $0["version"] = "1" }, reason: .invalidField, field: "version"),
+        Case(name: "version 2", bytes: with { $0["version"] = 2 }, reason: .unknownVersion, field: "version"),
+        Case(name: "missing event_id", bytes: with { $0["event_id"] = nil }, reason: .missingField, field: "event_id"),
+        Case(name: "empty event_id", bytes: with { $0["event_id"] = "" }, reason: .invalidField, field: "event_id"),
+        Case(
+            name: "event_id over 128", bytes: with { $0["event_id"] = String(repeating: "x", count: 129) },
+            reason: .invalidField, field: "event_id"),
+        Case(
+            name: "missing occurred_at", bytes: with { $0["occurred_at"] = nil }, reason: .missingField,
+            field: "occurred_at"),
+        Case(
+            name: "occurred_at without offset", bytes: with { $0["occurred_at"] = "2026-11-21T10:04:05" },
+            reason: .invalidTimestamp, field: "occurred_at"),
+        Case(
+            name: "occurred_at impossible date", bytes: with { $0["occurred_at"] = "2026-02-30T10:04:05Z" },
+            reason: .invalidTimestamp, field: "occurred_at"),
+        Case(
+            name: "occurred_at as number", bytes: with { $0["occurred_at"] = 1_795_255_290 },
+            reason: .invalidTimestamp, field: "occurred_at"),
+        Case(name: "missing order_id", bytes: with { $0["order_id"] = nil }, reason: .missingField, field: "order_id"),
+        Case(
+            name: "order_id over 64", bytes: with { $0["order_id"] = String(repeating: "o", count: 65) },
+            reason: .invalidField, field: "order_id"),
+        Case(name: "missing user_id", bytes: with { $0["user_id"] = nil }, reason: .missingField, field: "user_id"),
+        Case(name: "missing status", bytes: with { $0["status"] = nil }, reason: .missingField, field: "status"),
+        Case(name: "unknown status", bytes: with { $0["status"] = "lost" }, reason: .unknownStatus, field: "status"),
+        Case(name: "sequence as string", bytes: with { $0["sequence"] = "7" }, reason: .invalidField, field: "sequence"),
+        Case(name: "negative sequence", bytes: with { $0["sequence"] = -1 }, reason: .invalidField, field: "sequence"),
+        Case(name: "fractional sequence", bytes: with { $0["sequence"] = 7.5 }, reason: .invalidField, field: "sequence"),
+        Case(
+            name: "order_number as string", bytes: with { $0["order_number"] = "10023" }, reason: .invalidField,
+            field: "order_number"),
+        Case(name: "merchant not an object", bytes: with { $0["merchant"] = "Pizza" }, reason: .invalidField, field: "merchant"),
+        Case(
+            name: "courier name over 100", bytes: with { $0["courier"] = ["name": String(repeating: "é", count: 101)] },
+            reason: .invalidField, field: "courier.name"),
+        Case(
+            name: "courier name a number", bytes: with { $0["courier"] = ["name": 5] }, reason: .invalidField,
+            field: "courier.name"),
+        Case(
+            name: "eta wrong way round",
+            bytes: with { $0["eta"] = ["earliest": "2026-11-21T10:30:00Z", "latest": "2026-11-21T10:20:00Z"] },
+            reason: .invalidETARange, field: "eta"),
+        Case(
+            name: "eta missing latest", bytes: with { $0["eta"] = ["earliest": "2026-11-21T10:30:00Z"] },
+            reason: .missingField, field: "eta.latest"),
+        Case(
+            name: "eta bad timestamp", bytes: with { $0["eta"] = ["earliest": "soon", "latest": "2026-11-21T10:20:00Z"] },
+            reason: .invalidTimestamp, field: "eta.earliest"),
+        Case(name: "token missing", bytes: with({ $0["token"] = nil }, base: tokenBase), reason: .missingField, field: "token"),
+        Case(
+            name: "token not hex", bytes: with({ $0["token"] = String(repeating: "zz", count: 32) }, base: tokenBase),
+            reason: .invalidToken, field: "token"),
+        Case(
+            name: "token odd length", bytes: with({ $0["token"] = String(repeating: "a", count: 65) }, base: tokenBase),
+            reason: .invalidToken, field: "token"),
+        Case(
+            name: "token under 16 bytes", bytes: with({ $0["token"] = String(repeating: "ab", count: 15) }, base: tokenBase),
+            reason: .invalidToken, field: "token"),
+        Case(
+            name: "token over 200 bytes", bytes: with({ $0["token"] = String(repeating: "ab", count: 201) }, base: tokenBase),
+            reason: .invalidToken, field: "token"),
+        Case(
+            name: "unknown environment", bytes: with({ $0["environment"] = "staging" }, base: tokenBase),
+            reason: .invalidField, field: "environment"),
+        Case(
+            name: "bad bundle id", bytes: with({ $0["bundle_id"] = "com example" }, base: tokenBase),
+            reason: .invalidField, field: "bundle_id"),
+        Case(
+            name: "missing activity_id", bytes: with({ $0["activity_id"] = nil }, base: tokenBase),
+            reason: .missingField, field: "activity_id"),
+        Case(
+            name: "push-to-start without device", bytes: with({ $0["device_id"] = nil }, base: startBase),
+            reason: .missingField, field: "device_id"),
+        Case(
+            name: "push-to-start without attributes type", bytes: with({ $0["attributes_type"] = nil }, base: startBase),
+            reason: .missingField, field: "attributes_type"),
+        Case(
+            name: "attributes type not a type name", bytes: with({ $0["attributes_type"] = "Delivery Attributes" }, base: startBase),
+            reason: .invalidField, field: "attributes_type"),
+        Case(name: "unknown end reason", bytes: with({ $0["reason"] = "crashed" }, base: endedBase), reason: .invalidField, field: "reason"),
+        Case(name: "missing end reason", bytes: with({ $0["reason"] = nil }, base: endedBase), reason: .missingField, field: "reason"),
+    ]
+
+    @Test("rejections carry a specific reason and the offending field", arguments: rejections)
+    func rejection(_ c: Case) {
+        guard case .failure(let rejection) = EventDecoder.decode(c.bytes) else {
+            Issue.record("accepted: \(c.name)")
+            return
+        }
+        #expect(rejection.reason == c.reason)
+        #expect(rejection.field == c.field)
+        #expect(!rejection.message.isEmpty)
+    }
+
+    @Test func everyReasonIsExercised() {
+        let covered = Set(Self.rejections.map(\.reason)).union([.routingKeyMismatch, .messageIDMismatch])
+        #expect(covered == Set(EventRejection.Reason.all))
+    }
+
+    @Test func messagesNeverContainTheToken() {
+        let secret = String(repeating: "9f", count: 31) + "zz"
+        guard case .failure(let rejection) = EventDecoder.decode(Self.with({ $0["token"] = secret }, base: Self.tokenBase))
+        else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(!rejection.description.contains("9f9f9f"))
+        let token = DeviceToken(hex: Fixtures.updateHex)!
+        #expect(!token.description.contains(Fixtures.updateHex))
+        #expect(token.description.hasPrefix("b2b2b2b2"))
+    }
+
+    @Test func routingKeyAndMessageIDMustMatch() {
+        let bytes = Fixtures.json(Self.validStatus)
+        guard case .failure(let a) = EventDecoder.decode(bytes, routingKey: "activity.token") else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(a.reason == .routingKeyMismatch)
+        guard case .failure(let b) = EventDecoder.decode(bytes, routingKey: "order.status", messageID: "other") else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(b.reason == .messageIDMismatch)
+        #expect((try? EventDecoder.decode(bytes, routingKey: "order.status", messageID: "evt-7d1c7e1e").get()) != nil)
+    }
+
+    @Test func decodesTheContractExample() throws {
+        let text = """
+            {"type": "order.status", "version": 1,
+             "event_id": "evt-7d1c7e1e", "occurred_at": "2026-11-21T10:04:05Z",
+             "order_id": "A-10023", "user_id": "u-991", "sequence": 7,
+             "status": "out_for_delivery", "order_number": 10023,
+             "merchant": { "name": "Pizza Place" }, "courier":  { "name": "Sam" },
+             "eta": { "earliest": "2026-11-21T10:20:00Z", "latest": "2026-11-21T10:30:00Z" },
+             "future_field": {"anything": [1, 2]}}
+            """
+        guard case .orderStatus(let e) = try EventDecoder.decode(Array(text.utf8)).get() else {
+            Issue.record("wrong type")
+            return
+        }
+        #expect(e.eventID == "evt-7d1c7e1e")
+        #expect(e.sequence == 7)
+        #expect(e.status == .outForDelivery)
+        #expect(e.orderNumber == 10023)
+        #expect(e.merchantName == "Pizza Place")
+        #expect(e.courierName == "Sam")
+        #expect(e.occurredAt == RFC3339.parse("2026-11-21T10:04:05Z"))
+        #expect(e.eta == ETAWindow(earliest: RFC3339.parse("2026-11-21T10:20:00Z")!, latest: RFC3339.parse("2026-11-21T10:30:00Z")!))
+    }
+
+    @Test func emptyNullAndMissingOptionalFieldsAreAbsent() throws {
+        let bytes = Self.with {
+            $0["sequence"] = NSNull()
+            $0["order_number"] = nil
+            $0["merchant"] = ["name": "   "]
+            $0["courier"] = NSNull()
+            $0["eta"] = NSNull()
+        }
+        guard case .orderStatus(let e) = try EventDecoder.decode(bytes).get() else {
+            Issue.record("wrong type")
+            return
+        }
+        #expect(e.sequence == nil && e.orderNumber == nil && e.merchantName == nil && e.courierName == nil && e.eta == nil)
+    }
+
+    @Test func unicodeNamesUpTo100Characters() throws {
+        let name = String(repeating: "👩‍👩‍👧‍👦", count: 100)
+        let bytes = Self.with { $0["courier"] = ["name": name] }
+        guard case .orderStatus(let e) = try EventDecoder.decode(bytes).get() else {
+            Issue.record("wrong type")
+            return
+        }
+        #expect(e.courierName == name)
+    }
+
+    @Test func bodyOfExactly64KiBIsParsed() {
+        var bytes = Fixtures.json(Self.validStatus)
+        bytes.removeLast()
+        bytes += Array(repeating: UInt8(ascii: " "), count: EventDecoder.maximumBodySize - bytes.count - 1) + [UInt8(ascii: "}")]
+        #expect(bytes.count == EventDecoder.maximumBodySize)
+        #expect((try? EventDecoder.decode(bytes).get()) != nil)
+    }
+
+    @Test func otherEventTypes() throws {
+        guard case .activityToken(let t) = try EventDecoder.decode(Self.with({ $0["token"] = Fixtures.updateHex.uppercased() }, base: Self.tokenBase)).get()
+        else {
+            Issue.record("wrong type")
+            return
+        }
+        #expect(t.token.hex == Fixtures.updateHex)
+        #expect(t.environment == .production && t.deviceID == nil)
+        guard case .pushToStartToken(let p) = try EventDecoder.decode(Fixtures.json(Self.startBase)).get() else {
+            Issue.record("wrong type")
+            return
+        }
+        #expect(p.attributesType == "DeliveryAttributes" && p.deviceID == "d-1")
+        guard case .activityEnded(let e) = try EventDecoder.decode(Fixtures.json(Self.endedBase)).get() else {
+            Issue.record("wrong type")
+            return
+        }
+        #expect(e.reason == .dismissedByUser)
+    }
+}
+
+@Suite("RFC 3339")
+struct RFC3339Tests {
+    @Test(
+        arguments: [
+            ("2026-11-21T10:04:05Z", 1_795_255_445.0),
+            ("2026-11-21t10:04:05z", 1_795_255_445.0),
+            ("2026-11-21 10:04:05Z", 1_795_255_445.0),
+            ("2026-11-21T12:04:05+02:00", 1_795_255_445.0),
+            ("2026-11-21T05:34:05-04:30", 1_795_255_445.0),
+            ("2026-11-21T10:04:05.250Z", 1_795_255_445.25),
+            ("2024-02-29T00:00:00Z", 1_709_164_800.0),
+            ("1970-01-01T00:00:00Z", 0.0),
+            ("2016-12-31T23:59:60Z", 1_483_228_800.0),
+        ])
+    func parses(_ text: String, _ unix: Double) {
+        #expect(RFC3339.parse(text)?.timeIntervalSince1970 == unix)
+    }
+
+    @Test(
+        arguments: [
+            "", "2026-11-21", "2026-11-21T10:04:05", "2026-11-21T10:04Z", "2026-13-01T00:00:00Z",
+            "2025-02-29T00:00:00Z", "2026-11-21T24:00:00Z", "2026-11-21T10:04:05.Z", "2026-11-21T10:04:05+0200",
+            "2026-11-21T10:04:05Z ", "20261121T100405Z",
+        ])
+    func rejects(_ text: String) {
+        #expect(RFC3339.parse(text) == nil)
+    }
+
+    @Test func formatsRoundTrip() {
+        let date = RFC3339.parse("2026-11-21T10:04:05Z")!
+        #expect(RFC3339.format(date) == "2026-11-21T10:04:05Z")
+        #expect(RFC3339.format(Date(timeIntervalSince1970: -1)) == "1969-12-31T23:59:59Z")
+    }
+}

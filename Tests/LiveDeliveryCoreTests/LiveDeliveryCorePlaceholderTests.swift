@@ -1,4 +1,0 @@
-import Testing
-@testable import LiveDeliveryCore
-
-@Test func LiveDeliveryCoreModuleLinks() {}

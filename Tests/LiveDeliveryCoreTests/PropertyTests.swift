@@ -1,0 +1,156 @@
+import Foundation
+import PropertyBased
+import Testing
+
+@testable import LiveDeliveryCore
+
+/// A deterministic random source for building scenarios from a generated seed.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// One order's well-formed event stream: statuses moving forward (with repeats carrying new
+/// details), at most one terminal status (the newest), the app's token report and maybe a rotation.
+struct Scenario: CustomStringConvertible {
+    var events: [InboundEvent]
+    var context: TrackingContext
+    var description: String { events.map { "\($0.type):\($0.eventID)" }.joined(separator: " ") }
+
+    init(seed: UInt64) {
+        var rng = SplitMix(state: seed)
+        let withSequence = Bool.random(using: &rng)
+        let open: [OrderStatus] = [.placed, .confirmed, .preparing, .readyForPickup, .pickedUp, .outForDelivery, .arriving]
+        var statuses: [OrderStatus] = open.filter { _ in Int.random(in: 0..<10, using: &rng) < 6 }
+        if statuses.isEmpty { statuses = [open.randomElement(using: &rng)!] }
+        var path: [OrderStatus] = []
+        for status in statuses {
+            path.append(status)
+            while Int.random(in: 0..<4, using: &rng) == 0 { path.append(status) }
+        }
+        if Int.random(in: 0..<10, using: &rng) < 8 {
+            path.append([.delivered, .cancelled, .deliveryFailed].randomElement(using: &rng)!)
+        }
+        var events: [InboundEvent] = []
+        var minute = 0.0
+        var eta = (40.0, 50.0)
+        var courier: String?
+        var tokenPlaced = false
+        var rotation = Int.random(in: 0..<2, using: &rng) == 0
+        for (index, status) in path.enumerated() {
+            minute += Double(Int.random(in: 1...6, using: &rng))
+            eta.1 += Double(Int.random(in: -3...15, using: &rng))
+            eta.0 = min(eta.0 + Double(Int.random(in: -3...8, using: &rng)), eta.1)
+            if status >= .pickedUp, courier == nil || Int.random(in: 0..<8, using: &rng) == 0 {
+                courier = ["Sam", "Zoë", "李"].randomElement(using: &rng)!
+            }
+            let hasETA = status >= .preparing && Int.random(in: 0..<5, using: &rng) > 0
+            events.append(
+                Fixtures.status(
+                    status.rawValue, seq: withSequence ? index + 1 : nil, minute: minute, id: "e\(index)",
+                    courier: Int.random(in: 0..<6, using: &rng) > 0 ? courier : nil,
+                    eta: hasETA ? eta : nil))
+            if !tokenPlaced && (Policy().startOn.contains(status) || index == path.count - 1) {
+                events.append(Fixtures.token(minute: minute + 0.5, id: "tok-1"))
+                tokenPlaced = true
+            } else if tokenPlaced && rotation {
+                events.append(Fixtures.token(Fixtures.rotatedHex, minute: minute + 0.5, id: "tok-2"))
+                rotation = false
+            }
+        }
+        self.events = events
+        self.context = TrackingContext(
+            pushToStartTokens: Bool.random(using: &rng) ? [Fixtures.registration()] : [])
+    }
+
+    /// The events shuffled, with some delivered more than once.
+    func delivery(seed: UInt64) -> [InboundEvent] {
+        var rng = SplitMix(state: seed)
+        var copies = events
+        for _ in 0..<Int.random(in: 0...4, using: &rng) { copies.append(events.randomElement(using: &rng)!) }
+        return copies.shuffled(using: &rng)
+    }
+}
+
+/// Runs a delivery through the tracker with every push accepted; collects what was sent.
+struct Replay {
+    var state: OrderState
+    var pushes: [PlannedPush] = []
+
+    init(_ events: [InboundEvent], context: TrackingContext, tracker: OrderTracker) {
+        let now = Fixtures.at(1000)
+        state = OrderState(orderID: "A-10023", now: now)
+        for event in events {
+            let step = tracker.apply(event, to: state, context: context, now: now)
+            state = step.state
+            for push in step.pushes {
+                pushes.append(push)
+                state = tracker.record(.accepted, for: push, in: state, now: now).state
+            }
+        }
+    }
+
+    /// What must converge: the order, and each activity's identity, phase, token and shown content.
+    var converged: String {
+        var lines = ["\(String(describing: state.record))"]
+        for activity in state.activities.sorted(by: { ($0.deviceID ?? "", $0.activityID ?? "") < ($1.deviceID ?? "", $1.activityID ?? "") }) {
+            lines.append(
+                "\(activity.deviceID ?? "-") \(activity.activityID ?? "-") \(activity.phase) \(activity.updateToken?.token.hex ?? "-")"
+                    + (activity.phase.isFinal ? "" : " \(activity.planned?.contentState ?? "-")"))
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+@Suite("Properties")
+struct PropertyTests {
+    let tracker = Fixtures.tracker()
+
+    @Test func anyPermutationWithDuplicatesEndsInTheSameState() async {
+        await propertyCheck(count: 300, input: Gen.int(in: 0...Int(Int32.max)), Gen.int(in: 0...Int(Int32.max))) {
+            scenarioSeed, orderSeed in
+            let scenario = Scenario(seed: UInt64(scenarioSeed))
+            let inOrder = Replay(scenario.events, context: scenario.context, tracker: tracker)
+            let shuffled = Replay(scenario.delivery(seed: UInt64(orderSeed)), context: scenario.context, tracker: tracker)
+            #expect(shuffled.converged == inOrder.converged, "\(scenario)")
+            // A non-final activity shows exactly the content of the converged order.
+            if let record = shuffled.state.record {
+                let content = JSONValue.object(tracker.configuration.mapping.contentState(for: record)).compactText
+                for activity in shuffled.state.activities where !activity.phase.isFinal && activity.phase != .starting {
+                    #expect(activity.planned?.contentState == content)
+                }
+            }
+        }
+    }
+
+    @Test func neverAnOlderStateAfterANewerOneAndNeverTwoAlertsPerStep() async {
+        await propertyCheck(count: 300, input: Gen.int(in: 0...Int(Int32.max)), Gen.int(in: 0...Int(Int32.max))) {
+            scenarioSeed, orderSeed in
+            let scenario = Scenario(seed: UInt64(scenarioSeed))
+            let replay = Replay(scenario.delivery(seed: UInt64(orderSeed)), context: scenario.context, tracker: tracker)
+            var shown: [String: EventKey] = [:]
+            var alerted: [String: Set<String>] = [:]
+            var timestamps: [String: Int] = [:]
+            for push in replay.pushes {
+                let device = push.activityKey
+                if let previous = shown[device] {
+                    #expect(!previous.isNewer(than: push.statusKey), "\(push.kind) showed \(push.statusKey) after \(previous)")
+                }
+                shown[device] = push.statusKey
+                if push.alert != nil {
+                    #expect(alerted[device, default: []].insert(push.step).inserted, "second alert for \(push.step)")
+                }
+                if let last = timestamps[device] { #expect(push.timestamp > last) }
+                timestamps[device] = push.timestamp
+                #expect(push.payload.count <= 4096)
+                #expect((try? decodeApp(push)) != nil)
+            }
+        }
+    }
+}
