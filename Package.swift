@@ -76,6 +76,7 @@ let package = Package(
             dependencies: [
                 "RabbitMQ", "Postgres", "HTTP2",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
 

@@ -212,7 +212,10 @@ final class CurlEventLoop: @unchecked Sendable {
             var running: Int32 = 0
             let performResult = curl_multi_perform(multi.raw, &running)
             if performResult != CURLM_OK {
-                logger.debug("curl_multi_perform failed", metadata: [HTTP2LoggingKeys.curlCode: "\(performResult.rawValue)"])
+                logger.debug(
+                    "curl_multi_perform failed",
+                    metadata: [HTTP2LoggingKeys.curlCode: "\(performResult.rawValue)"]
+                )
             }
             collectFinishedTransfers()
 
@@ -313,7 +316,9 @@ final class CurlEventLoop: @unchecked Sendable {
             _ = CShims_curl_easy_getinfo_ptr(raw, CURLINFO_PRIVATE, &privatePointer)
             guard let privatePointer else { continue }
             let context = Unmanaged<RequestContext>.fromOpaque(privatePointer).takeUnretainedValue()
-            guard active.removeValue(forKey: ObjectIdentifier(context)) != nil, let easy = context.easy else { continue }
+            guard active.removeValue(forKey: ObjectIdentifier(context)) != nil, let easy = context.easy else {
+                continue
+            }
             complete(context, easy: easy, result: result)
         }
     }

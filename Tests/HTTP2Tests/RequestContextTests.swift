@@ -1,5 +1,6 @@
-@testable import HTTP2
 import Testing
+
+@testable import HTTP2
 
 @Suite struct RequestContextTests {
     private func feed(_ lines: [String], to context: RequestContext) {

@@ -56,6 +56,11 @@ extension HTTP2Error {
         } else {
             message = String(cString: curl_easy_strerror(curlCode))
         }
-        self.init(code: code, curlCode: Int32(bitPattern: curlCode.rawValue), message: message, mayHaveBeenSent: mayHaveBeenSent)
+        self.init(
+            code: code,
+            curlCode: Int32(bitPattern: curlCode.rawValue),
+            message: message,
+            mayHaveBeenSent: mayHaveBeenSent
+        )
     }
 }

@@ -5,26 +5,29 @@ import Synchronization
 import Glibc
 #endif
 
-/// Owns one `nghttpd` process: HTTP/2 over TLS (never h2c), `--echo-upload`, on 127.0.0.1.
+/// Owns one `nghttpd` process: HTTP/2 over TLS (never h2c), on 127.0.0.1, by default with
+/// `--echo-upload` (a POST's body comes back as the response body).
 final class NGHTTPDServer: Sendable {
     let port: Int
     let fixture: TLSFixture
+    let echo: Bool
     private let process: Mutex<Process?>
 
     var baseURL: String { "https://localhost:\(port)" }
 
-    private init(port: Int, fixture: TLSFixture, process: Process) {
+    private init(port: Int, fixture: TLSFixture, echo: Bool, process: Process) {
         self.port = port
         self.fixture = fixture
+        self.echo = echo
         self.process = Mutex(process)
     }
 
     /// Starts nghttpd on `port`, or on a free port when `nil` (retrying if another process took it).
-    static func start(fixture: TLSFixture, port: Int? = nil) async throws -> NGHTTPDServer {
+    static func start(fixture: TLSFixture, port: Int? = nil, echo: Bool = true) async throws -> NGHTTPDServer {
         for _ in 0..<10 {
             let candidate = try port ?? freeLoopbackPort()
-            if let process = try await launch(fixture: fixture, port: candidate) {
-                return NGHTTPDServer(port: candidate, fixture: fixture, process: process)
+            if let process = try await launch(fixture: fixture, port: candidate, echo: echo) {
+                return NGHTTPDServer(port: candidate, fixture: fixture, echo: echo, process: process)
             }
         }
         throw ServerError(description: "nghttpd did not start")
@@ -33,7 +36,7 @@ final class NGHTTPDServer: Sendable {
     /// Starts it again on the same port (after ``stop()``).
     func restart() async throws {
         for _ in 0..<50 {
-            if let launched = try await Self.launch(fixture: fixture, port: port) {
+            if let launched = try await Self.launch(fixture: fixture, port: port, echo: echo) {
                 process.withLock { $0 = launched }
                 return
             }
@@ -65,13 +68,12 @@ final class NGHTTPDServer: Sendable {
     }
 
     /// Launches nghttpd and waits until it accepts TCP connections; `nil` if it exited (port taken).
-    private static func launch(fixture: TLSFixture, port: Int) async throws -> Process? {
+    private static func launch(fixture: TLSFixture, port: Int, echo: Bool) async throws -> Process? {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/sbin/nghttpd")
-        process.arguments = [
-            "--echo-upload", "-a", "127.0.0.1", "-d", fixture.documentRoot,
-            String(port), fixture.keyPath, fixture.certificatePath,
-        ]
+        process.arguments =
+            (echo ? ["--echo-upload"] : [])
+            + ["-a", "127.0.0.1", "-d", fixture.documentRoot, String(port), fixture.keyPath, fixture.certificatePath]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()

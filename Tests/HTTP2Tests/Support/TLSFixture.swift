@@ -25,6 +25,7 @@ final class TLSFixture: Sendable {
         )
         let fixture = TLSFixture(directory: directory)
         try indexText.write(toFile: fixture.documentRoot + "/index.txt", atomically: true, encoding: .utf8)
+        try "".write(toFile: fixture.documentRoot + "/empty", atomically: true, encoding: .utf8)
         try await generate(key: fixture.keyPath, certificate: fixture.certificatePath, in: directory)
         try await generate(
             key: directory.appendingPathComponent("other-key.pem").path,
