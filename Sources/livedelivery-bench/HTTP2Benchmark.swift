@@ -17,7 +17,8 @@ struct HTTP2Benchmark: AsyncParsableCommand {
         abstract: "HTTP2Client requests/s beside h2load against the same local nghttpd (h2 over TLS)."
     )
 
-    @Option(help: "Requests per run (client and h2load each).") var requests = 100_000
+    @Option(help: "Requests for the client and for h2load, each (split over the rounds).") var requests = 100_000
+    @Option(help: "Alternating client / h2load rounds.") var rounds = 4
     @Option(help: "Connections (client maxConnectionsPerHost, h2load -c).") var connections = 2
     @Option(help: "Concurrent streams per connection (h2load -m).") var streams = 100
     @Option(help: "POST body size in bytes.") var bodySize = 300
@@ -65,30 +66,12 @@ struct HTTP2Benchmark: AsyncParsableCommand {
             "\(requests) POSTs of \(body.count) bytes, -c \(connections) -m \(streams)"
         )
 
-        let client = try await measureClient(url: url, certificate: certificate, body: body)
-        print(String(format: "HTTP2Client: %9.0f req/s  (%@)", client.rate, client.detail))
-
-        let h2load = try await measureH2Load(url: url, bodyFile: bodyFile)
-        print(String(format: "h2load:      %9.0f req/s  (%@)", h2load.rate, h2load.detail))
-        print(String(format: "ratio:       %9.1f %%  (HTTP2Client / h2load)", client.rate / h2load.rate * 100))
-    }
-
-    private func measureClient(url: String, certificate: String, body: [UInt8]) async throws -> (
-        rate: Double, detail: String
-    ) {
-        var configuration = HTTP2Client.Configuration()
-        configuration.caFile = certificate
-        configuration.maxConnectionsPerHost = connections
-        configuration.maxConcurrentStreamsPerConnection = streams
-        configuration.maxRequestsInFlight = connections * streams
-        var logger = Logger(label: "livedelivery-bench.http2")
-        logger.logLevel = .warning
-        let client = try HTTP2Client(configuration: configuration, logger: logger)
-        let workers = connections * streams
+        // Alternate client and h2load rounds so that drift (machine load, nghttpd's /tmp churn)
+        // hits both alike; the totals compare overall rates.
+        let client = try await makeClient(certificate: certificate)
         let request = HTTP2Request(url: url, body: body)
-
-        // Warm-up: open the connections.
         let expectedBody = emptyResponse ? 0 : body.count
+        let workers = connections * streams
         try await Self.drive(
             client: client,
             request: request,
@@ -96,25 +79,60 @@ struct HTTP2Benchmark: AsyncParsableCommand {
             total: workers,
             workers: workers
         )
-        let started = ContinuousClock.now
-        let failures = try await Self.drive(
-            client: client,
-            request: request,
-            expectedBody: expectedBody,
-            total: requests,
-            workers: workers
-        )
-        let elapsed = ContinuousClock.now - started
-        let after = client.statistics
+        let perRound = max(1, requests / rounds)
+        var clientSeconds = 0.0
+        var clientFailures = 0
+        var h2loadSeconds = 0.0
+        var h2loadFailures = 0
+        for round in 1...rounds {
+            let started = ContinuousClock.now
+            clientFailures += try await Self.drive(
+                client: client,
+                request: request,
+                expectedBody: expectedBody,
+                total: perRound,
+                workers: workers
+            )
+            let elapsed = (ContinuousClock.now - started).seconds
+            clientSeconds += elapsed
+            let h2load = try await runH2Load(url: url, bodyFile: bodyFile, count: perRound)
+            h2loadSeconds += Double(perRound) / h2load.rate
+            h2loadFailures += perRound - h2load.succeeded
+            print(
+                String(
+                    format: "round %d: HTTP2Client %8.0f req/s   h2load %8.0f req/s",
+                    round,
+                    Double(perRound) / elapsed,
+                    h2load.rate
+                )
+            )
+        }
+        let statistics = client.statistics
         await client.shutdown()
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        let detail = String(
-            format: "%.2fs, %d failed or non-200, %d connections",
-            seconds,
-            failures,
-            after.connectionsOpened
+        let total = Double(perRound * rounds)
+        let clientRate = total / clientSeconds
+        let h2loadRate = total / h2loadSeconds
+        print(
+            String(
+                format: "HTTP2Client: %9.0f req/s  (%d failed or unexpected, %d connections opened)",
+                clientRate,
+                clientFailures,
+                statistics.connectionsOpened
+            )
         )
-        return (Double(requests) / seconds, detail)
+        print(String(format: "h2load:      %9.0f req/s  (%d not succeeded)", h2loadRate, h2loadFailures))
+        print(String(format: "ratio:       %9.1f %%  (HTTP2Client / h2load)", clientRate / h2loadRate * 100))
+    }
+
+    private func makeClient(certificate: String) async throws -> HTTP2Client {
+        var configuration = HTTP2Client.Configuration()
+        configuration.caFile = certificate
+        configuration.maxConnectionsPerHost = connections
+        configuration.maxConcurrentStreamsPerConnection = streams
+        configuration.maxRequestsInFlight = connections * streams
+        var logger = Logger(label: "livedelivery-bench.http2")
+        logger.logLevel = .warning
+        return try HTTP2Client(configuration: configuration, logger: logger)
     }
 
     /// Runs `total` requests on `workers` concurrent tasks; returns how many failed or were not 200.
@@ -134,9 +152,13 @@ struct HTTP2Benchmark: AsyncParsableCommand {
                     while next.take() < total {
                         do {
                             let response = try await client.execute(request)
-                            if response.status != 200 || response.body.count != expectedBody { failures += 1 }
+                            if response.status != 200 || response.body.count != expectedBody {
+                                failures += 1
+                                print("unexpected response: status \(response.status), \(response.body.count) bytes")
+                            }
                         } catch {
                             failures += 1
+                            print("failed: \(error)")
                         }
                     }
                     return failures
@@ -146,22 +168,25 @@ struct HTTP2Benchmark: AsyncParsableCommand {
         }
     }
 
-    private func measureH2Load(url: String, bodyFile: String) async throws -> (rate: Double, detail: String) {
+    private func runH2Load(url: String, bodyFile: String, count: Int) async throws -> (rate: Double, succeeded: Int) {
         let output = try await Self.run(
             "/usr/bin/h2load",
-            ["-c", "\(connections)", "-m", "\(streams)", "-n", "\(requests)", "-d", bodyFile, url]
+            ["-c", "\(connections)", "-m", "\(streams)", "-n", "\(count)", "-d", bodyFile, url]
         )
-        // "finished in 6.41s, 15594.38 req/s, 4.87MB/s" and "requests: … succeeded, … failed …"
+        // "finished in 6.41s, 15594.38 req/s, 4.87MB/s"
+        // "requests: 30000 total, 30000 started, 30000 done, 30000 succeeded, 0 failed, …"
         let lines = output.split(separator: "\n")
-        guard let finished = lines.first(where: { $0.hasPrefix("finished in") }) else {
-            throw BenchmarkError(description: "unexpected h2load output:\n\(output)")
-        }
+        guard let finished = lines.first(where: { $0.hasPrefix("finished in") }),
+            let summary = lines.first(where: { $0.hasPrefix("requests:") })
+        else { throw BenchmarkError(description: "unexpected h2load output:\n\(output)") }
         let fields = finished.split(separator: " ")
-        guard let index = fields.firstIndex(where: { $0.hasPrefix("req/s") }), index > 0,
-            let rate = Double(fields[index - 1])
-        else { throw BenchmarkError(description: "cannot parse h2load: \(finished)") }
-        let summary = lines.first { $0.hasPrefix("requests:") }.map(String.init) ?? ""
-        return (rate, String(fields[2].dropLast()) + ", " + summary)
+        let counts = summary.split(separator: " ")
+        guard let rateIndex = fields.firstIndex(where: { $0.hasPrefix("req/s") }), rateIndex > 0,
+            let rate = Double(fields[rateIndex - 1]),
+            let succeededIndex = counts.firstIndex(where: { $0.hasPrefix("succeeded") }), succeededIndex > 0,
+            let succeeded = Int(counts[succeededIndex - 1])
+        else { throw BenchmarkError(description: "cannot parse h2load output:\n\(output)") }
+        return (rate, succeeded)
     }
 
     // MARK: Helpers
@@ -253,6 +278,12 @@ struct HTTP2Benchmark: AsyncParsableCommand {
         address.sin_port = UInt16(port).bigEndian
         address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
         return address
+    }
+}
+
+extension Duration {
+    fileprivate var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }
 
