@@ -77,6 +77,7 @@ let package = Package(
             dependencies: [
                 "RabbitMQ", "Postgres", "HTTP2",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
 
@@ -84,7 +85,10 @@ let package = Package(
         .target(name: "TestSupport"),
         .testTarget(name: "RabbitMQTests", dependencies: ["RabbitMQ", "TestSupport"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
-        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"]),
+        .testTarget(
+            name: "HTTP2Tests",
+            dependencies: ["HTTP2", "TestSupport", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(
             name: "LiveDeliveryCoreTests",
             dependencies: ["LiveDeliveryCore", .product(name: "PropertyBased", package: "swift-property-based")]
