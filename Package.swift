@@ -93,7 +93,8 @@ let package = Package(
                 "APNsSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            exclude: ["README.md"]
         ),
 
         // MARK: Product modules
@@ -118,6 +119,7 @@ let package = Package(
             dependencies: [
                 "RabbitMQ", "Postgres", "HTTP2",
                 "APNs", "APNsSimulator", .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

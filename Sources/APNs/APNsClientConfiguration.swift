@@ -1,5 +1,5 @@
 public import Crypto
-import Foundation
+public import Foundation
 
 /// Apps, hosts, connection limits and retry policy of an ``APNsClient``.
 public struct APNsClientConfiguration: Sendable {
@@ -135,4 +135,10 @@ public struct APNsSigningKey: Sendable, CustomStringConvertible {
     }
 
     public var description: String { "APNsSigningKey(keyID: \(keyID))" }
+
+    /// A provider token signed now-or-at `issuedAt` for this key and team, for tools (h2load, curl).
+    /// ``APNsClient`` caches and refreshes its own; do not call this per request.
+    public func providerToken(teamID: String, issuedAt: Date = Date()) throws(APNsError) -> String {
+        try APNsTokenProvider.sign(key: self, teamID: teamID, issuedAt: Int(issuedAt.timeIntervalSince1970))
+    }
 }
