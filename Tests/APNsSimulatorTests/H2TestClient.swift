@@ -27,11 +27,19 @@ final class H2TestConnection: Sendable {
     private let channel: any Channel
     private let multiplexer: NIOHTTP2Handler.StreamMultiplexer
     let goaways: NIOLockedValueBox<Int>
+    /// SETTINGS_MAX_CONCURRENT_STREAMS values the server advertised, in order.
+    let maxStreamsSettings: NIOLockedValueBox<[Int]>
 
-    private init(channel: any Channel, multiplexer: NIOHTTP2Handler.StreamMultiplexer, goaways: NIOLockedValueBox<Int>) {
+    private init(
+        channel: any Channel,
+        multiplexer: NIOHTTP2Handler.StreamMultiplexer,
+        goaways: NIOLockedValueBox<Int>,
+        maxStreamsSettings: NIOLockedValueBox<[Int]>
+    ) {
         self.channel = channel
         self.multiplexer = multiplexer
         self.goaways = goaways
+        self.maxStreamsSettings = maxStreamsSettings
     }
 
     static let group = MultiThreadedEventLoopGroup.singleton
@@ -42,6 +50,7 @@ final class H2TestConnection: Sendable {
         tls.applicationProtocols = ["h2"]
         let context = try NIOSSLContext(configuration: tls)
         let goaways = NIOLockedValueBox(0)
+        let settings = NIOLockedValueBox<[Int]>([])
         let (channel, multiplexer) = try await ClientBootstrap(group: group)
             .connect(host: "127.0.0.1", port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -50,11 +59,12 @@ final class H2TestConnection: Sendable {
                     let multiplexer = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                         mode: .client, connectionConfiguration: .init(), streamConfiguration: .init()
                     ) { stream in stream.eventLoop.makeSucceededVoidFuture() }
-                    try channel.pipeline.syncOperations.addHandler(GoAwayCounter(count: goaways))
+                    try channel.pipeline.syncOperations.addHandler(RootFrameRecorder(goaways: goaways, maxStreams: settings))
                     return (channel, multiplexer)
                 }
             }
-        return H2TestConnection(channel: channel, multiplexer: multiplexer, goaways: goaways)
+        return H2TestConnection(
+            channel: channel, multiplexer: multiplexer, goaways: goaways, maxStreamsSettings: settings)
     }
 
     func send(
@@ -131,13 +141,28 @@ private final class ResponseCollector: ChannelInboundHandler {
     }
 }
 
-private final class GoAwayCounter: ChannelInboundHandler, Sendable {
+/// Records connection-level frames: GOAWAYs and the server's stream limit.
+private final class RootFrameRecorder: ChannelInboundHandler, Sendable {
     typealias InboundIn = HTTP2Frame
-    let count: NIOLockedValueBox<Int>
-    init(count: NIOLockedValueBox<Int>) { self.count = count }
+    let goaways: NIOLockedValueBox<Int>
+    let maxStreams: NIOLockedValueBox<[Int]>
+
+    init(goaways: NIOLockedValueBox<Int>, maxStreams: NIOLockedValueBox<[Int]>) {
+        self.goaways = goaways
+        self.maxStreams = maxStreams
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .goAway = unwrapInboundIn(data).payload { count.withLockedValue { $0 += 1 } }
+        switch unwrapInboundIn(data).payload {
+        case .goAway:
+            goaways.withLockedValue { $0 += 1 }
+        case .settings(.settings(let settings)):
+            for setting in settings where setting.parameter == .maxConcurrentStreams {
+                maxStreams.withLockedValue { $0.append(setting.value) }
+            }
+        default:
+            break
+        }
         context.fireChannelRead(data)
     }
 }

@@ -2,6 +2,7 @@ import APNsSimulator
 import Crypto
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import Testing
 
@@ -189,6 +190,22 @@ struct SimulatorRequestTests {
         #expect(environment.reason == "BadEnvironmentKeyIdInToken")
         // The second token is fine on its own connection.
         #expect(try await send(try await fixture.connect(), second).status == 200)
+        try await fixture.simulator.shutdown()
+    }
+
+    @Test func oneStreamUntilTheFirstValidProviderToken() async throws {
+        let fixture = try await SimulatorFixture.start { configuration, _ in configuration.maxConcurrentStreams = 500 }
+        let connection = try await fixture.connect()
+        let body = SimulatorFixture.payload(event: "update", timestamp: Int(Date().timeIntervalSince1970))
+        let refused = try await connection.send(
+            path: "/3/device/\(SimulatorFixture.token())",
+            headers: SimulatorRequestTests.replacing("authorization", with: "bearer x.y.z")(try fixture.headers()), body: body)
+        #expect(refused.status == 403)
+        #expect(connection.maxStreamsSettings.withLockedValue { $0 } == [1])
+        #expect(try await connection.send(path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body).status == 200)
+        #expect(connection.maxStreamsSettings.withLockedValue { $0 } == [1, 500])
+        #expect(try await connection.send(path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body).status == 200)
+        #expect(connection.maxStreamsSettings.withLockedValue { $0 } == [1, 500])
         try await fixture.simulator.shutdown()
     }
 
