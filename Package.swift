@@ -128,7 +128,10 @@ let package = Package(
         .target(name: "TestSupport"),
         .testTarget(name: "RabbitMQTests", dependencies: ["RabbitMQ", "TestSupport"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
-        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"]),
+        .testTarget(
+            name: "HTTP2Tests",
+            dependencies: ["HTTP2", "TestSupport", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(name: "LiveDeliveryCoreTests", dependencies: ["LiveDeliveryCore"]),
         .testTarget(
             name: "APNsTests",

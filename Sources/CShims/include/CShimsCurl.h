@@ -1,5 +1,30 @@
 #ifndef LIVEDELIVERY_CSHIMS_CURL_H
 #define LIVEDELIVERY_CSHIMS_CURL_H
+// Typed, non-variadic wrappers for the variadic libcurl calls (curl_easy_setopt, curl_easy_getinfo,
+// curl_multi_setopt), which Swift cannot import. Only the HTTP2 module uses them.
 #include <curl/curl.h>
+#include <stddef.h>
+
+/// The shape of CURLOPT_WRITEFUNCTION and CURLOPT_HEADERFUNCTION callbacks.
+typedef size_t (*CShims_curl_data_callback)(char *_Nonnull buffer, size_t size, size_t count,
+                                             void *_Nullable userdata);
+
+CURLcode CShims_curl_easy_setopt_long(CURL *_Nonnull handle, CURLoption option, long value);
+CURLcode CShims_curl_easy_setopt_ptr(CURL *_Nonnull handle, CURLoption option, void *_Nullable value);
+CURLcode CShims_curl_easy_setopt_string(CURL *_Nonnull handle, CURLoption option, const char *_Nullable value);
+CURLcode CShims_curl_easy_setopt_off_t(CURL *_Nonnull handle, CURLoption option, curl_off_t value);
+CURLcode CShims_curl_easy_setopt_slist(CURL *_Nonnull handle, CURLoption option,
+                                       struct curl_slist *_Nullable value);
+CURLcode CShims_curl_easy_setopt_write_function(CURL *_Nonnull handle, CShims_curl_data_callback _Nullable callback);
+CURLcode CShims_curl_easy_setopt_header_function(CURL *_Nonnull handle, CShims_curl_data_callback _Nullable callback);
+
+CURLcode CShims_curl_easy_getinfo_long(CURL *_Nonnull handle, CURLINFO info, long *_Nonnull value);
+CURLcode CShims_curl_easy_getinfo_off_t(CURL *_Nonnull handle, CURLINFO info, curl_off_t *_Nonnull value);
+CURLcode CShims_curl_easy_getinfo_ptr(CURL *_Nonnull handle, CURLINFO info, void *_Nullable *_Nonnull value);
+
+CURLMcode CShims_curl_multi_setopt_long(CURLM *_Nonnull handle, CURLMoption option, long value);
+
+/// The result of a CURLMSG_DONE message (`msg->data.result`), without touching the union from Swift.
+CURLcode CShims_curl_msg_result(const CURLMsg *_Nonnull message);
 
 #endif

@@ -1,0 +1,90 @@
+public import Logging
+import Synchronization
+
+/// An HTTP/2 client over libcurl's multi interface: many concurrent requests multiplexed over a
+/// few long-lived TLS connections per host.
+///
+/// One dedicated thread owns all libcurl state; ``execute(_:)`` hands the request over and
+/// suspends until the response (or an error) is back, without blocking the cooperative pool.
+/// Connections are opened on demand and replaced by libcurl when they die (server restart,
+/// GOAWAY): the requests on a dying connection fail with a retriable ``HTTP2Error``, later ones
+/// open a new connection.
+///
+/// Call ``shutdown()`` when done; dropping the last reference also stops the thread, after the
+/// requests in flight finish.
+public final class HTTP2Client: Sendable {
+    /// Counters since the client started.
+    public struct Statistics: Hashable, Sendable {
+        /// Connections opened (sum of `CURLINFO_NUM_CONNECTS` over finished transfers).
+        public var connectionsOpened: Int
+        /// Transfers that ended with a response (any status).
+        public var requestsCompleted: Int
+        /// Transfers that ended with an ``HTTP2Error`` (including cancelled ones).
+        public var requestsFailed: Int
+        /// Requests holding one of the ``Configuration/maxRequestsInFlight`` slots right now.
+        public var inFlight: Int
+    }
+
+    public let configuration: Configuration
+    private let loop: CurlEventLoop
+    private let nextRequestID = Atomic<UInt64>(0)
+
+    /// Starts the client's thread; no connection is opened until the first request.
+    public init(configuration: Configuration = Configuration(), logger: Logger) throws(HTTP2Error) {
+        try configuration.validate()
+        self.configuration = configuration
+        loop = try CurlEventLoop(configuration: configuration, logger: logger)
+        loop.start()
+    }
+
+    deinit {
+        loop.requestShutdown()
+    }
+
+    /// Sends `request` and returns the complete response, whatever its status.
+    ///
+    /// Suspends while ``Configuration/maxRequestsInFlight`` requests are in flight. Cancelling the
+    /// calling task aborts the transfer (resetting its stream) and throws ``HTTP2Error/Code/cancelled``.
+    /// - Throws: ``HTTP2Error`` when no complete response arrived.
+    public func execute(_ request: HTTP2Request) async throws(HTTP2Error) -> HTTP2Response {
+        let started = ContinuousClock.now
+        let timeout = request.timeout ?? configuration.defaultRequestTimeout
+        let id = nextRequestID.wrappingAdd(1, ordering: .relaxed).newValue
+        let context = try RequestContext(id: id, request: request)
+        if Task.isCancelled { throw .cancelledError(mayHaveBeenSent: false) }
+
+        if case .failed(let error) = await loop.acquireSlot(id: id) { throw error }
+        // The wait for a slot counts against the request's timeout.
+        let remaining = (timeout - (ContinuousClock.now - started)).milliseconds
+        guard remaining > 0 else {
+            loop.releaseSlot()
+            throw HTTP2Error(
+                code: .timedOut,
+                message: "timed out waiting for one of \(configuration.maxRequestsInFlight) in-flight slots",
+                mayHaveBeenSent: false
+            )
+        }
+        context.timeoutMilliseconds = remaining
+
+        let loop = self.loop
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                context.continuation = continuation
+                loop.submit(context)
+            }
+        } onCancel: {
+            loop.cancel(context)
+        }
+        return try result.get()
+    }
+
+    /// A snapshot of the counters.
+    public var statistics: Statistics { loop.statistics }
+
+    /// Stops taking requests (they throw ``HTTP2Error/Code/shutdown``), fails those waiting for a
+    /// slot, waits for the ones in flight (each bounded by its timeout), then closes the
+    /// connections and stops the thread. Safe to call more than once.
+    public func shutdown() async {
+        await loop.shutdown()
+    }
+}
