@@ -96,7 +96,9 @@ final class RequestProcessor: Sendable {
         guard head.path.hasPrefix("/3/device/") else { return answer(404, "BadPath") }
         let token = record.deviceToken
         guard !token.isEmpty else { return answer(400, "MissingDeviceToken") }
-        guard !token.contains("/"), !token.contains("?") else { return answer(404, "BadPath") }
+        guard !token.utf8.contains(UInt8(ascii: "/")), !token.utf8.contains(UInt8(ascii: "?")) else {
+            return answer(404, "BadPath")
+        }
 
         // Headers that may appear once.
         var seen = Set<String>()
@@ -179,8 +181,7 @@ final class RequestProcessor: Sendable {
         // Body.
         guard body.readableBytes > 0 else { return answer(400, "PayloadEmpty") }
         guard body.readableBytes <= Self.maxPayloadBytes else { return answer(413, "PayloadTooLarge") }
-        guard let payload = try? JSONDecoder().decode(JSONValue.self, from: Data(body.readableBytesView)),
-            case .object = payload
+        guard let payload = JSONValue.parse(body.readableBytesView), case .object = payload
         else { return answer(400, "BadRequestPayload") }
 
         let push = DeviceModel.Push(

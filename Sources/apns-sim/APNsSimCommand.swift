@@ -10,7 +10,7 @@ struct APNsSimCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns-sim",
         abstract: "Simulates APNs (POST /3/device/<token> over TLS HTTP/2) and the phones behind the tokens.",
-        subcommands: [Serve.self, KeyGen.self],
+        subcommands: [Serve.self, KeyGen.self, Token.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -147,5 +147,32 @@ struct KeyGen: AsyncParsableCommand {
         let key = P256.Signing.PrivateKey()
         try Data(key.pemRepresentation.utf8).write(to: URL(fileURLWithPath: out))
         print("wrote \(out); start the simulator with --key KEYID=TEAMID:\(out)")
+    }
+}
+
+struct Token: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "token",
+        abstract: "Prints a provider token (ES256 JWT, valid for an hour) for curl or h2load.")
+
+    @Option(name: .customLong("key-id"), help: "The key id (JWT kid).")
+    var keyID: String
+
+    @Option(name: .customLong("team-id"), help: "The team id (JWT iss).")
+    var teamID: String
+
+    @Option(help: "The .p8 private key.")
+    var key: String
+
+    func run() async throws {
+        let privateKey = try P256.Signing.PrivateKey(pemRepresentation: String(contentsOfFile: key, encoding: .utf8))
+        func base64URL(_ data: Data) -> String {
+            data.base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+        let header = base64URL(Data(#"{"alg":"ES256","kid":"\#(keyID)"}"#.utf8))
+        let claims = base64URL(Data(#"{"iss":"\#(teamID)","iat":\#(Int(Date().timeIntervalSince1970))}"#.utf8))
+        let signature = try privateKey.signature(for: Data((header + "." + claims).utf8))
+        print(header + "." + claims + "." + base64URL(signature.rawRepresentation))
     }
 }
