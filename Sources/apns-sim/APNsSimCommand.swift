@@ -100,6 +100,7 @@ struct Serve: AsyncParsableCommand {
         let simulator = try await APNsSimulator.start(configuration, logger: logger)
         print("apns-sim: APNs at \(simulator.baseURL), control API at \(simulator.controlURL)")
         print("apns-sim: certificate \(simulator.certificatePEMPath) (give it to clients as their CA file)")
+        fflush(nil)
         await waitForTermination()
         try await simulator.shutdown()
     }
@@ -109,8 +110,9 @@ struct Serve: AsyncParsableCommand {
         signal(SIGTERM, SIG_IGN)
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let once = Once(continuation)
+            let queue = DispatchQueue(label: "apns-sim.signals")
             for number in [SIGINT, SIGTERM] {
-                let source = DispatchSource.makeSignalSource(signal: number, queue: .main)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
                 source.setEventHandler { once.resume() }
                 source.resume()
                 Once.keep(source)
@@ -121,7 +123,7 @@ struct Serve: AsyncParsableCommand {
 
 /// Resumes a continuation once, whichever signal comes first.
 private final class Once: @unchecked Sendable {
-    // Touched only from the main dispatch queue (the signal sources' queue).
+    // Touched only from the signal sources' serial queue (and `keep` before they can fire).
     private var continuation: CheckedContinuation<Void, Never>?
     nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
 
