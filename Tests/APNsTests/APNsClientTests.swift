@@ -294,6 +294,35 @@ struct APNsClientTests {
         try await fixture.stop()
     }
 
+    @Test func severalAppsOfDifferentTeamsNeverShareAConnection() async throws {
+        let otherKey = APNsSigningKey(keyID: "OTHERKEY01", privateKey: .init())
+        let fixture = try await ClientFixture.start(simulator: { configuration in
+            configuration.keys.append(.init(keyID: "OTHERKEY01", teamID: "OTHERTEAM1", publicKey: otherKey.privateKey.publicKey))
+        })
+        var configuration = APNsClientConfiguration(apps: [
+            APNsApp(bundleID: ClientFixture.bundleID, teamID: fixture.teamID, key: fixture.key, environment: .production, baseURL: fixture.simulator.baseURL),
+            APNsApp(bundleID: "com.example.other", teamID: "OTHERTEAM1", key: otherKey, environment: .sandbox, baseURL: fixture.simulator.baseURL),
+        ])
+        configuration.caFile = fixture.simulator.certificatePEMPath
+        configuration.maxConnectionsPerHost = 1
+        let client = try APNsClient(configuration: configuration, logger: Logger(label: "apns-test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        var other = ClientFixture.notification()
+        other.topic = "com.example.other.push-type.liveactivity"
+        for _ in 0..<3 {
+            #expect(await client.send(ClientFixture.notification(), app: ClientFixture.bundleID).status == 200)
+            #expect(await client.send(other, app: "com.example.other").status == 200)
+        }
+        let records = fixture.simulator.pushes()
+        #expect(Set(records.map(\.keyID)) == [fixture.key.keyID, "OTHERKEY01"])
+        // Each connection carried one team's key only.
+        let keysPerConnection = Dictionary(grouping: records, by: \.connectionID).mapValues { Set($0.map(\.keyID)) }
+        #expect(keysPerConnection.count == 2)
+        #expect(keysPerConnection.values.allSatisfy { $0.count == 1 })
+        #expect(client.connectionsOpened == 2)
+        await client.shutdown()
+        try await fixture.stop()
+    }
+
     @Test func logsAndDescriptionsNeverShowTokensOrKeys() async throws {
         let sink = LogSink()
         var logger = Logger(label: "apns-test", factory: { _ in CapturingLogHandler(sink: sink) })
