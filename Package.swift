@@ -16,11 +16,19 @@ let package = Package(
     products: [
         .executable(name: "livedelivery", targets: ["livedelivery"]),
         .executable(name: "livedelivery-bench", targets: ["livedelivery-bench"]),
+        .executable(name: "apns-sim", targets: ["apns-sim"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+        // APNs client (JWT signing) and apns-sim (TLS HTTP/2 server, self-signed certificate).
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.0"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.0"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
     ],
     targets: [
         // MARK: C libraries (system) and the one C shim target
@@ -55,6 +63,41 @@ let package = Package(
             dependencies: ["CCurl", "CShims", .product(name: "Logging", package: "swift-log")]
         ),
 
+        // MARK: APNs client and the APNs simulator
+        .target(
+            name: "APNs",
+            dependencies: [
+                "HTTP2",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "APNsSimulator",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "apns-sim",
+            dependencies: [
+                "APNsSimulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            exclude: ["README.md"]
+        ),
+
         // MARK: Product modules
         .target(name: "LiveDeliveryCore"),
         .target(
@@ -76,6 +119,8 @@ let package = Package(
             name: "livedelivery-bench",
             dependencies: [
                 "RabbitMQ", "Postgres", "HTTP2",
+                "APNs", "APNsSimulator", .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -92,6 +137,28 @@ let package = Package(
         .testTarget(
             name: "LiveDeliveryCoreTests",
             dependencies: ["LiveDeliveryCore", .product(name: "PropertyBased", package: "swift-property-based")]
+        ),
+        .testTarget(
+            name: "APNsTests",
+            dependencies: [
+                "APNs", "APNsSimulator", "HTTP2", "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "APNsSimulatorTests",
+            dependencies: [
+                "APNsSimulator", "TestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
     ]
 )

@@ -1,0 +1,175 @@
+public import Foundation
+import HTTP2
+public import Logging
+
+/// Sends pushes to APNs (or apns-sim) for several apps at once, over a few long-lived HTTP/2 connections.
+///
+/// - One ``HTTP2Client`` (libcurl multi handle, its own connection pool) per base URL and provider team:
+///   APNs refuses a connection that mixes developer accounts (`UnrelatedKeyIdInToken`).
+/// - One provider token per key and team, shared by every connection and task, replaced every
+///   ``APNsClientConfiguration/tokenRefreshInterval``.
+/// - Transport failures (timeout, reset, GOAWAY, dead connection) are retried with backoff up to
+///   ``APNsClientConfiguration/maxAttempts``; libcurl reconnects. APNs' own answers are returned, never retried.
+/// - ``send(_:app:)`` never throws: every result is an ``APNsOutcome``.
+public final class APNsClient: Sendable {
+    private struct Route: Sendable {
+        var baseURL: String
+        var client: HTTP2Client
+    }
+
+    public let configuration: APNsClientConfiguration
+    private let apps: [String: APNsApp]
+    /// By `baseURL + " " + teamID`.
+    private let routes: [String: Route]
+    private let tokens: APNsTokenProvider
+    private let logger: Logger
+
+    /// - Parameters:
+    ///   - clock: measures token ages (tests pass a manual clock).
+    ///   - wallClock: gives the tokens' `iat`.
+    public init(
+        configuration: APNsClientConfiguration,
+        logger: Logger,
+        clock: any Clock<Duration> = ContinuousClock(),
+        wallClock: @escaping @Sendable () -> Date = { Date() }
+    ) throws(APNsError) {
+        try configuration.validate()
+        self.configuration = configuration
+        self.logger = logger
+        self.tokens = APNsTokenProvider(
+            refreshInterval: configuration.tokenRefreshInterval, clock: clock, wallClock: wallClock)
+        var apps: [String: APNsApp] = [:]
+        var routes: [String: Route] = [:]
+        var transport = HTTP2Client.Configuration()
+        transport.maxConnectionsPerHost = configuration.maxConnectionsPerHost
+        transport.maxConcurrentStreamsPerConnection = configuration.maxConcurrentStreamsPerConnection
+        transport.maxRequestsInFlight = configuration.maxRequestsInFlight
+        transport.connectTimeout = configuration.connectTimeout
+        transport.defaultRequestTimeout = configuration.requestTimeout
+        transport.caFile = configuration.caFile
+        transport.verifyPeer = configuration.verifyPeer
+        transport.verifyHost = configuration.verifyHost
+        for app in configuration.apps {
+            apps[app.bundleID] = app
+            let baseURL = configuration.baseURL(for: app)
+            let routeKey = Self.routeKey(baseURL: baseURL, teamID: app.teamID)
+            guard routes[routeKey] == nil else { continue }
+            do {
+                routes[routeKey] = Route(baseURL: baseURL, client: try HTTP2Client(configuration: transport, logger: logger))
+            } catch {
+                for route in routes.values { Task { await route.client.shutdown() } }
+                throw APNsError(.transport, "cannot create the HTTP/2 client: \(error)")
+            }
+        }
+        self.apps = apps
+        self.routes = routes
+    }
+
+    private static func routeKey(baseURL: String, teamID: String) -> String { baseURL + " " + teamID }
+
+    /// Connections opened so far, over all hosts and teams.
+    public var connectionsOpened: Int { routes.values.reduce(0) { $0 + $1.client.statistics.connectionsOpened } }
+
+    /// Provider tokens signed so far.
+    public var providerTokensSigned: Int { get async { await tokens.tokensMinted } }
+
+    /// Sends one push for the app with this bundle id and tells what to do next.
+    public func send(_ notification: APNsNotification, app bundleID: String) async -> APNsOutcome {
+        guard let app = apps[bundleID],
+            let route = routes[Self.routeKey(baseURL: configuration.baseURL(for: app), teamID: app.teamID)]
+        else {
+            return .configurationFault(reason: .unknownApp, status: nil)
+        }
+        var logger = self.logger
+        logger[metadataKey: APNsLoggingKeys.apnsID] = "\(notification.apnsID.uuidString.lowercased())"
+        logger[metadataKey: APNsLoggingKeys.bundleID] = "\(bundleID)"
+        logger[metadataKey: APNsLoggingKeys.tokenPrefix] = "\(notification.deviceToken.prefix(8))"
+
+        var attempt = 1
+        while true {
+            let token: String
+            do {
+                token = try await tokens.token(key: app.key, teamID: app.teamID)
+            } catch {
+                logger.debug("cannot sign a provider token", metadata: [APNsLoggingKeys.keyID: "\(app.key.keyID)"])
+                return .configurationFault(reason: .signingFailed, status: nil)
+            }
+            let request = makeRequest(notification, baseURL: route.baseURL, providerToken: token)
+            do {
+                let response = try await route.client.execute(request)
+                let outcome = APNsOutcome.classify(
+                    status: response.status,
+                    body: response.body,
+                    apnsID: response.header("apns-id").flatMap(UUID.init(uuidString:)) ?? notification.apnsID,
+                    retryAfter: response.header("retry-after").flatMap { Int($0) }.map { .seconds($0) },
+                    delays: configuration.retryDelays)
+                if case .refreshAuth = outcome {
+                    await tokens.invalidate(token: token, key: app.key, teamID: app.teamID)
+                }
+                logger.debug(
+                    "APNs answered",
+                    metadata: [
+                        APNsLoggingKeys.status: "\(response.status)",
+                        APNsLoggingKeys.reason: "\(outcome.reason?.rawValue ?? "")",
+                        APNsLoggingKeys.attempt: "\(attempt)",
+                    ])
+                return outcome
+            } catch {
+                let outcome = transportOutcome(error)
+                logger.debug(
+                    "APNs request failed",
+                    metadata: [
+                        APNsLoggingKeys.error: "\(error.code)",
+                        APNsLoggingKeys.reason: "\(outcome.reason?.rawValue ?? "")",
+                        APNsLoggingKeys.attempt: "\(attempt)",
+                    ])
+                guard error.isRetriable, attempt < configuration.maxAttempts, !Task.isCancelled else { return outcome }
+                let backoff = configuration.retryBackoff * (1 << (attempt - 1)) * Double.random(in: 0.5...1.5)
+                do { try await Task.sleep(for: backoff) } catch { return outcome }
+                attempt += 1
+            }
+        }
+    }
+
+    private func makeRequest(_ notification: APNsNotification, baseURL: String, providerToken: String) -> HTTP2Request {
+        var headers: [(name: String, value: String)] = [
+            ("authorization", "bearer " + providerToken),
+            ("apns-push-type", notification.pushType.rawValue),
+            ("apns-topic", notification.topic),
+            ("apns-priority", String(notification.priority.rawValue)),
+            ("apns-id", notification.apnsID.uuidString.lowercased()),
+            ("content-type", "application/json"),
+        ]
+        if let expiration = notification.expiration.headerValue { headers.append(("apns-expiration", expiration)) }
+        if let collapseID = notification.collapseID { headers.append(("apns-collapse-id", collapseID)) }
+        return HTTP2Request(
+            method: "POST",
+            url: baseURL + "/3/device/" + notification.deviceToken,
+            headers: headers,
+            body: notification.payload,
+            timeout: configuration.requestTimeout)
+    }
+
+    private func transportOutcome(_ error: HTTP2Error) -> APNsOutcome {
+        let delay = configuration.retryDelays.transport
+        switch error.code {
+        case .timedOut: return .retryLater(reason: .timedOut, status: nil, after: delay)
+        case .couldNotConnect: return .retryLater(reason: .couldNotConnect, status: nil, after: delay)
+        case .http2, .sendFailed, .receiveFailed: return .retryLater(reason: .connectionLost, status: nil, after: delay)
+        case .cancelled, .shutdown: return .retryLater(reason: .cancelled, status: nil, after: delay)
+        case .tls:
+            return error.isRetriable
+                ? .retryLater(reason: .tlsFailure, status: nil, after: delay)
+                : .configurationFault(reason: .tlsFailure, status: nil)
+        default:
+            return error.isRetriable
+                ? .retryLater(reason: .transportFailure, status: nil, after: delay)
+                : .configurationFault(reason: .transportFailure, status: nil)
+        }
+    }
+
+    /// Closes every connection. Sends after this return a retry-later outcome.
+    public func shutdown() async {
+        for route in routes.values { await route.client.shutdown() }
+    }
+}

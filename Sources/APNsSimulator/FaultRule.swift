@@ -1,0 +1,43 @@
+/// A fault injected through the control API (`POST /faults`) or ``RunningSimulator/injectFault(_:)``.
+///
+/// A rule matches the next `count` requests (default 1), or each request with probability `percent`/100
+/// when `percent` is given, optionally only requests to one `token`. What it does, in this order:
+/// wait `latencyMs`; then `drop` the TCP connection, `stall` (never answer), send `goaway` (with
+/// `reason` in its debug data) and close the connection, or answer `status` with `{"reason": reason}`.
+/// A rule with only `latencyMs` delays the request and then lets it through.
+public struct FaultRule: Sendable, Codable, Hashable {
+    public var status: Int?
+    public var reason: String?
+    public var count: Int?
+    public var percent: Double?
+    public var latencyMs: Int?
+    public var goaway: Bool?
+    public var drop: Bool?
+    public var stall: Bool?
+    public var token: String?
+
+    public init(
+        status: Int? = nil,
+        reason: String? = nil,
+        count: Int? = nil,
+        percent: Double? = nil,
+        latencyMs: Int? = nil,
+        goaway: Bool = false,
+        drop: Bool = false,
+        stall: Bool = false,
+        token: String? = nil
+    ) {
+        self.status = status
+        self.reason = reason
+        self.count = count
+        self.percent = percent
+        self.latencyMs = latencyMs
+        self.goaway = goaway ? true : nil
+        self.drop = drop ? true : nil
+        self.stall = stall ? true : nil
+        self.token = token
+    }
+
+    /// Whether the rule does anything beyond a delay.
+    var interrupts: Bool { status != nil || goaway == true || drop == true || stall == true }
+}

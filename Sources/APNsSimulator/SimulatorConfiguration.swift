@@ -1,0 +1,123 @@
+public import Crypto
+public import Foundation
+
+/// How an ``APNsSimulator`` listens, which provider keys it accepts and how its simulated devices behave.
+public struct SimulatorConfiguration: Sendable {
+    /// Address the APNs (TLS HTTP/2) listener binds to.
+    public var host: String = "127.0.0.1"
+    /// APNs port; `0` picks a free port (see ``RunningSimulator/port``).
+    public var port: Int = 0
+    /// Port of the plain HTTP/1.1 JSON control API; `0` picks a free port.
+    public var controlPort: Int = 0
+    /// Certificate and key (PEM files) to serve; `nil` generates a self-signed certificate at start
+    /// for `localhost` and `127.0.0.1`, written to ``RunningSimulator/certificatePEMPath``.
+    public var certificate: CertificateFiles?
+    /// Provider keys whose JWTs the simulator accepts.
+    public var keys: [AcceptedKey] = []
+    /// Accept any well-formed ES256 JWT without checking its signature (handy for demos; not faithful).
+    public var acceptUnknownKeys: Bool = false
+    /// The environment this simulator plays; tokens registered for the other one get `BadDeviceToken`,
+    /// and keys restricted to the other one get `BadEnvironmentKeyIdInToken`.
+    public var environment: Environment = .production
+    /// Priority-10 pushes a Live Activity accepts per rolling hour before the device throttles silently
+    /// (APNs still answers 200). `nil`: unlimited. Apple does not publish the number.
+    public var priority10BudgetPerHour: Int?
+    /// The app's content-state shape; when set, pushes that would not decode get the `wouldNotDecode` verdict.
+    public var contentStateShape: ContentStateShape?
+    /// Streams a connection may carry before its first request with a valid provider token (Apple: 1).
+    public var streamsBeforeAuthentication: Int = 1
+    /// Streams a connection may carry once authenticated (advertised in a SETTINGS update).
+    public var maxConcurrentStreams: Int = 1000
+    /// Age after which a provider token is refused with `ExpiredProviderToken`.
+    public var providerTokenMaxAge: TimeInterval = 3600
+    /// A connection may change its provider token at most once per this interval
+    /// (else `429 TooManyProviderTokenUpdates`).
+    public var providerTokenMinUpdateInterval: TimeInterval = 20 * 60
+    /// Records kept for the control API (oldest dropped first).
+    public var recordLimit: Int = 100_000
+    /// Event-loop threads; `nil` uses one per core.
+    public var threads: Int?
+    /// The simulator's wall clock (token ages, budgets, 410 timestamps). Tests inject a shifted clock.
+    public var now: @Sendable () -> Date = { Date() }
+
+    public init() {}
+
+    /// The two APNs environments.
+    public enum Environment: String, Sendable, Codable, CaseIterable {
+        case production, sandbox
+    }
+
+    /// A certificate chain and private key, both PEM files.
+    public struct CertificateFiles: Sendable {
+        public var certificatePath: String
+        public var privateKeyPath: String
+        public init(certificatePath: String, privateKeyPath: String) {
+            self.certificatePath = certificatePath
+            self.privateKeyPath = privateKeyPath
+        }
+    }
+
+    /// A provider signing key the simulator trusts: its key id, team id and public key, optionally restricted
+    /// to one environment (Apple's environment-restricted keys) or to some bundle ids (topic-specific keys).
+    public struct AcceptedKey: Sendable {
+        public var keyID: String
+        public var teamID: String
+        public var publicKey: P256.Signing.PublicKey
+        public var environment: Environment?
+        public var bundleIDs: Set<String>?
+
+        public init(
+            keyID: String,
+            teamID: String,
+            publicKey: P256.Signing.PublicKey,
+            environment: Environment? = nil,
+            bundleIDs: Set<String>? = nil
+        ) {
+            self.keyID = keyID
+            self.teamID = teamID
+            self.publicKey = publicKey
+            self.environment = environment
+            self.bundleIDs = bundleIDs
+        }
+
+        /// Reads a PEM file holding either the public key or the `.p8` private key (the public key is derived).
+        public init(keyID: String, teamID: String, pemFile path: String) throws(SimulatorError) {
+            let text: String
+            do {
+                text = try String(contentsOfFile: path, encoding: .utf8)
+            } catch {
+                throw SimulatorError(.invalidConfiguration, "cannot read key file for key \(keyID)")
+            }
+            try self.init(keyID: keyID, teamID: teamID, pem: text)
+        }
+
+        /// Parses PEM text holding a public key, or a PKCS#8/SEC1 private key.
+        public init(keyID: String, teamID: String, pem: String) throws(SimulatorError) {
+            let publicKey: P256.Signing.PublicKey
+            if let key = try? P256.Signing.PublicKey(pemRepresentation: pem) {
+                publicKey = key
+            } else if let key = try? P256.Signing.PrivateKey(pemRepresentation: pem) {
+                publicKey = key.publicKey
+            } else {
+                throw SimulatorError(.invalidConfiguration, "key \(keyID) is not a P-256 public or private key in PEM")
+            }
+            self.init(keyID: keyID, teamID: teamID, publicKey: publicKey)
+        }
+
+        /// Parses the command-line form `KEYID=TEAMID:/path/key.pem`.
+        public init(argument: String) throws(SimulatorError) {
+            guard let equals = argument.firstIndex(of: "="),
+                let colon = argument[equals...].firstIndex(of: ":")
+            else {
+                throw SimulatorError(.invalidConfiguration, "a key is given as KEYID=TEAMID:/path/key.pem")
+            }
+            let keyID = String(argument[..<equals])
+            let teamID = String(argument[argument.index(after: equals)..<colon])
+            let path = String(argument[argument.index(after: colon)...])
+            guard !keyID.isEmpty, !teamID.isEmpty, !path.isEmpty else {
+                throw SimulatorError(.invalidConfiguration, "a key is given as KEYID=TEAMID:/path/key.pem")
+            }
+            try self.init(keyID: keyID, teamID: teamID, pemFile: path)
+        }
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import NIOConcurrencyHelpers
+import Synchronization
+
+/// The simulator's shared state: the device model, the request records and the injected faults.
+///
+/// One short lock (the recorder's) covers the device verdict and the record of a push, so both agree.
+/// Payload JSON is parsed before taking it. Faults are behind an atomic count, so no lock is taken for them
+/// when none are set (the normal, fast case).
+final class SimulatorStore: Sendable {
+    private struct State: Sendable {
+        var devices: DeviceModel
+        var records: [PushRecord] = []
+        /// Index of the oldest record once `records` is full (a ring buffer).
+        var ringStart = 0
+        var nextSequence = 1
+        var faults: [FaultRule] = []
+    }
+
+    private let state: NIOLockedValueBox<State>
+    private let faultCount = Atomic<Int>(0)
+    private let recordLimit: Int
+    let connectionsAccepted = Atomic<Int>(0)
+    let connectionsOpen = Atomic<Int>(0)
+    let requests = Atomic<Int>(0)
+    let goawaysSent = Atomic<Int>(0)
+    let now: @Sendable () -> Date
+
+    init(configuration: SimulatorConfiguration) {
+        self.state = NIOLockedValueBox(
+            State(
+                devices: DeviceModel(
+                    environment: configuration.environment,
+                    priority10BudgetPerHour: configuration.priority10BudgetPerHour,
+                    shape: configuration.contentStateShape)))
+        self.recordLimit = max(1, configuration.recordLimit)
+        self.now = configuration.now
+    }
+
+    // MARK: Pushes
+
+    /// APNs' token verdict, then (when it lets the push through) the device's; records the request.
+    func deliver(
+        _ record: PushRecord,
+        push: DeviceModel.Push?,
+        bundleID: String?
+    ) -> PushRecord {
+        let now = self.now()
+        return state.withLockedValue { state in
+            var record = record
+            if let push, let bundleID {
+                if let rejection = state.devices.rejection(token: push.token, bundleID: bundleID) {
+                    record.status = rejection.status
+                    record.reason = rejection.reason
+                    record.verdict = DeviceVerdict(.rejected, rejection.timestamp.map { "unregistered at \($0)" })
+                    record.unregisteredAt = rejection.timestamp
+                } else {
+                    let result = state.devices.deliver(push, now: now)
+                    record.verdict = result.verdict
+                    record.activityID = result.activityID
+                    record.issuedUpdateToken = result.issuedUpdateToken
+                }
+            }
+            record.sequence = state.nextSequence
+            state.nextSequence += 1
+            if state.records.count < recordLimit {
+                state.records.append(record)
+            } else {
+                state.records[state.ringStart] = record
+                state.ringStart = (state.ringStart + 1) % recordLimit
+            }
+            return record
+        }
+    }
+
+    func pushes(token: String?, activity: String?, limit: Int?) -> [PushRecord] {
+        state.withLockedValue { state in
+            let ordered = Array(state.records[state.ringStart...] + state.records[..<state.ringStart])
+            let matching = ordered.filter { record in
+                (token == nil || record.deviceToken == token
+                    || (record.issuedUpdateToken != nil && record.issuedUpdateToken == token))
+                    && (activity == nil || record.activityID == activity)
+            }
+            if let limit, matching.count > limit { return Array(matching.suffix(limit)) }
+            return matching
+        }
+    }
+
+    // MARK: Devices
+
+    func device(token: String) -> DeviceView? { state.withLockedValue { $0.devices.view(token: token) } }
+    func activity(id: String) -> ActivityView? { state.withLockedValue { $0.devices.view(activity: id) } }
+    func tokens() -> [String] { state.withLockedValue { $0.devices.allTokens } }
+
+    func register(token: String, bundleID: String?, environment: SimulatorConfiguration.Environment?) {
+        state.withLockedValue { $0.devices.register(token: token, bundleID: bundleID, environment: environment) }
+    }
+
+    func markUnregistered(token: String, at date: Date?) {
+        let date = date ?? now()
+        state.withLockedValue { $0.devices.markUnregistered(token: token, at: date) }
+    }
+
+    func markExpired(token: String) { state.withLockedValue { $0.devices.markExpired(token: token) } }
+
+    // MARK: Faults
+
+    func addFault(_ rule: FaultRule) {
+        state.withLockedValue { state in
+            state.faults.append(rule)
+            faultCount.store(state.faults.count, ordering: .releasing)
+        }
+    }
+
+    func faults() -> [FaultRule] { state.withLockedValue { $0.faults } }
+
+    func clearFaults() {
+        state.withLockedValue { state in
+            state.faults = []
+            faultCount.store(0, ordering: .releasing)
+        }
+    }
+
+    /// The fault that applies to this request, consuming one of its `count`.
+    func takeFault(token: String) -> FaultRule? {
+        guard faultCount.load(ordering: .acquiring) > 0 else { return nil }
+        return state.withLockedValue { state in
+            for index in state.faults.indices {
+                let rule = state.faults[index]
+                if let only = rule.token, only != token { continue }
+                if let percent = rule.percent {
+                    if Double.random(in: 0..<100) < percent { return rule }
+                    continue
+                }
+                let remaining = (rule.count ?? 1) - 1
+                if remaining <= 0 {
+                    state.faults.remove(at: index)
+                    faultCount.store(state.faults.count, ordering: .releasing)
+                } else {
+                    state.faults[index].count = remaining
+                }
+                return rule
+            }
+            return nil
+        }
+    }
+
+    // MARK: Reset and statistics
+
+    func reset(configuration: SimulatorConfiguration) {
+        state.withLockedValue { state in
+            state = State(
+                devices: DeviceModel(
+                    environment: configuration.environment,
+                    priority10BudgetPerHour: configuration.priority10BudgetPerHour,
+                    shape: configuration.contentStateShape))
+            faultCount.store(0, ordering: .releasing)
+        }
+    }
+
+    var statistics: SimulatorStatistics {
+        SimulatorStatistics(
+            connectionsAccepted: connectionsAccepted.load(ordering: .relaxed),
+            connectionsOpen: connectionsOpen.load(ordering: .relaxed),
+            requests: requests.load(ordering: .relaxed),
+            goawaysSent: goawaysSent.load(ordering: .relaxed))
+    }
+}

@@ -1,0 +1,189 @@
+import APNs
+import APNsSimulator
+import ArgumentParser
+import Crypto
+import Foundation
+import Logging
+
+/// Pushes per second from ``APNsClient`` to an in-process apns-sim, beside h2load against the same simulator
+/// with the same connections and streams, plus the client's p50/p99 request latency.
+struct APNsBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apns",
+        abstract: "APNs client vs h2load against apns-sim: pushes/s and latency.")
+
+    @Option(help: "Pushes per run.")
+    var requests: Int = 20_000
+
+    @Option(help: "TLS connections (client and h2load).")
+    var connections: Int = 2
+
+    @Option(help: "Streams in flight per connection (client and h2load).")
+    var streams: Int = 100
+
+    @Option(help: "Alternating client/h2load rounds; the medians are reported (the machine may be shared).")
+    var rounds: Int = 3
+
+    @Option(name: .customLong("sim-threads"), help: "apns-sim event-loop threads (default: one per core).")
+    var simThreads: Int?
+
+    @Option(help: "The h2load executable.")
+    var h2load: String = "/usr/bin/h2load"
+
+    func run() async throws {
+        let logger = Logger(label: "apns-bench", factory: { _ in SwiftLogNoOpLogHandler() })
+        let keyID = "BENCHKEY01"
+        let teamID = "BENCHTEAM1"
+        let privateKey = P256.Signing.PrivateKey()
+        let key = APNsSigningKey(keyID: keyID, privateKey: privateKey)
+
+        var simulatorConfiguration = SimulatorConfiguration()
+        simulatorConfiguration.keys = [.init(keyID: keyID, teamID: teamID, publicKey: privateKey.publicKey)]
+        simulatorConfiguration.threads = simThreads
+        simulatorConfiguration.recordLimit = 1000
+        let simulator = try await APNsSimulator.start(simulatorConfiguration, logger: logger)
+        defer { Task { try? await simulator.shutdown() } }
+
+        let bundleID = "com.example.bench"
+        let topic = bundleID + ".push-type.liveactivity"
+        let token = String(repeating: "ab", count: 32)
+        let payload = Array(
+            #"{"aps":{"event":"update","timestamp":\#(Int(Date().timeIntervalSince1970)),"content-state":{"driverName":"Sam","estimatedDeliveryTime":[800000000,800000600],"currentStep":"delivering"}}}"#
+                .utf8)
+
+        // The client.
+        var configuration = APNsClientConfiguration(apps: [
+            APNsApp(bundleID: bundleID, teamID: teamID, key: key, environment: .production, baseURL: simulator.baseURL)
+        ])
+        configuration.caFile = simulator.certificatePEMPath
+        configuration.maxConnectionsPerHost = connections
+        configuration.maxConcurrentStreamsPerConnection = streams
+        configuration.maxRequestsInFlight = connections * streams
+        configuration.requestTimeout = .seconds(30)
+        configuration.maxAttempts = 1
+        let client = try APNsClient(configuration: configuration, logger: logger)
+        let notification = APNsNotification(
+            deviceToken: token, topic: topic, priority: .consideringDevicePower, payload: payload)
+
+        _ = try await push(client: client, notification: notification, bundleID: bundleID, count: 500)
+
+        // h2load, same simulator, same connections and streams.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bench-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let payloadFile = directory.appendingPathComponent("payload.json")
+        try Data(payload).write(to: payloadFile)
+        let jwt = try key.providerToken(teamID: teamID)
+        let h2loadArguments = [
+            "-n", String(requests), "-c", String(connections), "-m", String(streams), "-t", "1",
+            "-H", "authorization: bearer \(jwt)", "-H", "apns-topic: \(topic)",
+            "-H", "apns-push-type: liveactivity", "-H", "apns-priority: 5",
+            "-d", payloadFile.path, simulator.baseURL + "/3/device/" + token,
+        ]
+
+        print("apns: \(requests) pushes, \(connections) connections × \(streams) streams, payload \(payload.count) B")
+        var clientResults: [RunResult] = []
+        var h2Results: [H2LoadResult] = []
+        for round in 1...max(1, rounds) {
+            let result = try await push(client: client, notification: notification, bundleID: bundleID, count: requests)
+            clientResults.append(result)
+            print(String(format: "  round %d APNsClient : %9.0f pushes/s   p50 %.2f ms   p99 %.2f ms   (%d delivered)",
+                         round, result.rate, result.p50 * 1000, result.p99 * 1000, result.delivered))
+            if let h2 = try runH2load(arguments: h2loadArguments) {
+                h2Results.append(h2)
+                print(String(format: "  round %d h2load     : %9.0f req/s      mean %@   (%@)", round, h2.rate, h2.meanLatency, h2.statusLine))
+            }
+        }
+        await client.shutdown()
+        let statistics = simulator.statistics
+
+        let median = clientResults.sorted { $0.rate < $1.rate }[clientResults.count / 2]
+        print(String(format: "  median APNsClient : %9.0f pushes/s   p50 %.2f ms   p99 %.2f ms", median.rate, median.p50 * 1000, median.p99 * 1000))
+        if !h2Results.isEmpty {
+            let h2 = h2Results.map(\.rate).sorted()[h2Results.count / 2]
+            print(String(format: "  median h2load     : %9.0f req/s", h2))
+            print(String(format: "  client/h2load: %.0f%% (aim ≥ 50%%); apns-sim under h2load: %.0f req/s (aim ≥ 20000)",
+                         median.rate / h2 * 100, h2))
+        } else {
+            print("  h2load: not run (\(h2load) missing or failed)")
+        }
+        print("  apns-sim: \(statistics.connectionsAccepted) connections accepted, \(statistics.requests) requests")
+    }
+
+    private struct RunResult {
+        var rate: Double
+        var p50: Double
+        var p99: Double
+        var delivered: Int
+    }
+
+    private func push(
+        client: APNsClient,
+        notification: APNsNotification,
+        bundleID: String,
+        count: Int
+    ) async throws -> RunResult {
+        let window = connections * streams
+        let clock = ContinuousClock()
+        let start = clock.now
+        var latencies: [Double] = []
+        latencies.reserveCapacity(count)
+        var delivered = 0
+        try await withThrowingTaskGroup(of: (Double, Bool).self) { group in
+            var started = 0
+            func addOne() {
+                var copy = notification
+                copy.apnsID = UUID()
+                let pushed = copy
+                group.addTask {
+                    let begin = clock.now
+                    let outcome = await client.send(pushed, app: bundleID)
+                    let elapsed = begin.duration(to: clock.now)
+                    return (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
+                            outcome.status == 200)
+                }
+                started += 1
+            }
+            while started < min(window, count) { addOne() }
+            while let (latency, ok) = try await group.next() {
+                latencies.append(latency)
+                if ok { delivered += 1 }
+                if started < count { addOne() }
+            }
+        }
+        let total = start.duration(to: clock.now)
+        let seconds = Double(total.components.seconds) + Double(total.components.attoseconds) / 1e18
+        latencies.sort()
+        func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
+        return RunResult(rate: Double(count) / seconds, p50: percentile(0.50), p99: percentile(0.99), delivered: delivered)
+    }
+
+    private struct H2LoadResult {
+        var rate: Double
+        var meanLatency: String
+        var statusLine: String
+    }
+
+    private func runH2load(arguments: [String]) throws -> H2LoadResult? {
+        guard FileManager.default.isExecutableFile(atPath: h2load) else { return nil }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: h2load)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        // "finished in 1.02s, 19607.84 req/s, 1.23MB/s"
+        guard let finished = output.split(separator: "\n").first(where: { $0.hasPrefix("finished in") }),
+            let rateText = finished.split(separator: ",").dropFirst().first?.split(separator: " ").first,
+            let rate = Double(rateText)
+        else { return nil }
+        let status = output.split(separator: "\n").first { $0.hasPrefix("status codes:") }.map(String.init) ?? ""
+        let mean =
+            output.split(separator: "\n").first { $0.hasPrefix("time for request:") }
+            .map { $0.split(separator: " ", omittingEmptySubsequences: true) }
+            .flatMap { $0.count > 5 ? String($0[5]) : nil } ?? "?"
+        return H2LoadResult(rate: rate, meanLatency: mean, statusLine: status)
+    }
+}
