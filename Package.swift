@@ -119,7 +119,7 @@ let package = Package(
             name: "livedelivery-bench",
             dependencies: [
                 "RabbitMQ", "Postgres", "HTTP2",
-                "APNs", "APNsSimulator", .product(name: "Logging", package: "swift-log"),
+                "APNs", "APNsSimulator",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
