@@ -36,12 +36,14 @@ public final class PostgresClient: Sendable {
     ///
     /// A pooled connection found dead before the statement was sent (the server restarted while it sat idle) is
     /// replaced and the statement sent on a fresh connection; a failure after sending is thrown.
+    @discardableResult
     public func query(_ query: PostgresQuery) async throws -> PostgresRows {
         try await withRetryBeforeSend { connection in try await connection.query(query) }
     }
 
     /// Leases a connection for the duration of `body`, then returns it to the pool (or discards it when it is
     /// broken; a connection left inside a transaction block is rolled back first).
+    @discardableResult
     public func withConnection<Result: Sendable>(
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
@@ -59,6 +61,7 @@ public final class PostgresClient: Sendable {
     /// Runs `body` inside `BEGIN … COMMIT` on one connection. When `body` throws, the transaction is rolled back
     /// and the error rethrown. When a statement inside failed but `body` swallowed the error, COMMIT cannot
     /// commit: this throws a `.server` error with SQLSTATE 25P02 (`in_failed_sql_transaction`).
+    @discardableResult
     public func withTransaction<Result: Sendable>(
         isolation: PostgresIsolationLevel? = nil,
         _ body: (PostgresConnection) async throws -> Result

@@ -52,6 +52,7 @@ public final class PostgresConnection: Sendable {
     }
 
     /// Runs one statement; interpolated values are bind parameters.
+    @discardableResult
     public func query(_ query: PostgresQuery) async throws -> PostgresRows {
         try await run { handle throws(PostgresError) in try handle.query(query) }
     }
