@@ -76,12 +76,16 @@ let package = Package(
             dependencies: [
                 "RabbitMQ", "Postgres", "HTTP2",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
 
         // MARK: Tests
         .target(name: "TestSupport"),
-        .testTarget(name: "RabbitMQTests", dependencies: ["RabbitMQ", "TestSupport"]),
+        .testTarget(
+            name: "RabbitMQTests",
+            dependencies: ["RabbitMQ", "TestSupport", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"]),
         .testTarget(name: "LiveDeliveryCoreTests", dependencies: ["LiveDeliveryCore"]),
