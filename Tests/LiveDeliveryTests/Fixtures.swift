@@ -109,7 +109,10 @@ struct Harness {
     }
 
     func stop(_ workers: Worker...) async {
-        for worker in workers { await worker.dispatcher.sender.shutdown() }
+        for worker in workers {
+            await worker.dispatcher.sender.shutdown()
+            await worker.client.shutdown()
+        }
         try? await simulator.shutdown()
         await database.drop()
         try? FileManager.default.removeItem(at: folder)
