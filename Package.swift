@@ -129,7 +129,10 @@ let package = Package(
         // MARK: Tests
         .target(name: "TestSupport"),
         .testTarget(name: "RabbitMQTests", dependencies: ["RabbitMQ", "TestSupport"]),
-        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
+        .testTarget(
+            name: "PostgresTests",
+            dependencies: ["Postgres", "TestSupport", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(
             name: "HTTP2Tests",
             dependencies: ["HTTP2", "TestSupport", .product(name: "Logging", package: "swift-log")]
