@@ -148,6 +148,7 @@ struct RabbitMQConsumeTests {
     @Test func busyConsumerKeepsItsConnectionThroughManyHeartbeats() async throws {
         let queue = TestEnvironment.uniqueName("rmq-busy")
         let connection = try await TestBroker.connect(heartbeat: .seconds(1))
+        #expect(connection.heartbeat == .seconds(1))
         let publisher = try await TestBroker.publisher()
         try await connection.declareQueue(queue, durable: false, arguments: temporaryQueueArguments)
         try await publisher.publish(routingKey: queue, body: Array("slow".utf8))
