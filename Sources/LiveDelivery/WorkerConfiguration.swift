@@ -140,11 +140,14 @@ public struct WorkerConfiguration: Sendable {
         let directory = overrides["config.dir"] ?? environment["LIVEDELIVERY_CONFIG_DIR"].flatMap { $0.isEmpty ? nil : $0 }
             ?? DefaultConfiguration.directoryName
         let secrets: Set<String> = ["LIVEDELIVERY_AMQP_URL", "LIVEDELIVERY_POSTGRES_URL"]
+        // Overrides are text (command-line flags): parsed like environment variables.
+        var flags: [String: String] = [:]
+        for (key, value) in overrides { flags[environmentName(key)] = value }
         var values: [AbsoluteConfigKey: ConfigValue] = [:]
-        for (key, value) in overrides {
-            values[AbsoluteConfigKey(ConfigKey(key))] = ConfigValue(.string(value), isSecret: key.hasSuffix(".url"))
-        }
         values[AbsoluteConfigKey(ConfigKey("config.dir"))] = ConfigValue(.string(directory), isSecret: false)
+        let reporter = ConversionProblems()
+        values[AbsoluteConfigKey(ConfigKey(ConversionProblems.idKey))] = ConfigValue(.string(reporter.id), isSecret: false)
+        ConversionProblems.register(reporter)
         let file = URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent(fileName).path
         let fileProvider: FileProvider<JSONSnapshot>
         do {
@@ -159,20 +162,23 @@ public struct WorkerConfiguration: Sendable {
         }
         return ConfigReader(
             providers: [
-                InMemoryProvider(name: "overrides", values: values),
+                InMemoryProvider(name: "internal", values: values),
+                EnvironmentVariablesProvider(
+                    environmentVariables: flags, secretsSpecifier: .specific(secrets)
+                ).prefixKeys(with: ConfigKey(environmentPrefix)),
                 EnvironmentVariablesProvider(
                     environmentVariables: environment, secretsSpecifier: .specific(secrets)
                 ).prefixKeys(with: ConfigKey(environmentPrefix)),
                 fileProvider,
             ],
-            accessReporter: ConversionProblems.shared)
+            accessReporter: reporter)
     }
 
     /// Reads and validates everything; every problem is reported at once.
     public static func load(config: ConfigReader) throws(LiveDeliveryError) -> WorkerConfiguration {
         let problems = ProblemList()
-        let token = ConversionProblems.shared.begin()
-        defer { ConversionProblems.shared.end(token) }
+        let reporter = config.string(forKey: ConfigKey(ConversionProblems.idKey)).flatMap(ConversionProblems.lookup)
+        reporter?.reset()
         let directory = config.string(forKey: "config.dir", default: DefaultConfiguration.directoryName)
 
         func required(_ key: String, secret: Bool) -> String {
@@ -254,7 +260,7 @@ public struct WorkerConfiguration: Sendable {
         if !["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) {
             problems.add("log.level must be one of trace, debug, info, notice, warning, error, critical")
         }
-        problems.add(contentsOf: ConversionProblems.shared.problems(token))
+        problems.add(contentsOf: reporter?.problems ?? [])
         guard problems.items.isEmpty, let tracking else {
             throw LiveDeliveryError(
                 .invalidConfiguration, "the configuration is not valid", problems: problems.items)
@@ -378,21 +384,20 @@ final class ProblemList: Sendable {
 }
 
 /// Records values that could not be converted (e.g. `LIVEDELIVERY_AMQP_PREFETCH=abc`), which
-/// swift-configuration otherwise replaces by the default silently.
+/// swift-configuration otherwise replaces by the default silently. One per reader, found again
+/// through a marker key that ``WorkerConfiguration/makeReader(environment:overrides:)`` sets.
 final class ConversionProblems: AccessReporter {
-    static let shared = ConversionProblems()
-    private let state = Mutex<(next: Int, open: [Int: [String]])>((0, [:]))
+    static let idKey = "internal.readerID"
+    private static let registry = Mutex<[String: ConversionProblems]>([:])
 
-    func begin() -> Int {
-        state.withLock { state in
-            state.next += 1
-            state.open[state.next] = []
-            return state.next
-        }
-    }
+    static func register(_ reporter: ConversionProblems) { registry.withLock { $0[reporter.id] = reporter } }
+    static func lookup(_ id: String) -> ConversionProblems? { registry.withLock { $0[id] } }
 
-    func problems(_ token: Int) -> [String] { state.withLock { $0.open[token] ?? [] } }
-    func end(_ token: Int) { _ = state.withLock { $0.open.removeValue(forKey: token) } }
+    let id = UUID().uuidString
+    private let collected = Mutex<[String]>([])
+
+    var problems: [String] { collected.withLock { $0 } }
+    func reset() { collected.withLock { $0 = [] } }
 
     func report(_ event: AccessEvent) {
         var message: String?
@@ -410,8 +415,6 @@ final class ConversionProblems: AccessReporter {
             }
         }
         guard let message else { return }
-        state.withLock { state in
-            for key in state.open.keys { state.open[key]?.append(message) }
-        }
+        collected.withLock { if !$0.contains(message) { $0.append(message) } }
     }
 }
