@@ -121,3 +121,45 @@ struct BatchTests {
         #expect(try await harness.database.count("SELECT count(*) FROM dead_letters") == 2)
     }
 }
+
+@Suite("Horizontal scale", .timeLimit(.minutes(3)))
+struct ScaleTests {
+    @Test("two workers applying shuffled, overlapping batches of the same orders at once converge without errors")
+    func concurrentBatches() async throws {
+        try await withWorker { harness, worker in
+            let second = try harness.worker()
+            var events: [InboundMessage] = []
+            var orders: [String] = []
+            for index in 0..<30 {
+                let order = TestEnvironment.uniqueName("S\(index)")
+                orders.append(order)
+                let user = "user-\(index % 4)"  // several orders per user: user locks overlap too
+                events.append(Events.status(order, "confirmed", sequence: 1, user: user))
+                events.append(Events.activityToken(order, activity: "act-\(order)", token: Events.token()))
+                events.append(Events.status(order, "preparing", sequence: 2, user: user))
+                events.append(Events.status(order, "delivered", sequence: 3, user: user))
+            }
+            // Every event reaches both workers (at-least-once), in different orders and batch cuts.
+            let a = events.shuffled()
+            let b = events.shuffled()
+            async let first: Void = {
+                for batch in stride(from: 0, to: a.count, by: 17).map({ Array(a[$0..<min($0 + 17, a.count)]) }) {
+                    _ = try await worker.processor.process(batch)
+                }
+            }()
+            async let other: Void = {
+                for batch in stride(from: 0, to: b.count, by: 11).map({ Array(b[$0..<min($0 + 11, b.count)]) }) {
+                    _ = try await second.processor.process(batch)
+                }
+            }()
+            _ = try await (first, other)
+            await second.client.shutdown()
+            await second.dispatcher.sender.shutdown()
+            #expect(try await harness.database.count("SELECT count(*) FROM inbox") == events.count)
+            #expect(
+                try await harness.database.count(
+                    "SELECT count(*) FROM orders WHERE order_id = ANY(\(orders)::text[]) AND status = 'delivered'") == 30)
+            #expect(try await harness.database.count("SELECT count(*) FROM outbox") <= 30)
+        }
+    }
+}
