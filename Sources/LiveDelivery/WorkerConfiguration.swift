@@ -137,7 +137,8 @@ public struct WorkerConfiguration: Sendable {
         environment: [String: String] = ProcessInfo.processInfo.environment,
         overrides: [String: String] = [:]
     ) async throws(LiveDeliveryError) -> ConfigReader {
-        let directory = overrides["config.dir"] ?? environment["LIVEDELIVERY_CONFIG_DIR"].flatMap { $0.isEmpty ? nil : $0 }
+        let directory =
+            overrides["config.dir"] ?? environment["LIVEDELIVERY_CONFIG_DIR"].flatMap { $0.isEmpty ? nil : $0 }
             ?? DefaultConfiguration.directoryName
         let secrets: Set<String> = ["LIVEDELIVERY_AMQP_URL", "LIVEDELIVERY_POSTGRES_URL"]
         // Overrides are text (command-line flags): parsed like environment variables.
@@ -146,7 +147,8 @@ public struct WorkerConfiguration: Sendable {
         var values: [AbsoluteConfigKey: ConfigValue] = [:]
         values[AbsoluteConfigKey(ConfigKey("config.dir"))] = ConfigValue(.string(directory), isSecret: false)
         let reporter = ConversionProblems()
-        values[AbsoluteConfigKey(ConfigKey(ConversionProblems.idKey))] = ConfigValue(.string(reporter.id), isSecret: false)
+        values[AbsoluteConfigKey(ConfigKey(ConversionProblems.idKey))] = ConfigValue(
+            .string(reporter.id), isSecret: false)
         ConversionProblems.register(reporter)
         let file = URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent(fileName).path
         let fileProvider: FileProvider<JSONSnapshot>
@@ -197,7 +199,8 @@ public struct WorkerConfiguration: Sendable {
             return value
         }
         func seconds(_ key: String, _ defaultValue: Duration, _ range: ClosedRange<Double>) -> Duration {
-            let fallback = Double(defaultValue.components.seconds)
+            let fallback =
+                Double(defaultValue.components.seconds)
                 + Double(defaultValue.components.attoseconds) / 1e18
             let value = config.double(forKey: ConfigKey(key), default: fallback)
             guard range.contains(value) else {
@@ -222,7 +225,8 @@ public struct WorkerConfiguration: Sendable {
         var postgres = Postgres(url: required("postgres.url", secret: true))
         postgres.poolSize = int("postgres.poolSize", postgres.poolSize, 1...256)
 
-        let appsFile = optional("apns.appsFile")
+        let appsFile =
+            optional("apns.appsFile")
             ?? URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent(appsFileName).path
         var apns = APNs(appsFile: appsFile)
         apns.baseURL = optional("apns.baseURL")
@@ -353,14 +357,20 @@ public struct WorkerConfiguration: Sendable {
         var lines: [String] = []
         lines.append("config dir: \(configDirectory)")
         lines.append("worker id: \(workerID)")
-        lines.append("amqp: \(redact(amqp.url)) exchange \(amqp.exchange) queue \(amqp.queue) prefetch \(amqp.prefetch) delivery limit \(amqp.deliveryLimit) batch \(amqp.batchSize)")
+        lines.append(
+            "amqp: \(redact(amqp.url)) exchange \(amqp.exchange) queue \(amqp.queue) prefetch \(amqp.prefetch) delivery limit \(amqp.deliveryLimit) batch \(amqp.batchSize)"
+        )
         lines.append("postgres: \(redact(postgres.url)) pool \(postgres.poolSize)")
-        lines.append("apns: \(apns.apps.count) app(s) from \(apns.appsFile)" + (apns.baseURL.map { ", base URL \($0)" } ?? "") + (apns.caFile.map { ", CA \($0)" } ?? ""))
+        lines.append(
+            "apns: \(apns.apps.count) app(s) from \(apns.appsFile)" + (apns.baseURL.map { ", base URL \($0)" } ?? "")
+                + (apns.caFile.map { ", CA \($0)" } ?? ""))
         for app in apns.apps {
             lines.append("  app \(app.bundleID) (\(app.environment)) team \(app.teamID) key \(app.keyID)")
         }
         lines.append("http: \(http.host):\(http.port)")
-        lines.append("dispatcher: batch \(dispatcher.batchSize), concurrency \(dispatcher.concurrency), max attempts \(dispatcher.maxAttempts)")
+        lines.append(
+            "dispatcher: batch \(dispatcher.batchSize), concurrency \(dispatcher.concurrency), max attempts \(dispatcher.maxAttempts)"
+        )
         lines.append("sweeper: every \(sweeper.interval), batch \(sweeper.batchSize)")
         lines.append("policy: \(tracking.policy.statuses.count) statuses; mapping: \(tracking.mapping.attributesType)")
         return lines
@@ -407,7 +417,8 @@ final class ConversionProblems: AccessReporter {
             for result in event.providerResults {
                 if case .failure = result.result {
                     let key = "\(event.metadata.key)"
-                    let source = result.providerName.contains("Environment")
+                    let source =
+                        result.providerName.contains("Environment")
                         ? "the environment variable \(WorkerConfiguration.environmentName(key))"
                         : result.providerName.contains("File") ? WorkerConfiguration.fileName : "the command line"
                     message = "\(key): the value from \(source) is not a valid \(event.metadata.valueType)"

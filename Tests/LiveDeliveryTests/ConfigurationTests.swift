@@ -1,7 +1,7 @@
 import Foundation
 import LiveDelivery
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Configuration")
 struct ConfigurationTests {
@@ -11,7 +11,8 @@ struct ConfigurationTests {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let shipped = TestEnvironment.projectRoot.appendingPathComponent("Config")
         for name in ["policy.json", "content-mapping.json"] {
-            try FileManager.default.copyItem(at: shipped.appendingPathComponent(name), to: folder.appendingPathComponent(name))
+            try FileManager.default.copyItem(
+                at: shipped.appendingPathComponent(name), to: folder.appendingPathComponent(name))
         }
         try Data("not checked here".utf8).write(to: folder.appendingPathComponent("key.p8"))
         try Data(
@@ -24,7 +25,8 @@ struct ConfigurationTests {
 
     @Test("precedence: overrides > environment > livedelivery.json > defaults; URLs are redacted in the summary")
     func precedence() async throws {
-        let directory = try folder(fileJSON: #"{"amqp": {"prefetch": 17, "queue": "from-file"}, "http": {"port": 7000}}"#)
+        let directory = try folder(
+            fileJSON: #"{"amqp": {"prefetch": 17, "queue": "from-file"}, "http": {"port": 7000}}"#)
         defer { try? FileManager.default.removeItem(at: directory) }
         let environment = [
             "LIVEDELIVERY_CONFIG_DIR": directory.path,

@@ -6,8 +6,8 @@ import LiveDelivery
 import LiveDeliveryCore
 import Logging
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 let quietLogger = Logger(label: "livedelivery-test") { _ in SwiftLogNoOpLogHandler() }
 let bundleID = "com.example.delivery"
@@ -20,7 +20,8 @@ struct TestDatabase {
 
     static func create(migrate: Bool = true) async throws -> TestDatabase {
         let name = "ld_test_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
-        let admin = PostgresClient(configuration: try PostgresConfiguration(url: TestEnvironment.postgresURL), logger: quietLogger)
+        let admin = PostgresClient(
+            configuration: try PostgresConfiguration(url: TestEnvironment.postgresURL), logger: quietLogger)
         try await admin.withConnection { try await $0.execute(unsafeSQL: "CREATE DATABASE \(name)") }
         await admin.shutdown()
         var components = URLComponents(string: TestEnvironment.postgresURL)!
@@ -37,10 +38,25 @@ struct TestDatabase {
 
     func drop() async {
         await client.shutdown()
-        guard let admin = try? PostgresClient(configuration: PostgresConfiguration(url: TestEnvironment.postgresURL), logger: quietLogger)
+        guard
+            let admin = try? PostgresClient(
+                configuration: PostgresConfiguration(url: TestEnvironment.postgresURL), logger: quietLogger)
         else { return }
-        _ = try? await admin.withConnection { try await $0.execute(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)") }
+        _ = try? await admin.withConnection {
+            try await $0.execute(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+        }
         await admin.shutdown()
+    }
+
+    /// Runs `body`, then drops the database whatever happened.
+    func using(_ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch {
+            await drop()
+            throw error
+        }
+        await drop()
     }
 
     func count(_ query: PostgresQuery) async throws -> Int {
@@ -88,7 +104,9 @@ struct Harness {
         amqp.prefetch = 50
         amqp.batchSize = 20
         var apns = WorkerConfiguration.APNs(appsFile: folder.appendingPathComponent("apns-apps.json").path)
-        apns.apps = [.init(bundleID: bundleID, teamID: teamID, keyID: keyID, keyFile: keyFile.path, environment: "production")]
+        apns.apps = [
+            .init(bundleID: bundleID, teamID: teamID, keyID: keyID, keyFile: keyFile.path, environment: "production")
+        ]
         apns.baseURL = simulator.baseURL
         apns.caFile = simulator.certificatePEMPath
         apns.requestTimeout = .seconds(10)
@@ -147,7 +165,8 @@ enum Events {
             "\"status\":\"\(status)\"", "\"order_number\":42", "\"merchant\":{\"name\":\"Pizza Place\"}",
         ]
         if let courier { fields.append("\"courier\":{\"name\":\"\(courier)\"}") }
-        return InboundMessage(body: Array("{\(fields.joined(separator: ","))}".utf8), routingKey: "order.status", messageID: id)
+        return InboundMessage(
+            body: Array("{\(fields.joined(separator: ","))}".utf8), routingKey: "order.status", messageID: id)
     }
 
     static func activityToken(
