@@ -8,11 +8,12 @@ import Testing
 
 /// Runs `body` with a harness and a worker, then always cleans up.
 func withWorker(
+    postgresServer: String = TestEnvironment.postgresURL,
     adjust: (inout WorkerConfiguration) -> Void = { _ in },
     now: @escaping @Sendable () -> Date = { Date() },
     _ body: (Harness, Worker) async throws -> Void
 ) async throws {
-    let harness = try await Harness.start(adjust: adjust)
+    let harness = try await Harness.start(postgresServer: postgresServer, adjust: adjust)
     let worker: Worker
     do {
         worker = try harness.worker(now: now)

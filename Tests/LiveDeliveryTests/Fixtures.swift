@@ -17,21 +17,24 @@ struct TestDatabase {
     let name: String
     let url: String
     let client: PostgresClient
+    var serverURL = TestEnvironment.postgresURL
 
-    static func create(migrate: Bool = true) async throws -> TestDatabase {
+    static func create(migrate: Bool = true, serverURL: String = TestEnvironment.postgresURL) async throws
+        -> TestDatabase
+    {
         let name = "ld_test_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
         let admin = PostgresClient(
-            configuration: try PostgresConfiguration(url: TestEnvironment.postgresURL), logger: quietLogger)
+            configuration: try PostgresConfiguration(url: serverURL), logger: quietLogger)
         try await admin.withConnection { try await $0.execute(unsafeSQL: "CREATE DATABASE \(name)") }
         await admin.shutdown()
-        var components = URLComponents(string: TestEnvironment.postgresURL)!
+        var components = URLComponents(string: serverURL)!
         components.path = "/" + name
         let url = components.string!
         let client = PostgresClient(configuration: try PostgresConfiguration(url: url), logger: quietLogger)
         if migrate {
             try await Migrator(directory: migrationsDirectory).migrate(client: client, logger: quietLogger)
         }
-        return TestDatabase(name: name, url: url, client: client)
+        return TestDatabase(name: name, url: url, client: client, serverURL: serverURL)
     }
 
     static var migrationsDirectory: String { TestEnvironment.projectRoot.appendingPathComponent("sql").path }
@@ -40,7 +43,7 @@ struct TestDatabase {
         await client.shutdown()
         guard
             let admin = try? PostgresClient(
-                configuration: PostgresConfiguration(url: TestEnvironment.postgresURL), logger: quietLogger)
+                configuration: PostgresConfiguration(url: serverURL), logger: quietLogger)
         else { return }
         _ = try? await admin.withConnection {
             try await $0.execute(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
@@ -78,9 +81,10 @@ struct Harness {
     let folder: URL
 
     static func start(
+        postgresServer: String = TestEnvironment.postgresURL,
         adjust: (inout WorkerConfiguration) -> Void = { _ in }
     ) async throws -> Harness {
-        let database = try await TestDatabase.create()
+        let database = try await TestDatabase.create(serverURL: postgresServer)
         let privateKey = P256.Signing.PrivateKey()
         let keyID = "K" + String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(9))
         let teamID = "TEAM123456"
