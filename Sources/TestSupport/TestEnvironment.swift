@@ -78,3 +78,46 @@ public enum TestEnvironment {
         ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
     }
 }
+
+extension TestEnvironment {
+    /// Runs `body` with exclusive use of the fault pair.
+    ///
+    /// Every test target runs in one test process, in parallel; `.serialized` orders tests within one
+    /// suite only. A test that restarts the fault broker or database (or needs them to stay up while
+    /// it runs) takes this lock, so no two such tests, in any target, overlap.
+    public static func withFaultServers<Result>(_ body: () async throws -> Result) async throws -> Result {
+        await faultServersLock.lock()
+        do {
+            let result = try await body()
+            await faultServersLock.unlock()
+            return result
+        } catch {
+            await faultServersLock.unlock()
+            throw error
+        }
+    }
+
+    private static let faultServersLock = AsyncLock()
+}
+
+/// A first-come, first-served lock for async code.
+private actor AsyncLock {
+    private var locked = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func lock() async {
+        guard locked else {
+            locked = true
+            return
+        }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func unlock() {
+        if waiters.isEmpty {
+            locked = false
+        } else {
+            waiters.removeFirst().resume()  // ownership passes straight to the next waiter
+        }
+    }
+}

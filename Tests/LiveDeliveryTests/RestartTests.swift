@@ -32,7 +32,7 @@ func publish(_ messages: [InboundMessage], exchange: String, url: String) async 
 
 /// Restarts the fault servers: the worker reconnects with backoff while health reports it, and
 /// nothing is lost.
-@Suite("Server restarts", .serialized, .timeLimit(.minutes(5)))
+@Suite("Server restarts", .serialized, .exclusiveFaultServers, .timeLimit(.minutes(5)))
 struct RestartTests {
     @Test("the broker restarts: the consumer reconnects and carries on")
     func brokerRestart() async throws {

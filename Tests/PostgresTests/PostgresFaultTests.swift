@@ -5,7 +5,7 @@ import Testing
 @testable import Postgres
 
 /// Restarts the *fault* database; serialized so restarts never overlap.
-@Suite(.serialized, .timeLimit(.minutes(3)))
+@Suite(.serialized, .exclusiveFaultServers, .timeLimit(.minutes(3)))
 struct PostgresFaultTests {
     @Test func poolRecoversAfterServerRestart() async throws {
         try await PostgresTestSupport.withClient(url: TestEnvironment.faultPostgresURL, poolSize: 3) { client in
@@ -20,7 +20,7 @@ struct PostgresFaultTests {
                 }
                 return try await group.reduce(into: Set<Int>()) { $0.insert($1) }
             }
-            try await PostgresTestSupport.restartFaultPostgres()
+            try await TestEnvironment.restartFaultPostgres()
 
             // The first calls may fail, but only with retriable errors; within a few attempts they succeed on
             // new server processes.
@@ -63,7 +63,7 @@ struct PostgresFaultTests {
             try await client.query("SELECT pg_notify(\(channel), \("before"))")
             #expect(payload(of: await notifications.next(), channel) == "before")
 
-            try await PostgresTestSupport.restartFaultPostgres()
+            try await TestEnvironment.restartFaultPostgres()
 
             // The listener reconnects and says so; notifications flow again.
             #expect(await notifications.next() == .listening)

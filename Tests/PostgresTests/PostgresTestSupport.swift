@@ -37,23 +37,3 @@ enum PostgresTestSupport {
 }
 
 struct ExpectedFailure: Error {}
-
-extension PostgresTestSupport {
-    /// `TestEnvironment.restartFaultPostgres()`, but with every inherited descriptor above stderr closed first.
-    ///
-    /// Foundation's `Process` on Linux learns that a child exited when a socket it hands to the child closes. The
-    /// restarted server is a daemon that would inherit that socket and keep it open, so the termination handler
-    /// would never run and the test would hang. Closing the descriptors in a wrapper shell before running the
-    /// script avoids that.
-    static func restartFaultPostgres() async throws {
-        let closeInheritedDescriptors = #"""
-            for fd in $(ls /proc/$$/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done 2>/dev/null
-            exec "$0" "$@"
-            """#
-        try await TestEnvironment.run(
-            "/bin/bash",
-            ["-c", closeInheritedDescriptors, TestEnvironment.servicesScript, "restart-postgres"],
-            environment: ["LIVEDELIVERY_INSTANCE": "fault"]
-        )
-    }
-}
