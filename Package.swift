@@ -128,7 +128,10 @@ let package = Package(
 
         // MARK: Tests
         .target(name: "TestSupport"),
-        .testTarget(name: "RabbitMQTests", dependencies: ["RabbitMQ", "TestSupport"]),
+        .testTarget(
+            name: "RabbitMQTests",
+            dependencies: ["RabbitMQ", "TestSupport", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(
             name: "HTTP2Tests",

@@ -1,0 +1,84 @@
+public import Foundation
+
+/// A value in an AMQP 0-9-1 field table: queue arguments, message headers, `x-death` entries.
+///
+/// Decoding maps the wire's narrower kinds onto these cases: 8/16/32-bit signed and 8/16-bit
+/// unsigned integers become ``int32(_:)``, unsigned 32/64-bit integers become ``int64(_:)``,
+/// `float` and `decimal` become ``double(_:)``. Integer literals encode as ``int64(_:)``.
+public enum AMQPValue: Sendable, Hashable {
+    case string(String)
+    case bool(Bool)
+    case int32(Int32)
+    case int64(Int64)
+    case double(Double)
+    /// Whole seconds since 1970 on the wire.
+    case timestamp(Date)
+    case array([AMQPValue])
+    case table([String: AMQPValue])
+    case bytes([UInt8])
+    case void
+
+    public var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    /// The value of an integer case (``int32(_:)`` or ``int64(_:)``).
+    public var intValue: Int? {
+        switch self {
+        case .int32(let value): Int(value)
+        case .int64(let value): Int(value)
+        default: nil
+        }
+    }
+
+    public var boolValue: Bool? {
+        if case .bool(let value) = self { return value }
+        return nil
+    }
+
+    public var arrayValue: [AMQPValue]? {
+        if case .array(let value) = self { return value }
+        return nil
+    }
+
+    public var tableValue: [String: AMQPValue]? {
+        if case .table(let value) = self { return value }
+        return nil
+    }
+
+    public var dateValue: Date? {
+        if case .timestamp(let value) = self { return value }
+        return nil
+    }
+}
+
+extension AMQPValue: ExpressibleByStringLiteral {
+    public init(stringLiteral value: String) { self = .string(value) }
+}
+
+extension AMQPValue: ExpressibleByBooleanLiteral {
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+}
+
+extension AMQPValue: ExpressibleByIntegerLiteral {
+    public init(integerLiteral value: Int64) { self = .int64(value) }
+}
+
+extension AMQPValue: ExpressibleByFloatLiteral {
+    public init(floatLiteral value: Double) { self = .double(value) }
+}
+
+extension AMQPValue: ExpressibleByArrayLiteral {
+    public init(arrayLiteral elements: AMQPValue...) { self = .array(elements) }
+}
+
+extension AMQPValue: ExpressibleByDictionaryLiteral {
+    public init(dictionaryLiteral elements: (String, AMQPValue)...) {
+        self = .table(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
+}
+
+extension AMQPValue: ExpressibleByNilLiteral {
+    public init(nilLiteral: ()) { self = .void }
+}

@@ -1,0 +1,64 @@
+/// One message delivered to a consumer. Acknowledge it exactly once with ``ack(multiple:)``,
+/// ``nack(requeue:multiple:)`` or ``reject(requeue:)``; the connection's thread sends the frame.
+///
+/// A delivery belongs to the channel (and connection) that received it. Once that channel is gone
+/// the broker has requeued the message, and acknowledging throws ``RabbitMQError/Code/staleDelivery``;
+/// a tag is never sent on another channel or connection.
+public struct RabbitMQDelivery: Sendable {
+    public let body: [UInt8]
+    public let deliveryTag: UInt64
+    /// `false` guarantees the message was never delivered before.
+    public let redelivered: Bool
+    public let exchange: String
+    public let routingKey: String
+    public let consumerTag: String
+    public let properties: RabbitMQMessageProperties
+
+    let acknowledger: AMQPAcknowledger
+
+    public var messageID: String? { properties.messageID }
+    public var headers: [String: AMQPValue] { properties.headers }
+
+    /// Earlier delivery attempts of this message: quorum queues' `x-delivery-count` header
+    /// (absent, so 0, on the first delivery).
+    public var deliveryCount: Int { properties.headers["x-delivery-count"]?.intValue ?? 0 }
+
+    /// `x-first-death-reason` of a dead-lettered message (`rejected`, `expired`, `maxlen`, `delivery_limit`).
+    public var firstDeathReason: String? { properties.headers["x-first-death-reason"]?.stringValue }
+
+    /// Acknowledges this delivery; with `multiple`, also every earlier unacknowledged delivery of
+    /// the same consumer. Returns once the frame is written.
+    public func ack(multiple: Bool = false) async throws(RabbitMQError) {
+        try await acknowledger.settle(tag: deliveryTag, .ack(multiple: multiple))
+    }
+
+    /// Negatively acknowledges; `requeue: false` dead-letters (or drops) the message.
+    public func nack(requeue: Bool, multiple: Bool = false) async throws(RabbitMQError) {
+        try await acknowledger.settle(tag: deliveryTag, .nack(multiple: multiple, requeue: requeue))
+    }
+
+    /// Rejects this one delivery (`basic.reject`).
+    public func reject(requeue: Bool) async throws(RabbitMQError) {
+        try await acknowledger.settle(tag: deliveryTag, .reject(requeue: requeue))
+    }
+}
+
+/// How a delivery is settled.
+enum AMQPSettlement: Sendable, Hashable {
+    case ack(multiple: Bool)
+    case nack(multiple: Bool, requeue: Bool)
+    case reject(requeue: Bool)
+}
+
+/// The route from a delivery back to the thread and channel that received it.
+struct AMQPAcknowledger: Sendable {
+    let thread: AMQPConnectionThread
+    let channel: UInt16
+
+    func settle(tag: UInt64, _ settlement: AMQPSettlement) async throws(RabbitMQError) {
+        let channel = channel
+        try await thread.perform(ifClosed: .staleDelivery) { engine throws(RabbitMQError) in
+            try engine.settle(channel: channel, tag: tag, settlement)
+        }
+    }
+}
