@@ -132,7 +132,10 @@ let package = Package(
             name: "RabbitMQTests",
             dependencies: ["RabbitMQ", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
-        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
+        .testTarget(
+            name: "PostgresTests",
+            dependencies: ["Postgres", "TestSupport", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(
             name: "HTTP2Tests",
             dependencies: ["HTTP2", "TestSupport", .product(name: "Logging", package: "swift-log")]

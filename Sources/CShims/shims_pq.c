@@ -1,1 +1,14 @@
 #include "CShimsPQ.h"
+#include <postgres_ext.h>
+
+_Static_assert(PG_DIAG_SQLSTATE == 'C', "libpq changed PG_DIAG_SQLSTATE");
+
+const int CShims_pq_DIAG_SEVERITY_NONLOCALIZED = PG_DIAG_SEVERITY_NONLOCALIZED;
+const int CShims_pq_DIAG_SQLSTATE = PG_DIAG_SQLSTATE;
+const int CShims_pq_DIAG_MESSAGE_PRIMARY = PG_DIAG_MESSAGE_PRIMARY;
+const int CShims_pq_DIAG_MESSAGE_DETAIL = PG_DIAG_MESSAGE_DETAIL;
+const int CShims_pq_DIAG_MESSAGE_HINT = PG_DIAG_MESSAGE_HINT;
+const int CShims_pq_DIAG_SCHEMA_NAME = PG_DIAG_SCHEMA_NAME;
+const int CShims_pq_DIAG_TABLE_NAME = PG_DIAG_TABLE_NAME;
+const int CShims_pq_DIAG_COLUMN_NAME = PG_DIAG_COLUMN_NAME;
+const int CShims_pq_DIAG_CONSTRAINT_NAME = PG_DIAG_CONSTRAINT_NAME;

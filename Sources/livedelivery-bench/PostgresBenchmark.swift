@@ -1,9 +1,189 @@
 import ArgumentParser
+import Foundation
+import Logging
+import Postgres
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `livedelivery-bench postgres`: parameterised single-row INSERTs per second through the `Postgres` module
+/// with N connections, then `pgbench` running the same INSERT against the same table, and the ratio.
 struct PostgresBenchmark: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "postgres", abstract: "Postgres module throughput.")
+    static let configuration = CommandConfiguration(
+        commandName: "postgres",
+        abstract: "Postgres module INSERT throughput, compared with pgbench on the same table."
+    )
+
+    @Option(help: "Concurrent connections (module pool size and pgbench -c).")
+    var connections = 8
+
+    @Option(help: "Seconds per measurement.")
+    var seconds = 10
+
+    @Option(help: "PostgreSQL URL (default: $LIVEDELIVERY_POSTGRES_URL or the local services database).")
+    var url = ProcessInfo.processInfo.environment["LIVEDELIVERY_POSTGRES_URL"]
+        ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55432/livedelivery"
+
+    @Option(help: "pgbench query mode matching the module: extended (PQsendQueryParams, the module's mode).")
+    var pgbenchMode = "extended"
+
+    @Option(help: "Path of pgbench.")
+    var pgbench = "/usr/bin/pgbench"
 
     func run() async throws {
-        print("postgres: not implemented yet")
+        var configuration = try PostgresConfiguration(url: url)
+        configuration.poolSize = connections
+        configuration.applicationName = "livedelivery-bench"
+        let client = PostgresClient(configuration: configuration, logger: Logger(label: "livedelivery-bench"))
+        let table = "bench_inserts_\(UInt32.random(in: 0...UInt32.max))"
+        try await client.query(
+            PostgresQuery(unsafeSQL: "CREATE TABLE \(table) (account bigint NOT NULL, amount double precision, note text)")
+        )
+        print("postgres: \(connections) connections, \(seconds) s each, table \(table), \(configuration)")
+
+        let selfBefore = cpuSeconds(RUSAGE_SELF)
+        let moduleRate = try await measureModule(client: client, table: table)
+        let moduleCPU = (cpuSeconds(RUSAGE_SELF) - selfBefore) / (moduleRate * Double(seconds)) * 1e6
+        print(String(format: "module : %10.0f INSERT/s  (client CPU %.1f µs/INSERT)", moduleRate, moduleCPU))
+        let childrenBefore = cpuSeconds(RUSAGE_CHILDREN)
+        let pgbenchRate = try await measurePgbench(configuration: configuration, table: table)
+        let pgbenchCPU = (cpuSeconds(RUSAGE_CHILDREN) - childrenBefore) / (pgbenchRate * Double(seconds)) * 1e6
+        print(
+            String(
+                format: "pgbench: %10.0f INSERT/s  (client CPU %.1f µs/INSERT; -M %@ -c %d -j 2)",
+                pgbenchRate, pgbenchCPU, pgbenchMode, connections
+            )
+        )
+        print(String(format: "ratio  : %10.1f %% of pgbench", moduleRate / pgbenchRate * 100))
+
+        try await client.query(PostgresQuery(unsafeSQL: "DROP TABLE \(table)"))
+        await client.shutdown()
     }
+
+    private func measureModule(client: PostgresClient, table: String) async throws -> Double {
+        // Open every connection before timing, as pgbench excludes its connection time.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<connections {
+                group.addTask { try await client.withTransaction { _ in } }
+            }
+            try await group.waitForAll()
+        }
+        let clock = ContinuousClock()
+        let start = clock.now
+        let deadline = start + .seconds(seconds)
+        let total = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<connections {
+                group.addTask {
+                    var count = 0
+                    while clock.now < deadline {
+                        let account = Int.random(in: 1...1_000_000)
+                        let amount = Double(Int.random(in: 1...1_000_000))
+                        try await client.query(
+                            "INSERT INTO \(unsafeRaw: table) (account, amount, note) VALUES (\(account), \(amount), \(String(account)))"
+                        )
+                        count += 1
+                    }
+                    return count
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        let elapsed = clock.now - start
+        return Double(total) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    }
+
+    private func measurePgbench(configuration: PostgresConfiguration, table: String) async throws -> Double {
+        let script = FileManager.default.temporaryDirectory.appendingPathComponent("\(table).sql")
+        try """
+        \\set account random(1, 1000000)
+        \\set amount random(1, 1000000)
+        INSERT INTO \(table) (account, amount, note) VALUES (:account, :amount, :account);
+
+        """.write(to: script, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: script) }
+
+        var environment = ProcessInfo.processInfo.environment
+        environment["PGPASSWORD"] = configuration.password
+        let outputPath = script.path + ".out"
+        defer { try? FileManager.default.removeItem(atPath: outputPath) }
+        let status = try await spawnAndWait(
+            pgbench,
+            [
+                "-n", "-c", String(connections), "-j", "2", "-T", String(seconds), "-M", pgbenchMode,
+                "-f", script.path, "-h", configuration.host, "-p", String(configuration.port),
+                "-U", configuration.user, configuration.database,
+            ],
+            environment: environment,
+            outputPath: outputPath
+        )
+        let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+        guard status == 0,
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
+            let tps = line.dropFirst("tps = ".count).split(separator: " ").first.flatMap({ Double($0) })
+        else {
+            throw ValidationError("pgbench failed (status \(status)):\n\(text)")
+        }
+        return tps
+    }
+}
+
+/// Runs a program with stdout and stderr going to a file and waits for it, on a dedicated thread.
+///
+/// Not Foundation's `Process`: a child started from a Dispatch thread inherits that thread's signal mask, where
+/// SIGALRM is blocked, and `pgbench -T` relies on SIGALRM to stop. `posix_spawn` resets the mask and handlers.
+private func spawnAndWait(
+    _ executable: String,
+    _ arguments: [String],
+    environment: [String: String],
+    outputPath: String
+) async throws -> Int32 {
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
+        let thread = Thread {
+            var fileActions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&fileActions)
+            defer { posix_spawn_file_actions_destroy(&fileActions) }
+            posix_spawn_file_actions_addopen(&fileActions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            posix_spawn_file_actions_adddup2(&fileActions, 1, 2)
+            var attributes = posix_spawnattr_t()
+            posix_spawnattr_init(&attributes)
+            defer { posix_spawnattr_destroy(&attributes) }
+            var noSignals = sigset_t()
+            sigemptyset(&noSignals)
+            posix_spawnattr_setsigmask(&attributes, &noSignals)
+            var defaults = sigset_t()
+            sigemptyset(&defaults)
+            for signal in [SIGALRM, SIGPIPE, SIGINT, SIGTERM, SIGCHLD] { sigaddset(&defaults, signal) }
+            posix_spawnattr_setsigdefault(&attributes, &defaults)
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+            let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+            let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+            defer {
+                for pointer in argv { free(pointer) }
+                for pointer in envp { free(pointer) }
+            }
+            var pid: pid_t = 0
+            let spawned = posix_spawn(&pid, executable, &fileActions, &attributes, argv, envp)
+            guard spawned == 0 else {
+                continuation.resume(throwing: ValidationError("cannot start \(executable) (errno \(spawned))"))
+                return
+            }
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            // WIFEXITED / WEXITSTATUS are macros: exit code in bits 8-15 when the low 7 bits are 0.
+            continuation.resume(returning: status & 0x7f == 0 ? (status >> 8) & 0xff : -1)
+        }
+        thread.start()
+    }
+}
+
+/// User + system CPU time of this process or of its waited-for children.
+private func cpuSeconds(_ who: __rusage_who) -> Double {
+    var usage = rusage()
+    getrusage(__rusage_who_t(who.rawValue), &usage)
+    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }

@@ -1,0 +1,297 @@
+import CLibPQ
+import CShims
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The single owner of one `PGconn*`.
+///
+/// libpq allows one thread at a time per `PGconn`. This class is `@unchecked Sendable` only so that it can be
+/// captured by the closures its owner runs on one serial queue (`PostgresConnection`) or one thread
+/// (`PostgresListener`); it is never used from two threads at once, and every method must run there.
+final class CPostgresHandle: @unchecked Sendable {
+    private var connection: OpaquePointer?
+
+    private init(connection: OpaquePointer) {
+        self.connection = connection
+    }
+
+    deinit {
+        if let connection { PQfinish(connection) }
+    }
+
+    /// Opens a connection with `PQconnectdb` (blocking; bounded by `connect_timeout`).
+    static func connect(conninfo: String) throws(PostgresError) -> CPostgresHandle {
+        guard let connection = PQconnectdb(conninfo) else {
+            throw PostgresError(code: .connectionFailed, message: "libpq could not allocate a connection")
+        }
+        guard PQstatus(connection) == CONNECTION_OK else {
+            let message = Self.errorMessage(connection) ?? "connection failed"
+            PQfinish(connection)
+            let code: PostgresError.Code = message.contains("timeout expired") ? .timeout : .connectionFailed
+            throw PostgresError(code: code, message: message)
+        }
+        // Notices (e.g. "there is no transaction in progress") go nowhere rather than to stderr.
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        return CPostgresHandle(connection: connection)
+    }
+
+    /// Closes the connection now (`PQfinish`); later calls throw `.connectionClosed`.
+    func finish() {
+        if let connection { PQfinish(connection) }
+        connection = nil
+    }
+
+    var isOpen: Bool { connection.map { PQstatus($0) == CONNECTION_OK } ?? false }
+
+    /// Outside any transaction block and not busy: safe to hand to another user.
+    var isIdle: Bool { connection.map { PQtransactionStatus($0) == PQTRANS_IDLE } ?? false }
+
+    var socket: Int32 { connection.map { PQsocket($0) } ?? -1 }
+
+    var backendPID: Int32 { connection.map { PQbackendPID($0) } ?? 0 }
+
+    private func open() throws(PostgresError) -> OpaquePointer {
+        guard let connection, PQstatus(connection) == CONNECTION_OK else {
+            var error = PostgresError(code: .connectionClosed, message: "the connection is closed")
+            error.wasNotSent = true
+            throw error
+        }
+        return connection
+    }
+
+    /// Reads whatever the server sent while the connection sat idle (an `admin_shutdown` error, end of file,
+    /// notifications) without blocking. Throws `.connectionClosed` (with `wasNotSent`) when the connection died.
+    func checkAlive() throws(PostgresError) {
+        let connection = try open()
+        var descriptor = pollfd(fd: PQsocket(connection), events: Int16(POLLIN), revents: 0)
+        guard poll(&descriptor, 1, 0) > 0 else { return }
+        if PQconsumeInput(connection) == 0 || PQstatus(connection) != CONNECTION_OK {
+            var error = PostgresError(
+                code: .connectionClosed,
+                message: Self.errorMessage(connection) ?? "the server closed the connection"
+            )
+            error.wasNotSent = true
+            throw error
+        }
+    }
+
+    /// Runs one statement with bind parameters (extended protocol, text format) and copies its result.
+    func query(_ query: PostgresQuery) throws(PostgresError) -> PostgresRows {
+        try checkAlive()
+        let connection = try open()
+        let binds = query.binds
+        let sent: Int32 = try withParameterValues(binds.values) { values throws(PostgresError) in
+            binds.types.withUnsafeBufferPointer { types in
+                // `PostgresDataType` is a one-field struct around the OID.
+                types.withMemoryRebound(to: Oid.self) { oids in
+                    PQsendQueryParams(
+                        connection, query.sql, Int32(binds.count), oids.baseAddress, values, nil, nil, 0
+                    )
+                }
+            }
+        }
+        guard sent == 1 else { throw sendError(connection) }
+        return try collectResults(connection)
+    }
+
+    /// Runs SQL text that may hold several statements (simple protocol, no parameters). Returns the last result.
+    @discardableResult
+    func simpleQuery(_ sql: String) throws(PostgresError) -> PostgresRows {
+        try checkAlive()
+        let connection = try open()
+        guard PQsendQuery(connection, sql) == 1 else { throw sendError(connection) }
+        return try collectResults(connection)
+    }
+
+    /// Pending notifications, after `PQconsumeInput`. Throws `.connectionClosed` when the connection died.
+    func consumeNotifications() throws(PostgresError) -> [PostgresNotification] {
+        let connection = try open()
+        guard PQconsumeInput(connection) == 1, PQstatus(connection) == CONNECTION_OK else {
+            throw PostgresError(
+                code: .connectionClosed,
+                message: Self.errorMessage(connection) ?? "the server closed the connection"
+            )
+        }
+        var notifications: [PostgresNotification] = []
+        while let notify = PQnotifies(connection) {
+            notifications.append(
+                PostgresNotification(
+                    channel: String(cString: notify.pointee.relname),
+                    payload: String(cString: notify.pointee.extra),
+                    processID: Int(notify.pointee.be_pid)
+                )
+            )
+            PQfreemem(notify)
+        }
+        return notifications
+    }
+
+    /// Quotes an identifier (`PQescapeIdentifier`), e.g. a channel name for `LISTEN`.
+    func quoteIdentifier(_ identifier: String) throws(PostgresError) -> String {
+        let connection = try open()
+        let utf8 = Array(identifier.utf8)
+        guard let quoted = PQescapeIdentifier(connection, identifier, utf8.count) else {
+            throw PostgresError(code: .invalidParameter, message: "identifier cannot be quoted")
+        }
+        defer { PQfreemem(quoted) }
+        return String(cString: quoted)
+    }
+
+    // MARK: Results
+
+    private func sendError(_ connection: OpaquePointer) -> PostgresError {
+        var error = PostgresError(
+            code: .connectionClosed,
+            message: Self.errorMessage(connection) ?? "sending the statement failed"
+        )
+        // The protocol's Sync message did not reach the server, so nothing was committed.
+        error.wasNotSent = true
+        return error
+    }
+
+    /// Drains `PQgetResult`, copying the last successful result and keeping the first error.
+    private func collectResults(_ connection: OpaquePointer) throws(PostgresError) -> PostgresRows {
+        var rows: PostgresRows?
+        var firstError: PostgresError?
+        while let result = PQgetResult(connection) {
+            defer { PQclear(result) }
+            switch PQresultStatus(result) {
+            case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+                if firstError == nil { rows = Self.copy(result) }
+            case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR:
+                if firstError == nil { firstError = Self.error(from: result, connection: connection) }
+            case PGRES_COPY_IN, PGRES_COPY_OUT, PGRES_COPY_BOTH:
+                // COPY is not supported through this API; the connection is left mid-protocol, so drop it.
+                if firstError == nil {
+                    firstError = PostgresError(code: .unexpectedResult, message: "COPY is not supported")
+                }
+                finish()
+                throw firstError!
+            default:
+                if firstError == nil {
+                    firstError = PostgresError(code: .unexpectedResult, message: "unexpected libpq result status")
+                }
+            }
+        }
+        if let firstError { throw firstError }
+        guard let rows else {
+            throw PostgresError(
+                code: PQstatus(connection) == CONNECTION_OK ? .unexpectedResult : .connectionClosed,
+                message: Self.errorMessage(connection) ?? "no result"
+            )
+        }
+        return rows
+    }
+
+    private static func copy(_ result: OpaquePointer) -> PostgresRows {
+        let columnCount = Int(PQnfields(result))
+        let rowCount = Int(PQntuples(result))
+        var columns: [PostgresColumn] = []
+        columns.reserveCapacity(columnCount)
+        for column in 0..<columnCount {
+            columns.append(
+                PostgresColumn(
+                    name: String(cString: PQfname(result, Int32(column))),
+                    dataType: PostgresDataType(PQftype(result, Int32(column)))
+                )
+            )
+        }
+        var cells: [String?] = []
+        cells.reserveCapacity(columnCount * rowCount)
+        for row in 0..<Int32(rowCount) {
+            for column in 0..<Int32(columnCount) {
+                if PQgetisnull(result, row, column) == 1 {
+                    cells.append(nil)
+                } else {
+                    let buffer = UnsafeRawBufferPointer(
+                        start: PQgetvalue(result, row, column),
+                        count: Int(PQgetlength(result, row, column))
+                    )
+                    cells.append(String(decoding: buffer, as: UTF8.self))
+                }
+            }
+        }
+        let commandTag = PQcmdStatus(result).map { String(cString: $0) } ?? ""
+        let affected = PQcmdTuples(result).flatMap { Int(String(cString: $0)) } ?? 0
+        return PostgresRows(columns: columns, cells: cells, affectedRows: affected, commandTag: commandTag)
+    }
+
+    private static func error(from result: OpaquePointer, connection: OpaquePointer) -> PostgresError {
+        func field(_ code: Int32) -> String? {
+            PQresultErrorField(result, code).map { String(cString: $0) }
+        }
+        let sqlState = field(CShims_pq_DIAG_SQLSTATE).map(SQLState.init(rawValue:))
+        let connectionLost = PQstatus(connection) != CONNECTION_OK
+        // Errors libpq makes up itself (connection lost mid-statement) carry no SQLSTATE.
+        let code: PostgresError.Code = sqlState == nil && connectionLost ? .connectionClosed : .server
+        var error = PostgresError(
+            code: code,
+            sqlState: sqlState,
+            message: field(CShims_pq_DIAG_MESSAGE_PRIMARY)
+                ?? PQresultErrorMessage(result).map { String(cString: $0).trimmingTrailingNewlines() }
+        )
+        error.detail = field(CShims_pq_DIAG_MESSAGE_DETAIL)
+        error.hint = field(CShims_pq_DIAG_MESSAGE_HINT)
+        error.severity = field(CShims_pq_DIAG_SEVERITY_NONLOCALIZED)
+        error.schemaName = field(CShims_pq_DIAG_SCHEMA_NAME)
+        error.tableName = field(CShims_pq_DIAG_TABLE_NAME)
+        error.columnName = field(CShims_pq_DIAG_COLUMN_NAME)
+        error.constraintName = field(CShims_pq_DIAG_CONSTRAINT_NAME)
+        return error
+    }
+
+    private static func errorMessage(_ connection: OpaquePointer) -> String? {
+        guard let message = PQerrorMessage(connection) else { return nil }
+        let text = String(cString: message).trimmingTrailingNewlines()
+        return text.isEmpty ? nil : text
+    }
+}
+
+/// Lays the text values out as NUL-terminated C strings in one buffer and passes libpq's `paramValues` array.
+private func withParameterValues<R>(
+    _ values: [String?],
+    _ body: (UnsafePointer<UnsafePointer<CChar>?>?) throws(PostgresError) -> R
+) throws(PostgresError) -> R {
+    if values.isEmpty { return try body(nil) }
+    var total = 0
+    for value in values { total += (value?.utf8.count ?? 0) + 1 }
+    let storage = UnsafeMutablePointer<CChar>.allocate(capacity: total)
+    defer { storage.deallocate() }
+    let pointers = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: values.count)
+    defer { pointers.deallocate() }
+    var offset = 0
+    for (index, value) in values.enumerated() {
+        guard let value else {
+            pointers[index] = nil
+            continue
+        }
+        let start = storage + offset
+        var containsNUL = false
+        for byte in value.utf8 {
+            if byte == 0 { containsNUL = true }
+            storage[offset] = CChar(bitPattern: byte)
+            offset += 1
+        }
+        guard !containsNUL else {
+            throw PostgresError(code: .invalidParameter, message: "parameter $\(index + 1) contains a NUL character")
+        }
+        storage[offset] = 0
+        offset += 1
+        pointers[index] = UnsafePointer(start)
+    }
+    return try body(pointers)
+}
+
+extension String {
+    func trimmingTrailingNewlines() -> String {
+        var text = Substring(self)
+        while let last = text.last, last.isNewline || last == " " { text.removeLast() }
+        return String(text)
+    }
+}

@@ -1,0 +1,92 @@
+/// One SQL statement with its parameters, built by string interpolation.
+///
+/// Every interpolated value becomes a bind parameter (`$1`, `$2`, …) sent separately from the SQL, so values can
+/// never change the statement:
+///
+///     let rows = try await client.query("SELECT id FROM orders WHERE customer = \(customerID) AND state = \(state)")
+///
+/// Trusted identifiers (a table name chosen by the program, never by input) go in with `\(unsafeRaw: name)`.
+/// A statement with no parameters can be written with `PostgresQuery(unsafeSQL:)`.
+public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolation {
+    /// The SQL text with `$n` placeholders.
+    public var sql: String
+    /// The bound values, in `$n` order.
+    public var binds: PostgresBindings
+
+    public init(unsafeSQL sql: String, binds: PostgresBindings = PostgresBindings()) {
+        self.sql = sql
+        self.binds = binds
+    }
+
+    public init(stringLiteral value: String) {
+        self.init(unsafeSQL: value)
+    }
+
+    public init(stringInterpolation: StringInterpolation) {
+        self.init(unsafeSQL: stringInterpolation.sql, binds: stringInterpolation.binds)
+    }
+
+    public struct StringInterpolation: StringInterpolationProtocol, Sendable {
+        var sql: String
+        var binds: PostgresBindings
+
+        public init(literalCapacity: Int, interpolationCount: Int) {
+            sql = ""
+            sql.reserveCapacity(literalCapacity + interpolationCount * 3)
+            binds = PostgresBindings(capacity: interpolationCount)
+        }
+
+        public mutating func appendLiteral(_ literal: String) {
+            sql.append(literal)
+        }
+
+        /// A value, sent as a bind parameter.
+        public mutating func appendInterpolation<Value: PostgresEncodable>(_ value: Value) {
+            binds.append(value)
+            sql.append("$\(binds.count)")
+        }
+
+        /// An optional value; nil is sent as SQL NULL (typed as `Value`'s PostgreSQL type).
+        public mutating func appendInterpolation<Value: PostgresEncodable>(_ value: Value?) {
+            binds.append(value)
+            sql.append("$\(binds.count)")
+        }
+
+        /// Text pasted into the SQL as is. Only for trusted identifiers and fragments chosen by the program.
+        public mutating func appendInterpolation(unsafeRaw text: String) {
+            sql.append(text)
+        }
+    }
+}
+
+/// The parameters of a `PostgresQuery`, in text format with their type OIDs.
+public struct PostgresBindings: Sendable, Hashable {
+    /// Text-format values; nil is SQL NULL.
+    public private(set) var values: [String?]
+    /// Type OIDs; `.unspecified` lets the server infer the type.
+    public private(set) var types: [PostgresDataType]
+
+    public init() {
+        values = []
+        types = []
+    }
+
+    init(capacity: Int) {
+        values = []
+        values.reserveCapacity(capacity)
+        types = []
+        types.reserveCapacity(capacity)
+    }
+
+    public var count: Int { values.count }
+
+    public mutating func append<Value: PostgresEncodable>(_ value: Value) {
+        values.append(value.postgresText)
+        types.append(Value.postgresType)
+    }
+
+    public mutating func append<Value: PostgresEncodable>(_ value: Value?) {
+        values.append(value?.postgresText)
+        types.append(Value.postgresType)
+    }
+}

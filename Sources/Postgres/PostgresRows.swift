@@ -1,0 +1,129 @@
+/// The result of one statement, copied out of libpq: column descriptions, rows of text values and the number
+/// of rows affected. Nothing in it refers to C memory.
+public struct PostgresRows: Sendable, RandomAccessCollection {
+    /// The result's columns, in order.
+    public var columns: [PostgresColumn] { storage.columns }
+    /// `PQcmdTuples`: rows inserted, updated, deleted, selected, … (0 when the command reports none).
+    public let affectedRows: Int
+    /// The command tag, e.g. `INSERT 0 1`.
+    public let commandTag: String
+
+    let storage: Storage
+
+    init(columns: [PostgresColumn], cells: [String?], affectedRows: Int, commandTag: String) {
+        storage = Storage(columns: columns, cells: cells)
+        self.affectedRows = affectedRows
+        self.commandTag = commandTag
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { storage.columns.isEmpty ? 0 : storage.cells.count / storage.columns.count }
+    public subscript(position: Int) -> PostgresRow {
+        precondition(position >= 0 && position < endIndex, "row index out of range")
+        return PostgresRow(storage: storage, row: position)
+    }
+
+    /// Immutable, shared by the rows of one result.
+    final class Storage: Sendable {
+        let columns: [PostgresColumn]
+        let indexByName: [String: Int]
+        /// Row-major: `cells[row * columns.count + column]`; nil is SQL NULL.
+        let cells: [String?]
+
+        init(columns: [PostgresColumn], cells: [String?]) {
+            self.columns = columns
+            var indexByName: [String: Int] = [:]
+            for (index, column) in columns.enumerated() where indexByName[column.name] == nil {
+                indexByName[column.name] = index
+            }
+            self.indexByName = indexByName
+            self.cells = cells
+        }
+    }
+}
+
+/// A result column: its name and type.
+public struct PostgresColumn: Sendable, Hashable {
+    public var name: String
+    public var dataType: PostgresDataType
+}
+
+/// One row of a `PostgresRows`.
+public struct PostgresRow: Sendable {
+    let storage: PostgresRows.Storage
+    let row: Int
+
+    public var columns: [PostgresColumn] { storage.columns }
+
+    /// The cell in the first column with this name.
+    public func cell(_ column: String) throws(PostgresError) -> PostgresCell {
+        guard let index = storage.indexByName[column] else {
+            var error = PostgresError(code: .decoding, message: "the result has no column \"\(column)\"")
+            error.columnName = column
+            throw error
+        }
+        return cell(at: index)
+    }
+
+    /// The cell at a column index (precondition: in range).
+    public func cell(at index: Int) -> PostgresCell {
+        precondition(index >= 0 && index < storage.columns.count, "column index out of range")
+        let column = storage.columns[index]
+        return PostgresCell(
+            columnName: column.name,
+            columnIndex: index,
+            dataType: column.dataType,
+            text: storage.cells[row * storage.columns.count + index]
+        )
+    }
+
+    /// Decodes the first column with this name: `try row.decode(String.self, "email")`.
+    public func decode<Value: PostgresDecodable>(
+        _ type: Value.Type = Value.self,
+        _ column: String
+    ) throws(PostgresError) -> Value {
+        try Value.decode(from: cell(column))
+    }
+
+    /// Decodes the column at an index: `try row.decode(Int.self, at: 0)`.
+    public func decode<Value: PostgresDecodable>(
+        _ type: Value.Type = Value.self,
+        at index: Int
+    ) throws(PostgresError) -> Value {
+        guard index >= 0 && index < storage.columns.count else {
+            throw PostgresError(code: .decoding, message: "the result has no column at index \(index)")
+        }
+        return try Value.decode(from: cell(at: index))
+    }
+}
+
+/// One value of a row in text format, with where it came from (for error messages).
+public struct PostgresCell: Sendable, Hashable {
+    public var columnName: String
+    public var columnIndex: Int
+    public var dataType: PostgresDataType
+    /// The text form; nil is SQL NULL.
+    public var text: String?
+
+    public init(columnName: String, columnIndex: Int, dataType: PostgresDataType, text: String?) {
+        self.columnName = columnName
+        self.columnIndex = columnIndex
+        self.dataType = dataType
+        self.text = text
+    }
+
+    /// A `.decoding` error that names the column, its type and the Swift type; never the value.
+    public func decodingError<Value>(_ type: Value.Type, _ reason: String? = nil) -> PostgresError {
+        var message = "cannot decode column \"\(columnName)\" (index \(columnIndex), \(dataType)) as \(Value.self)"
+        if let reason { message += ": \(reason)" }
+        var error = PostgresError(code: .decoding, message: message)
+        error.columnName = columnName
+        return error
+    }
+
+    /// The text, or a `.decoding` error when the cell is NULL.
+    public func requireText<Value>(for type: Value.Type) throws(PostgresError) -> String {
+        guard let text else { throw decodingError(type, "unexpected NULL") }
+        return text
+    }
+}

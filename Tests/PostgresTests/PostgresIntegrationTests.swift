@@ -1,0 +1,298 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import Postgres
+
+@Suite(.timeLimit(.minutes(2)))
+struct PostgresIntegrationTests {
+    @Test func textRoundTrips() async throws {
+        let values = ["", "plain", "héllo 🌍 日本語", "it's \"quoted\"", #"back\slash \x00 \\"#, "semi; -- comment", "\n\t"]
+        try await PostgresTestSupport.withClient { client in
+            for value in values {
+                let rows = try await client.query("SELECT \(value)::text AS v, length(\(value)) AS n")
+                #expect(try rows[0].decode(String.self, "v") == value)
+                #expect(try rows[0].decode(Int.self, "n") == value.count)
+            }
+        }
+    }
+
+    @Test func numbersAndBoolsRoundTrip() async throws {
+        try await PostgresTestSupport.withClient { client in
+            let row = try await client.query(
+                """
+                SELECT \(Int64.min) AS min, \(Int64.max) AS max, \(Int32.min) AS i32, \(0) AS zero,
+                       \(0.1) AS tenth, \(-1e300) AS big, \(Double.infinity) AS inf, \(Double.nan) AS nan,
+                       \(Double.leastNonzeroMagnitude) AS tiny, \(true) AS yes, \(false) AS no
+                """
+            )[0]
+            #expect(try row.decode(Int64.self, "min") == .min)
+            #expect(try row.decode(Int64.self, "max") == .max)
+            #expect(try row.decode(Int32.self, "i32") == .min)
+            #expect(try row.decode(Int.self, "zero") == 0)
+            #expect(try row.decode(Double.self, "tenth") == 0.1)
+            #expect(try row.decode(Double.self, "big") == -1e300)
+            #expect(try row.decode(Double.self, "inf") == .infinity)
+            #expect(try row.decode(Double.self, "nan").isNaN)
+            #expect(try row.decode(Double.self, "tiny") == .leastNonzeroMagnitude)
+            #expect(try row.decode(Bool.self, "yes") == true)
+            #expect(try row.decode(Bool.self, at: 10) == false)
+        }
+    }
+
+    @Test func timestampsKeepMicrosecondsAndTimeZones() async throws {
+        let dates = [
+            Date(timeIntervalSince1970: 1_700_000_000.123456),
+            Date(timeIntervalSince1970: -86_400.5),
+            Date(timeIntervalSince1970: 4_102_444_800.000001),
+        ]
+        try await PostgresTestSupport.withClient { client in
+            for date in dates {
+                let row = try await client.query("SELECT \(date) AS t, extract(microseconds FROM \(date))::int AS us")[0]
+                let decoded = try row.decode(Date.self, "t")
+                #expect(abs(decoded.timeIntervalSince(date)) < 0.000_001)
+                #expect(PostgresTimestamp.format(decoded) == PostgresTimestamp.format(date))
+            }
+            // A literal in another zone comes back as the same instant.
+            let row = try await client.query(
+                "SELECT '2024-03-10 17:30:00.25+05:30'::timestamptz AS t, '2024-03-10 12:00:00.25'::timestamp AS naive"
+            )[0]
+            let expected = Date(timeIntervalSince1970: 1_710_072_000.25)
+            #expect(try row.decode(Date.self, "t") == expected)
+            #expect(try row.decode(Date.self, "naive") == expected)
+        }
+    }
+
+    @Test func jsonByteaUUIDArraysAndNullRoundTrip() async throws {
+        struct Payload: Codable, Equatable {
+            var name: String
+            var count: Int
+        }
+        let table = PostgresTestSupport.tableName("pg_values")
+        let payload = Payload(name: "Zoë \"q\"", count: 3)
+        let bytes = (0...255).map(UInt8.init)
+        let uuid = UUID()
+        try await PostgresTestSupport.withClient { client in
+            try await client.withConnection { connection in
+                try await connection.execute(
+                    unsafeSQL: """
+                        CREATE TEMP TABLE \(table) (id int PRIMARY KEY, doc jsonb, data bytea, ref uuid, note text);
+                        """
+                )
+                try await connection.query(
+                    """
+                    INSERT INTO \(unsafeRaw: table) VALUES
+                        (1, \(try PostgresJSON(payload))::jsonb, \(bytes), \(uuid), \("note")),
+                        (2, NULL, \([UInt8]()), \(nil as UUID?), \(nil as String?))
+                    """
+                )
+                let rows = try await connection.query(
+                    "SELECT id, doc, doc->>'name' AS name, data, ref, note FROM \(unsafeRaw: table) ORDER BY id"
+                )
+                #expect(rows.count == 2)
+                #expect(try rows[0].decode(PostgresJSON.self, "doc").decode(Payload.self) == payload)
+                #expect(try rows[0].decode(String.self, "name") == payload.name)
+                #expect(try rows[0].decode([UInt8].self, "data") == bytes)
+                #expect(try rows[0].decode(UUID.self, "ref") == uuid)
+                #expect(try rows[1].decode(PostgresJSON?.self, "doc") == nil)
+                #expect(try rows[1].decode([UInt8].self, "data") == [])
+                #expect(try rows[1].decode(UUID?.self, "ref") == nil)
+                #expect(try rows[1].decode(String?.self, "note") == nil)
+                #expect(rows.columns.map(\.name) == ["id", "doc", "name", "data", "ref", "note"])
+                #expect(rows.columns[4].dataType == .uuid)
+
+                let strange = ["a,b", "c\"d", "{e}", #"back\slash"#, "NULL", ""]
+                let arrays = try await connection.query(
+                    """
+                    SELECT \(strange) = ARRAY['a,b', 'c"d', '{e}', 'back\\slash', 'NULL', '']::text[] AS same,
+                           (SELECT count(*) FROM \(unsafeRaw: table) WHERE id = ANY(\([1, 2, 99]))) AS ids,
+                           (SELECT count(*) FROM \(unsafeRaw: table) WHERE note = ANY(\(["note", "other"]))) AS notes,
+                           (SELECT count(*) FROM \(unsafeRaw: table) WHERE ref = ANY(\([uuid]))) AS refs
+                    """
+                )
+                #expect(try arrays[0].decode(Bool.self, "same"))
+                #expect(try arrays[0].decode(Int.self, "ids") == 2)
+                #expect(try arrays[0].decode(Int.self, "notes") == 1)
+                #expect(try arrays[0].decode(Int.self, "refs") == 1)
+            }
+        }
+    }
+
+    @Test func decodingErrorsNameTheColumn() async throws {
+        try await PostgresTestSupport.withClient { client in
+            let row = try await client.query("SELECT 'abc'::text AS label, NULL::int AS missing")[0]
+            let wrongType = #expect(throws: PostgresError.self) { try row.decode(Int.self, "label") }
+            #expect(wrongType?.code == .decoding)
+            #expect(wrongType?.columnName == "label")
+            #expect(wrongType?.description.contains("abc") == false)
+            let null = #expect(throws: PostgresError.self) { try row.decode(Int.self, "missing") }
+            #expect(null?.message?.contains("NULL") == true)
+            #expect(try row.decode(Int?.self, "missing") == nil)
+            #expect(throws: PostgresError.self) { try row.decode(Int.self, "nonexistent") }
+        }
+    }
+
+    @Test func uniqueViolationCarriesSQLStateAndConstraint() async throws {
+        let table = PostgresTestSupport.tableName("pg_unique")
+        try await PostgresTestSupport.withClient { client in
+            try await client.withConnection { connection in
+                try await connection.execute(
+                    unsafeSQL: "CREATE TEMP TABLE \(table) (email text CONSTRAINT \(table)_email_key UNIQUE)"
+                )
+                try await connection.query("INSERT INTO \(unsafeRaw: table) VALUES (\("secret@example.com"))")
+                let error = await #expect(throws: PostgresError.self) {
+                    try await connection.query("INSERT INTO \(unsafeRaw: table) VALUES (\("secret@example.com"))")
+                }
+                #expect(error?.code == .server)
+                #expect(error?.sqlState == .uniqueViolation)
+                #expect(error?.constraintName == "\(table)_email_key")
+                #expect(error?.tableName == table)
+                #expect(error?.isRetriable == false)
+                #expect(error?.description.contains("secret@example.com") == false)
+                #expect(error?.detail?.contains("secret@example.com") == true)
+                // The connection stays usable after a statement error.
+                #expect(try await connection.query("SELECT count(*) AS n FROM \(unsafeRaw: table)")[0].decode(Int.self, "n") == 1)
+            }
+        }
+    }
+
+    @Test func transactionsCommitAndRollBack() async throws {
+        let table = PostgresTestSupport.tableName("pg_tx")
+        try await PostgresTestSupport.withClient { client in
+            try await client.query(PostgresQuery(unsafeSQL: "CREATE TABLE \(table) (id int PRIMARY KEY)"))
+            await #expect(throws: ExpectedFailure.self) {
+                try await client.withTransaction { connection in
+                    try await connection.query("INSERT INTO \(unsafeRaw: table) VALUES (\(1))")
+                    throw ExpectedFailure()
+                }
+            }
+            try await client.withTransaction(isolation: .serializable) { connection in
+                try await connection.query("INSERT INTO \(unsafeRaw: table) VALUES (\(2))")
+            }
+            // A statement that failed inside, with its error swallowed, makes COMMIT fail loudly.
+            let swallowed = await #expect(throws: PostgresError.self) {
+                try await client.withTransaction { connection in
+                    try await connection.query("INSERT INTO \(unsafeRaw: table) VALUES (\(3))")
+                    _ = try? await connection.query("INSERT INTO \(unsafeRaw: table) VALUES (\(2))")
+                }
+            }
+            #expect(swallowed?.sqlState == .inFailedSQLTransaction)
+            // A withConnection body that leaves a transaction open is rolled back before reuse.
+            try await client.withConnection { connection in
+                try await connection.execute(unsafeSQL: "BEGIN")
+                try await connection.query("INSERT INTO \(unsafeRaw: table) VALUES (\(4))")
+            }
+            let ids = try await client.query("SELECT id FROM \(unsafeRaw: table) ORDER BY id").map {
+                try $0.decode(Int.self, "id")
+            }
+            #expect(ids == [2])
+            try await client.query(PostgresQuery(unsafeSQL: "DROP TABLE \(table)"))
+        }
+    }
+
+    @Test func injectionThroughInterpolationIsInert() async throws {
+        let table = PostgresTestSupport.tableName("pg_inject")
+        try await PostgresTestSupport.withClient { client in
+            try await client.withConnection { connection in
+                try await connection.execute(unsafeSQL: "CREATE TEMP TABLE \(table) (name text)")
+                let attack = "x'); DROP TABLE \(table); --"
+                let inserted = try await connection.query("INSERT INTO \(unsafeRaw: table) VALUES (\(attack))")
+                #expect(inserted.affectedRows == 1)
+                let matches = try await connection.query(
+                    "SELECT name FROM \(unsafeRaw: table) WHERE name = \("' OR '1'='1")"
+                )
+                #expect(matches.isEmpty)
+                let all = try await connection.query("SELECT name FROM \(unsafeRaw: table)")
+                #expect(try all.map { try $0.decode(String.self, "name") } == [attack])
+            }
+        }
+    }
+
+    @Test func affectedRowsAndMultiStatementExecute() async throws {
+        let table = PostgresTestSupport.tableName("pg_affected")
+        try await PostgresTestSupport.withClient { client in
+            try await client.withConnection { connection in
+                try await connection.execute(
+                    unsafeSQL: """
+                        CREATE TEMP TABLE \(table) (id int);
+                        INSERT INTO \(table) SELECT generate_series(1, 5);
+                        """
+                )
+                let updated = try await connection.query("UPDATE \(unsafeRaw: table) SET id = id + 10 WHERE id > \(2)")
+                #expect(updated.affectedRows == 3)
+                #expect(updated.commandTag == "UPDATE 3")
+                let error = await #expect(throws: PostgresError.self) {
+                    try await connection.execute(unsafeSQL: "SELECT 1; SELECT * FROM \(table)_missing; SELECT 2")
+                }
+                #expect(error?.sqlState == .undefinedTable)
+            }
+        }
+    }
+
+    @Test func waitersAreServedWhenConnectionsReturn() async throws {
+        try await PostgresTestSupport.withClient(poolSize: 2) { client in
+            let pids = try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<40 {
+                    group.addTask {
+                        if index % 2 == 0 {
+                            return try await client.query("SELECT pg_backend_pid() AS pid")[0].decode(Int.self, "pid")
+                        }
+                        return try await client.withTransaction { connection in
+                            try await connection.query("SELECT pg_backend_pid() AS pid")[0].decode(Int.self, "pid")
+                        }
+                    }
+                }
+                return try await group.reduce(into: Set<Int>()) { $0.insert($1) }
+            }
+            #expect((1...2).contains(pids.count))
+        }
+    }
+
+    @Test func cancelledWaiterLeavesThePoolUsable() async throws {
+        try await PostgresTestSupport.withClient(poolSize: 1) { client in
+            try await client.withConnection { _ in
+                let waiter = Task { try await client.query("SELECT 1") }
+                waiter.cancel()
+                await #expect(throws: CancellationError.self) { try await waiter.value }
+            }
+            #expect(try await client.query("SELECT 1 AS one")[0].decode(Int.self, "one") == 1)
+        }
+    }
+
+    @Test func shutdownFailsLaterCalls() async throws {
+        let client = try PostgresTestSupport.client()
+        _ = try await client.query("SELECT 1")
+        await client.shutdown()
+        let error = await #expect(throws: PostgresError.self) { try await client.query("SELECT 1") }
+        #expect(error?.code == .poolShutdown)
+    }
+
+    @Test func listenNotifyDelivers() async throws {
+        let channel = TestEnvironment.uniqueName("pg-channel")
+        try await PostgresTestSupport.withClient { client in
+            var notifications = client.notifications(channel: channel).makeAsyncIterator()
+            #expect(await notifications.next() == .listening)
+            try await client.query("SELECT pg_notify(\(channel), \("first"))")
+            try await client.query("SELECT pg_notify(\(channel + "-other"), \("elsewhere"))")
+            try await client.query("SELECT pg_notify(\(channel), \("second ✓"))")
+            guard case .notification(let first) = await notifications.next(),
+                case .notification(let second) = await notifications.next()
+            else {
+                Issue.record("expected two notifications")
+                return
+            }
+            #expect(first.channel == channel)
+            #expect([first.payload, second.payload] == ["first", "second ✓"])
+        }
+    }
+
+    @Test func badPasswordFailsToConnectWithoutLeakingIt() async throws {
+        var configuration = try PostgresConfiguration(url: TestEnvironment.postgresURL)
+        configuration.password = "wrong-\(UUID().uuidString)"
+        let client = PostgresClient(configuration: configuration, logger: PostgresTestSupport.logger)
+        let error = await #expect(throws: PostgresError.self) { try await client.query("SELECT 1") }
+        #expect(error?.code == .connectionFailed)
+        #expect(error?.description.contains(configuration.password!) == false)
+        await client.shutdown()
+    }
+}
