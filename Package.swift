@@ -110,7 +110,7 @@ let package = Package(
         .executableTarget(
             name: "livedelivery",
             dependencies: [
-                "LiveDelivery", "LiveDeliveryCore",
+                "LiveDelivery", "LiveDeliveryCore", "RabbitMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
