@@ -47,7 +47,7 @@ struct PublishCommand: AsyncParsableCommand {
 
     @Flag(
         name: .customLong("rebase-times"),
-        help: "Shift occurred_at and eta times so that the earliest occurred_at is now (replays a recorded scenario).")
+        help: "Shift occurred_at and eta times so that the newest occurred_at is now (replays a recorded scenario).")
     var rebaseTimes = false
 
     @Option(help: "Most messages published but not yet confirmed at once.")
@@ -233,14 +233,14 @@ private struct EventBatch {
     }
 
     /// Shifts `occurred_at`, `eta.earliest` and `eta.latest` of every event by the same amount, so
-    /// that the earliest `occurred_at` becomes `now`. Relative timing is kept.
+    /// that the newest `occurred_at` becomes `now`: the events happened just now, relative timing kept.
     mutating func rebaseTimes(to now: Date) {
         let times = events.compactMap { event -> Date? in
             guard case .string(let text)? = event.object["occurred_at"] else { return nil }
             return RFC3339.parse(text)
         }
-        guard let earliest = times.min() else { return }
-        let shift = now.timeIntervalSince(earliest).rounded(.down)
+        guard let newest = times.max() else { return }
+        let shift = now.timeIntervalSince(newest).rounded(.down)
         func shifted(_ value: JSONValue?) -> JSONValue? {
             guard case .string(let text)? = value, let date = RFC3339.parse(text) else { return value }
             return .string(RFC3339.format(date.addingTimeInterval(shift)))
