@@ -29,6 +29,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
+        // The worker runtime: services, configuration, metrics.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // MARK: C libraries (system) and the one C shim target
@@ -103,9 +108,18 @@ let package = Package(
         .target(
             name: "LiveDelivery",
             dependencies: [
-                "LiveDeliveryCore", "RabbitMQ", "Postgres", "HTTP2",
+                "LiveDeliveryCore", "RabbitMQ", "Postgres", "APNs",
                 .product(name: "Logging", package: "swift-log"),
-            ]
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            exclude: ["README.md"]
         ),
         .executableTarget(
             name: "livedelivery",
@@ -113,6 +127,8 @@ let package = Package(
                 "LiveDelivery", "LiveDeliveryCore", "RabbitMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Configuration", package: "swift-configuration"),
             ]
         ),
         .executableTarget(
@@ -150,6 +166,17 @@ let package = Package(
                 "APNs", "APNsSimulator", "HTTP2", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "LiveDeliveryTests",
+            dependencies: [
+                "LiveDelivery", "LiveDeliveryCore", "Postgres", "RabbitMQ", "APNs", "APNsSimulator", "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Configuration", package: "swift-configuration"),
             ]
         ),
         .testTarget(

@@ -1,0 +1,299 @@
+import Foundation
+public import Logging
+public import Postgres
+import RabbitMQ
+public import ServiceLifecycle
+import Synchronization
+
+/// Consumes the events queue and applies deliveries in batches (``EventProcessor``); acks a batch
+/// only after its transaction committed.
+///
+/// At start (and after every reconnect) it declares its topology: the topic exchange, the quorum
+/// queue bound with `#` (`x-delivery-limit`, dead-lettering to `<exchange>.dlx`), the fanout DLX and
+/// the quorum queue `<queue>.dead-letter`, whose messages (the broker gave up on them) it moves into
+/// `dead_letters`. A lost broker or database is retried with backoff while health reports it. On
+/// graceful shutdown it cancels its consumers, finishes and acks what it holds, and returns.
+public final class EventConsumer: Service {
+    let configuration: WorkerConfiguration.AMQP
+    let amqp: AMQPConfiguration
+    let processor: EventProcessor
+    let client: PostgresClient
+    let health: WorkerHealth
+    let metrics: WorkerMetrics
+    let logger: Logger
+
+    public init(
+        configuration: WorkerConfiguration.AMQP, processor: EventProcessor, client: PostgresClient,
+        health: WorkerHealth, metrics: WorkerMetrics, logger: Logger
+    ) throws(LiveDeliveryError) {
+        self.configuration = configuration
+        do {
+            self.amqp = try AMQPConfiguration(url: configuration.url)
+        } catch {
+            throw LiveDeliveryError(.invalidConfiguration, "amqp.url is not a valid amqp:// URL")
+        }
+        self.processor = processor
+        self.client = client
+        self.health = health
+        self.metrics = metrics
+        var logger = logger
+        logger[metadataKey: LiveDeliveryLoggingKeys.queue] = "\(configuration.queue)"
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        var backoff = Backoff(base: .milliseconds(200), maximum: .seconds(10))
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            let connection: RabbitMQConnection
+            do {
+                connection = try await RabbitMQConnection.connect(amqp, logger: logger)
+            } catch {
+                health.update { $0.broker = false }
+                logger.warning(
+                    "cannot connect to RabbitMQ; retrying", metadata: [LiveDeliveryLoggingKeys.error: "\(error.code)"])
+                await sleepUnlessShuttingDown(backoff.next())
+                continue
+            }
+            do {
+                try await Self.declareTopology(configuration, on: connection)
+                health.update { $0.broker = true }
+                backoff.reset()
+                try await consume(on: connection)
+            } catch {
+                logger.warning(
+                    "RabbitMQ connection lost; reconnecting", metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
+            }
+            health.update {
+                $0.broker = false
+                $0.consuming = false
+            }
+            await connection.close()
+            if !Task.isShuttingDownGracefully { await sleepUnlessShuttingDown(backoff.next()) }
+        }
+        logger.info("consumer stopped")
+    }
+
+    /// Declares the exchange, queues, bindings and the dead-letter path (idempotent).
+    static func declareTopology(_ configuration: WorkerConfiguration.AMQP, on connection: RabbitMQConnection)
+        async throws
+    {
+        try await connection.declareExchange(configuration.exchange, type: .topic, durable: true)
+        try await connection.declareExchange(configuration.deadLetterExchange, type: .fanout, durable: true)
+        try await connection.declareQueue(
+            configuration.deadLetterQueue, durable: true, arguments: ["x-queue-type": .string("quorum")])
+        try await connection.bindQueue(
+            configuration.deadLetterQueue, exchange: configuration.deadLetterExchange, routingKey: "")
+        try await connection.declareQueue(
+            configuration.queue, durable: true,
+            arguments: [
+                "x-queue-type": .string("quorum"),
+                "x-delivery-limit": .int64(Int64(configuration.deliveryLimit)),
+                "x-dead-letter-exchange": .string(configuration.deadLetterExchange),
+            ])
+        try await connection.bindQueue(configuration.queue, exchange: configuration.exchange, routingKey: "#")
+    }
+
+    /// Deliveries received and not yet taken into a batch.
+    private final class Inbox: Sendable {
+        struct State {
+            var deliveries: [RabbitMQDelivery] = []
+            var finished = false
+            var failure: (any Error)?
+        }
+        let state = Mutex(State())
+        let signal: AsyncStream<Void>
+        let continuation: AsyncStream<Void>.Continuation
+
+        init() {
+            (signal, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        }
+
+        func append(_ delivery: RabbitMQDelivery) {
+            state.withLock { $0.deliveries.append(delivery) }
+            continuation.yield()
+        }
+
+        func finish(_ failure: (any Error)?) {
+            state.withLock {
+                $0.finished = true
+                $0.failure = failure
+            }
+            continuation.yield()
+        }
+
+        func take(_ limit: Int) -> (batch: [RabbitMQDelivery], finished: Bool, failure: (any Error)?) {
+            state.withLock { state in
+                let count = min(limit, state.deliveries.count)
+                let batch = Array(state.deliveries.prefix(count))
+                state.deliveries.removeFirst(count)
+                return (batch, state.finished && state.deliveries.isEmpty, state.failure)
+            }
+        }
+    }
+
+    private func consume(on connection: RabbitMQConnection) async throws {
+        let deliveries = try await connection.consume(
+            queue: configuration.queue, prefetch: UInt16(configuration.prefetch))
+        let deadLetters = try await connection.consume(queue: configuration.deadLetterQueue, prefetch: 20)
+        health.update { $0.consuming = true }
+        logger.info("consuming")
+        let inbox = Inbox()
+        try await withGracefulShutdownHandler {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    do {
+                        for try await delivery in deliveries { inbox.append(delivery) }
+                        inbox.finish(nil)
+                    } catch {
+                        inbox.finish(error)
+                    }
+                }
+                group.addTask { try await self.moveDeadLetters(deadLetters) }
+                try await processBatches(inbox)
+                group.cancelAll()
+                try? await group.waitForAll()
+            }
+        } onGracefulShutdown: {
+            // Stop the flow; what was received is still processed and acked.
+            Task {
+                try? await deliveries.cancel()
+                try? await deadLetters.cancel()
+            }
+        }
+    }
+
+    private func processBatches(_ inbox: Inbox) async throws {
+        var signals = inbox.signal.makeAsyncIterator()
+        while true {
+            let (batch, finished, failure) = inbox.take(configuration.batchSize)
+            if !batch.isEmpty {
+                try await handle(batch)
+                continue
+            }
+            if finished {
+                if let failure { throw failure }
+                return
+            }
+            guard await signals.next() != nil else { return }
+        }
+    }
+
+    /// Applies one batch and settles it. A retriable database failure is retried with backoff
+    /// (the messages stay unacknowledged); anything else is retried one message at a time, and a
+    /// message that still fails is returned to the queue, where the delivery limit bounds it.
+    private func handle(_ batch: [RabbitMQDelivery]) async throws {
+        var backoff = Backoff(base: .milliseconds(100), maximum: .seconds(5))
+        while true {
+            do {
+                let outcome = try await processor.process(batch.map(Self.message))
+                health.update { $0.database = true }
+                try await batch.last?.ack(multiple: true)
+                logger.debug(
+                    "batch applied",
+                    metadata: [
+                        LiveDeliveryLoggingKeys.batchSize: "\(batch.count)",
+                        LiveDeliveryLoggingKeys.count: "\(outcome.applied)",
+                    ])
+                return
+            } catch let error as PostgresError where error.isRetriable {
+                health.update { $0.database = false }
+                logger.warning(
+                    "database unavailable; the batch waits",
+                    metadata: [LiveDeliveryLoggingKeys.error: "\(error.code)"])
+                if Task.isShuttingDownGracefully || Task.isCancelled {
+                    try await batch.last?.nack(requeue: true, multiple: true)
+                    return
+                }
+                await sleepUnlessShuttingDown(backoff.next())
+            } catch let error as RabbitMQError {
+                throw error
+            } catch {
+                guard batch.count > 1 else {
+                    logger.error(
+                        "event failed; returned to the queue",
+                        metadata: [
+                            LiveDeliveryLoggingKeys.error: "\(error)",
+                            LiveDeliveryLoggingKeys.eventID: "\(batch[0].messageID ?? "")",
+                        ])
+                    try await batch[0].nack(requeue: true)
+                    return
+                }
+                for delivery in batch { try await handle([delivery]) }
+                return
+            }
+        }
+    }
+
+    static func message(_ delivery: RabbitMQDelivery) -> InboundMessage {
+        InboundMessage(body: delivery.body, routingKey: delivery.routingKey, messageID: delivery.messageID)
+    }
+
+    /// Moves messages the broker dead-lettered (delivery limit) into `dead_letters`.
+    private func moveDeadLetters(_ deliveries: RabbitMQDeliveries) async throws {
+        for try await delivery in deliveries {
+            let reason = delivery.firstDeathReason ?? "dead_lettered"
+            let routingKey = delivery.headers["x-first-death-exchange"] != nil
+                ? (delivery.headers["x-death"]?.arrayValue?.first?.tableValue?["routing-keys"]?.arrayValue?.first?
+                    .stringValue ?? delivery.routingKey)
+                : delivery.routingKey
+            do {
+                let rows = try await client.query(
+                    """
+                    INSERT INTO dead_letters (event_id, routing_key, reason, field, message, body, body_sha256)
+                    VALUES (\(delivery.messageID), \(routingKey), \(reason), NULL,
+                            'the broker dead-lettered the message (' || \(reason) || ')',
+                            \(delivery.body), sha256(\(delivery.body)))
+                    ON CONFLICT (routing_key, body_sha256) DO NOTHING
+                    RETURNING id
+                    """)
+                if !rows.isEmpty {
+                    metrics.deadLetter(reason: reason)
+                    logger.warning(
+                        "message dead-lettered by the broker",
+                        metadata: [
+                            LiveDeliveryLoggingKeys.reason: "\(reason)",
+                            LiveDeliveryLoggingKeys.eventID: "\(delivery.messageID ?? "")",
+                        ])
+                }
+                try await delivery.ack()
+            } catch let error as RabbitMQError {
+                throw error
+            } catch {
+                // The database is away: leave it in the dead-letter queue for later.
+                try await delivery.nack(requeue: true)
+                await sleepUnlessShuttingDown(.seconds(1))
+            }
+        }
+    }
+}
+
+/// Exponential backoff with full jitter.
+struct Backoff {
+    let base: Duration
+    let maximum: Duration
+    private var attempt = 0
+
+    init(base: Duration, maximum: Duration) {
+        self.base = base
+        self.maximum = maximum
+    }
+
+    mutating func next() -> Duration {
+        defer { attempt += 1 }
+        return Self.delay(attempt: attempt, base: base, maximum: maximum)
+    }
+
+    mutating func reset() { attempt = 0 }
+
+    /// `min(maximum, base · 2^attempt)` scaled by a random factor in [0.5, 1].
+    static func delay(attempt: Int, base: Duration, maximum: Duration) -> Duration {
+        let exponential = base.seconds * pow(2, Double(min(attempt, 30)))
+        let capped = min(maximum.seconds, exponential)
+        return .milliseconds(Int64(capped * Double.random(in: 0.5...1.0) * 1000))
+    }
+}
+
+/// Sleeps, waking early on graceful shutdown or cancellation.
+func sleepUnlessShuttingDown(_ duration: Duration) async {
+    _ = try? await cancelWhenGracefulShutdown { try await Task.sleep(for: duration) }
+}

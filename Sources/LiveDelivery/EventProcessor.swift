@@ -1,0 +1,242 @@
+public import Foundation
+public import LiveDeliveryCore
+public import Logging
+public import Postgres
+
+/// One message as it came from the broker (or a test).
+public struct InboundMessage: Sendable {
+    public var body: [UInt8]
+    public var routingKey: String
+    public var messageID: String?
+
+    public init(body: [UInt8], routingKey: String, messageID: String? = nil) {
+        self.body = body
+        self.routingKey = routingKey
+        self.messageID = messageID
+    }
+}
+
+/// What one batch did.
+public struct BatchOutcome: Sendable, Hashable {
+    /// Events applied for the first time.
+    public var applied = 0
+    /// Events already processed (redeliveries, duplicates within the batch or across batches).
+    public var duplicates = 0
+    /// Messages refused and recorded in dead_letters.
+    public var rejected = 0
+    /// Outbox rows written (new or replaced).
+    public var pushesPlanned = 0
+    public init() {}
+}
+
+/// Applies batches of inbound messages in one transaction each: inbox de-duplication, row locks on
+/// the affected orders (in a stable order), the core's transitions, and the state, activity,
+/// outbox, timeline and dead-letter rows. Nothing is written unless everything is.
+public final class EventProcessor: Sendable {
+    let client: PostgresClient
+    let tracker: OrderTracker
+    let metrics: WorkerMetrics
+    let logger: Logger
+    let now: @Sendable () -> Date
+
+    public init(
+        client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.client = client
+        self.tracker = OrderTracker(configuration: tracking)
+        self.metrics = metrics
+        self.logger = logger
+        self.now = now
+    }
+
+    private enum Decoded {
+        case event(InboundEvent, index: Int)
+        case rejected(EventRejection, index: Int)
+    }
+
+    /// Applies the batch; retries the transaction a few times on serialization failures, deadlocks
+    /// and lost connections, then throws (the caller requeues the batch).
+    public func process(_ messages: [InboundMessage]) async throws -> BatchOutcome {
+        let started = ContinuousClock.now
+        var decoded: [Decoded] = []
+        for (index, message) in messages.enumerated() {
+            switch EventDecoder.decode(message.body, routingKey: message.routingKey, messageID: message.messageID) {
+            case .success(let event): decoded.append(.event(event, index: index))
+            case .failure(let rejection): decoded.append(.rejected(rejection, index: index))
+            }
+        }
+        var attempt = 1
+        while true {
+            do {
+                let outcome = try await client.withTransaction { connection in
+                    try await apply(decoded, messages: messages, on: connection)
+                }
+                metrics.batch(duration: ContinuousClock.now - started)
+                return outcome
+            } catch let error as PostgresError where error.isRetriable && attempt < 3 {
+                logger.info(
+                    "batch transaction failed; retrying",
+                    metadata: [LiveDeliveryLoggingKeys.error: "\(error)", LiveDeliveryLoggingKeys.attempt: "\(attempt)"])
+                attempt += 1
+            }
+        }
+    }
+
+    private func apply(
+        _ decoded: [Decoded], messages: [InboundMessage], on connection: PostgresConnection
+    ) async throws -> BatchOutcome {
+        var outcome = BatchOutcome()
+        let now = self.now()
+
+        // 1. Refused messages: dead_letters (one row per distinct message).
+        for case .rejected(let rejection, let index) in decoded {
+            let message = messages[index]
+            let rows = try await connection.query(
+                """
+                INSERT INTO dead_letters (event_id, routing_key, reason, field, message, body, body_sha256)
+                VALUES (\(message.messageID), \(message.routingKey), \(rejection.reason.rawValue), \(rejection.field),
+                        \(rejection.message), \(message.body), sha256(\(message.body)))
+                ON CONFLICT (routing_key, body_sha256) DO NOTHING
+                RETURNING id
+                """)
+            outcome.rejected += 1
+            if !rows.isEmpty {
+                metrics.deadLetter(reason: rejection.reason.rawValue)
+                metrics.event(type: message.routingKey, outcome: "rejected")
+                logger.warning(
+                    "event refused and dead-lettered",
+                    metadata: [
+                        LiveDeliveryLoggingKeys.reason: "\(rejection.reason)",
+                        LiveDeliveryLoggingKeys.field: "\(rejection.field ?? "")",
+                        LiveDeliveryLoggingKeys.eventID: "\(message.messageID ?? "")",
+                    ])
+            }
+        }
+
+        // 2. Inbox: which events are new.
+        let events: [InboundEvent] = decoded.compactMap {
+            if case .event(let event, _) = $0 { return event }
+            return nil
+        }
+        guard !events.isEmpty else { return outcome }
+        let inserted = try await connection.query(
+            """
+            INSERT INTO inbox (event_id, event_type, order_id, user_id, occurred_at)
+            SELECT e, t, NULLIF(o, ''), NULLIF(u, ''), a
+            FROM unnest(\(events.map(\.eventID))::text[], \(events.map(\.type.rawValue))::text[],
+                        \(events.map { $0.orderID ?? "" })::text[], \(events.map { $0.userID ?? "" })::text[],
+                        \(events.map(\.occurredAt))::timestamptz[]) AS i(e, t, o, u, a)
+            ON CONFLICT (event_id) DO NOTHING
+            RETURNING event_id
+            """)
+        var fresh = Set<String>()
+        for row in inserted { fresh.insert(try row.decode(String.self, "event_id")) }
+        var newEvents: [InboundEvent] = []
+        for event in events {
+            if fresh.remove(event.eventID) != nil {
+                newEvents.append(event)
+            } else {
+                outcome.duplicates += 1
+                metrics.event(type: event.type.rawValue, outcome: "duplicate")
+            }
+        }
+        guard !newEvents.isEmpty else { return outcome }
+
+        // 3. Users: serialise work on one user's orders and push-to-start tokens across workers.
+        let users = Set(newEvents.compactMap(\.userID)).sorted()
+        if !users.isEmpty {
+            try await connection.query(
+                """
+                SELECT pg_advisory_xact_lock(k) FROM (
+                    SELECT hashtextextended('user:' || u, 0) AS k FROM unnest(\(users)::text[]) AS u ORDER BY u
+                ) AS s
+                """)
+        }
+        for case .pushToStartToken(let e) in newEvents {
+            let registration = e.registration
+            try await connection.query(
+                """
+                INSERT INTO push_to_start_tokens (user_id, device_id, registration, bundle_id, attributes_type,
+                                                  environment, token_prefix, occurred_at, event_id)
+                VALUES (\(e.userID), \(e.deviceID), \(try PostgresJSON(registration, encoder: OrderStore.encoder)),
+                        \(e.bundleID), \(e.attributesType), \(e.environment.rawValue), \(e.token.prefix),
+                        \(e.occurredAt), \(e.eventID))
+                ON CONFLICT (user_id, device_id) DO UPDATE SET
+                    registration = EXCLUDED.registration, bundle_id = EXCLUDED.bundle_id,
+                    attributes_type = EXCLUDED.attributes_type, environment = EXCLUDED.environment,
+                    token_prefix = EXCLUDED.token_prefix, occurred_at = EXCLUDED.occurred_at,
+                    event_id = EXCLUDED.event_id, last_seen_at = now(), invalidated_at = NULL, invalid_reason = NULL
+                WHERE (EXCLUDED.occurred_at, EXCLUDED.event_id)
+                    > (push_to_start_tokens.occurred_at, push_to_start_tokens.event_id)
+                """)
+        }
+        let tokens = try await OrderStore.pushToStartTokens(users: users, on: connection)
+
+        // 4. The orders concerned: each event's order; for a push-to-start token, every open order of
+        //    the user (stored, or created by this batch).
+        var ordersOfUser: [String: Set<String>] = [:]
+        let pushToStartUsers = Set(newEvents.compactMap { if case .pushToStartToken(let e) = $0 { e.userID } else { nil } })
+        if !pushToStartUsers.isEmpty {
+            let rows = try await connection.query(
+                """
+                SELECT order_id, user_id FROM orders
+                WHERE user_id = ANY(\(pushToStartUsers.sorted())::text[]) AND NOT settled
+                """)
+            for row in rows {
+                ordersOfUser[try row.decode(String.self, "user_id"), default: []].insert(
+                    try row.decode(String.self, "order_id"))
+            }
+            for case .orderStatus(let e) in newEvents where pushToStartUsers.contains(e.userID) {
+                ordersOfUser[e.userID, default: []].insert(e.orderID)
+            }
+        }
+        var orderIDs = Set(newEvents.compactMap(\.orderID))
+        for orders in ordersOfUser.values { orderIDs.formUnion(orders) }
+        let stored = try await OrderStore.lockOrders(Array(orderIDs), on: connection)
+
+        // 5. The core, per event in arrival order.
+        var changes: [String: OrderChange] = [:]
+        for event in newEvents {
+            let targets: [String]
+            if case .pushToStartToken(let e) = event {
+                targets = (ordersOfUser[e.userID] ?? []).sorted()
+            } else {
+                targets = event.orderID.map { [$0] } ?? []
+            }
+            for orderID in targets {
+                var change = changes[orderID]
+                    ?? OrderChange(
+                        original: stored[orderID] ?? nil,
+                        state: (stored[orderID] ?? nil) ?? OrderState(orderID: orderID, now: now))
+                if case .pushToStartToken = event, change.state.isSettled { continue }
+                let userID = change.state.record?.userID ?? event.userID
+                let context = TrackingContext(pushToStartTokens: userID.flatMap { tokens[$0] } ?? [])
+                let step = tracker.apply(event, to: change.state, context: context, now: now)
+                change.merge(step)
+                changes[orderID] = change
+            }
+            outcome.applied += 1
+            metrics.event(type: event.type.rawValue, outcome: "applied")
+        }
+
+        // 6. Write each order, in a stable order.
+        for orderID in changes.keys.sorted() {
+            guard let change = changes[orderID], change.changed || !change.decisions.isEmpty else { continue }
+            try await OrderStore.write(change, kind: "event", on: connection)
+            outcome.pushesPlanned += change.pushes.count
+            if logger.logLevel <= .debug {
+                for decision in change.decisions {
+                    logger.debug(
+                        "decision",
+                        metadata: [
+                            LiveDeliveryLoggingKeys.orderID: "\(orderID)",
+                            LiveDeliveryLoggingKeys.activityKey: "\(decision.activityKey ?? "")",
+                            LiveDeliveryLoggingKeys.decision: "\(decision.code)",
+                        ])
+                }
+            }
+        }
+        return outcome
+    }
+}

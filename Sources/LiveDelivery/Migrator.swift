@@ -1,0 +1,128 @@
+import Foundation
+public import Logging
+public import Postgres
+
+/// Applies the numbered SQL files of a folder (`001_core_schema.sql`, …) in order.
+///
+/// - Each file runs in its own transaction together with its `schema_migrations` row, so a file is
+///   applied completely or not at all.
+/// - A session advisory lock serialises concurrent callers (two processes starting at once): the
+///   second waits, then finds everything applied.
+/// - Idempotent: applied files are skipped; a file changed after it was applied is an error.
+public struct Migrator: Sendable {
+    public struct Migration: Sendable, Hashable {
+        public var version: Int
+        public var name: String
+        public var sql: String
+        public var checksum: String
+    }
+
+    /// `pg_advisory_lock` key: "LDMIGRAT" as an int8.
+    static let lockKey: Int64 = 0x4C44_4D49_4752_4154
+
+    public let directory: String
+
+    public init(directory: String) { self.directory = directory }
+
+    /// The migration files, in version order.
+    public func migrations() throws(LiveDeliveryError) -> [Migration] {
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory)
+        } catch {
+            throw LiveDeliveryError(.migration, "cannot list the migrations folder \(directory)")
+        }
+        var migrations: [Migration] = []
+        for name in names.sorted() where name.hasSuffix(".sql") {
+            guard let version = Int(name.prefix { $0.isNumber }), name.first?.isNumber == true else {
+                throw LiveDeliveryError(.migration, "\(name) does not start with a version number (NNN_name.sql)")
+            }
+            let path = URL(fileURLWithPath: directory).appendingPathComponent(name).path
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw LiveDeliveryError(.migration, "cannot read \(path)")
+            }
+            if migrations.contains(where: { $0.version == version }) {
+                throw LiveDeliveryError(.migration, "two migrations have version \(version)")
+            }
+            migrations.append(
+                Migration(
+                    version: version, name: name, sql: String(decoding: data, as: UTF8.self),
+                    checksum: Self.checksum(Array(data))))
+        }
+        return migrations.sorted { $0.version < $1.version }
+    }
+
+    /// Applies what is missing; returns the names applied now (empty when all were applied).
+    @discardableResult
+    public func migrate(client: PostgresClient, logger: Logger) async throws -> [String] {
+        let migrations = try migrations()
+        return try await client.withConnection { connection in
+            try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))")
+            do {
+                let applied = try await apply(migrations, on: connection, logger: logger)
+                try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))")
+                return applied
+            } catch {
+                if !connection.isClosed {
+                    _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))")
+                }
+                throw error
+            }
+        }
+    }
+
+    private func apply(_ migrations: [Migration], on connection: PostgresConnection, logger: Logger) async throws
+        -> [String]
+    {
+        try await connection.execute(
+            unsafeSQL: """
+                CREATE TABLE IF NOT EXISTS schema_migrations (
+                    version    integer PRIMARY KEY,
+                    name       text NOT NULL,
+                    checksum   text NOT NULL,
+                    applied_at timestamptz NOT NULL DEFAULT now()
+                )
+                """)
+        var done: [Int: String] = [:]
+        for row in try await connection.query("SELECT version, checksum FROM schema_migrations") {
+            done[try row.decode(Int.self, "version")] = try row.decode(String.self, "checksum")
+        }
+        var applied: [String] = []
+        for migration in migrations {
+            if let checksum = done[migration.version] {
+                guard checksum == migration.checksum else {
+                    throw LiveDeliveryError(
+                        .migration, "\(migration.name) was changed after it was applied; add a new migration instead")
+                }
+                continue
+            }
+            try await connection.execute(unsafeSQL: "BEGIN")
+            do {
+                try await connection.execute(unsafeSQL: migration.sql)
+                try await connection.query(
+                    """
+                    INSERT INTO schema_migrations (version, name, checksum)
+                    VALUES (\(migration.version), \(migration.name), \(migration.checksum))
+                    """)
+                try await connection.execute(unsafeSQL: "COMMIT")
+            } catch {
+                if !connection.isClosed { try? await connection.execute(unsafeSQL: "ROLLBACK") }
+                if let error = error as? PostgresError, error.code == .server {
+                    throw LiveDeliveryError(
+                        .migration, "\(migration.name) failed: \(error.sqlState?.description ?? "")")
+                }
+                throw error
+            }
+            logger.info("migration applied", metadata: [LiveDeliveryLoggingKeys.migration: "\(migration.name)"])
+            applied.append(migration.name)
+        }
+        return applied
+    }
+
+    /// FNV-1a 64 of the file (changes are what matters, not cryptographic strength).
+    static func checksum(_ bytes: [UInt8]) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        return String(hash, radix: 16)
+    }
+}

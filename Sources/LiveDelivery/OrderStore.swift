@@ -1,0 +1,251 @@
+import Foundation
+import LiveDeliveryCore
+import Postgres
+
+/// Several ``Step``s of one order merged: the final state, the newest push per activity, what
+/// to withdraw, and every decision in order.
+struct OrderChange: Sendable {
+    var original: OrderState?
+    var state: OrderState
+    var pushes: [String: PlannedPush] = [:]
+    /// Activity keys in the order their pushes were planned (for deterministic writes).
+    var pushOrder: [String] = []
+    var withdrawn: Set<String> = []
+    var retired: [PushToStartRegistration] = []
+    var decisions: [Decision] = []
+    /// A push planned by a retry: sent not before this moment (backoff).
+    var notBefore: [String: Date] = [:]
+
+    init(original: OrderState?, state: OrderState) {
+        self.original = original
+        self.state = state
+    }
+
+    mutating func merge(_ step: Step) {
+        state = step.state
+        for key in step.withdrawn {
+            withdrawn.insert(key)
+            pushes[key] = nil
+        }
+        for push in step.pushes {
+            if pushes[push.activityKey] == nil { pushOrder.append(push.activityKey) }
+            pushes[push.activityKey] = push
+            withdrawn.remove(push.activityKey)
+        }
+        retired += step.retiredPushToStartTokens
+        decisions += step.decisions
+    }
+
+    var changed: Bool { original != state || !pushes.isEmpty || !withdrawn.isEmpty }
+    var orderedPushes: [PlannedPush] { pushOrder.compactMap { pushes[$0] } }
+}
+
+/// The one write path of an order (consumer, dispatcher and sweeper), inside the caller's
+/// transaction and under the order's row lock.
+enum OrderStore {
+    static let notifyChannel = "livedelivery_outbox"
+
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }()
+
+    static func decodeState(_ json: PostgresJSON?) throws -> OrderState? {
+        try json.map { try $0.decode(OrderState.self) }
+    }
+
+    /// Locks the orders (creating empty rows first, all in sorted order so that concurrent
+    /// workers never deadlock) and returns their stored states.
+    static func lockOrders(_ orderIDs: [String], on connection: PostgresConnection) async throws -> [String: OrderState?]
+    {
+        let sorted = Array(Set(orderIDs)).sorted()
+        guard !sorted.isEmpty else { return [:] }
+        try await connection.query(
+            """
+            INSERT INTO orders (order_id)
+            SELECT id FROM unnest(\(sorted)::text[]) AS id ORDER BY id
+            ON CONFLICT (order_id) DO NOTHING
+            """)
+        var states: [String: OrderState?] = [:]
+        let rows = try await connection.query(
+            "SELECT order_id, state FROM orders WHERE order_id = ANY(\(sorted)::text[]) ORDER BY order_id FOR UPDATE")
+        for row in rows {
+            states[try row.decode(String.self, "order_id")] = try decodeState(
+                try row.decode(PostgresJSON?.self, "state"))
+        }
+        return states
+    }
+
+    /// Locks one existing order; nil when it does not exist.
+    static func lockOrder(_ orderID: String, on connection: PostgresConnection) async throws -> OrderState? {
+        let rows = try await connection.query("SELECT state FROM orders WHERE order_id = \(orderID) FOR UPDATE")
+        guard let row = rows.first else { return nil }
+        return try decodeState(try row.decode(PostgresJSON?.self, "state"))
+    }
+
+    /// The push-to-start tokens on file for these users (not retired).
+    static func pushToStartTokens(users: [String], on connection: PostgresConnection) async throws
+        -> [String: [PushToStartRegistration]]
+    {
+        guard !users.isEmpty else { return [:] }
+        var tokens: [String: [PushToStartRegistration]] = [:]
+        let rows = try await connection.query(
+            """
+            SELECT user_id, registration FROM push_to_start_tokens
+            WHERE user_id = ANY(\(Array(Set(users)).sorted())::text[]) AND invalidated_at IS NULL
+            ORDER BY user_id, device_id
+            """)
+        for row in rows {
+            let registration = try row.decode(PostgresJSON.self, "registration").decode(PushToStartRegistration.self)
+            tokens[try row.decode(String.self, "user_id"), default: []].append(registration)
+        }
+        return tokens
+    }
+
+    /// Writes everything a change implies; returns whether an outbox row was written.
+    @discardableResult
+    static func write(
+        _ change: OrderChange, kind: String, on connection: PostgresConnection
+    ) async throws -> Bool {
+        let state = change.state
+        let orderID = state.orderID
+        if change.original != state {
+            let record = state.record
+            try await connection.query(
+                """
+                UPDATE orders SET
+                    state = \(try PostgresJSON(state, encoder: encoder)),
+                    user_id = COALESCE(\(record?.userID), user_id),
+                    status = \(record?.status.rawValue),
+                    terminal = \(record?.isTerminal ?? false),
+                    settled = \(state.isSettled),
+                    last_sequence = \(record?.newest.sequence),
+                    last_occurred_at = \(record?.newest.occurredAt),
+                    last_event_id = \(record?.newest.eventID),
+                    next_sweep_at = \(state.nextSweepAt),
+                    updated_at = now()
+                WHERE order_id = \(orderID)
+                """)
+            try await writeActivities(state, on: connection)
+        }
+        if !change.withdrawn.isEmpty {
+            try await connection.query(
+                """
+                DELETE FROM outbox
+                WHERE order_id = \(orderID) AND activity_key = ANY(\(change.withdrawn.sorted())::text[])
+                """)
+        }
+        for push in change.orderedPushes {
+            let notBefore = max(push.notBefore, change.notBefore[push.activityKey] ?? push.notBefore)
+            try await connection.query(
+                """
+                INSERT INTO outbox (order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push,
+                                    reason, not_before)
+                VALUES (\(orderID), \(push.activityKey), \(push.kind.rawValue), \(push.bundleID),
+                        \(push.environment.rawValue), \(push.priority), \(push.apnsID)::uuid,
+                        \(try PostgresJSON(push, encoder: encoder)), \(push.reason), \(notBefore))
+                ON CONFLICT (order_id, activity_key) DO UPDATE SET
+                    kind = EXCLUDED.kind, bundle_id = EXCLUDED.bundle_id, environment = EXCLUDED.environment,
+                    priority = EXCLUDED.priority, apns_id = EXCLUDED.apns_id, push = EXCLUDED.push,
+                    reason = EXCLUDED.reason, not_before = EXCLUDED.not_before,
+                    generation = outbox.generation + 1, updated_at = now()
+                """)
+        }
+        for registration in change.retired {
+            try await connection.query(
+                """
+                UPDATE push_to_start_tokens SET invalidated_at = now(), invalid_reason = 'token_gone'
+                WHERE user_id = \(registration.userID) AND device_id = \(registration.deviceID)
+                  AND event_id = \(registration.key.eventID)
+                """)
+        }
+        if !change.decisions.isEmpty {
+            let decisions = change.decisions
+            try await connection.query(
+                """
+                INSERT INTO timeline (order_id, activity_key, kind, code, message)
+                SELECT \(orderID), NULLIF(k, ''), \(kind), c, m
+                FROM unnest(\(decisions.map { $0.activityKey ?? "" })::text[],
+                            \(decisions.map(\.code.rawValue))::text[],
+                            \(decisions.map(\.message))::text[]) AS t(k, c, m)
+                """)
+        }
+        if !change.pushes.isEmpty {
+            try await connection.query("SELECT pg_notify(\(notifyChannel), '')")
+            return true
+        }
+        return false
+    }
+
+    /// The activity projection rows of one order.
+    struct ActivityRow: Encodable {
+        var activity_key: String
+        var activity_id: String?
+        var device_id: String?
+        var bundle_id: String?
+        var environment: String?
+        var state: String
+        var end_reason: String?
+        var token_prefix: String?
+        var token_received_at: String?
+        var last_sent_timestamp: Int?
+        var last_sent_content: String?
+        var last_sent_step: String?
+        var relevance_score: Double?
+        var alert_count: Int
+        var pending_kind: String?
+        var started_at: String?
+        var ended_at: String?
+    }
+
+    static func writeActivities(_ state: OrderState, on connection: PostgresConnection) async throws {
+        guard !state.activities.isEmpty else { return }
+        let rows = state.activities.map { activity -> ActivityRow in
+            let target = activity.updateToken.map { ($0.token, $0.bundleID, $0.environment) }
+                ?? activity.startToken.map { ($0.token, $0.bundleID, $0.environment) }
+            return ActivityRow(
+                activity_key: activity.key,
+                activity_id: activity.activityID,
+                device_id: activity.deviceID,
+                bundle_id: target?.1,
+                environment: target?.2.rawValue,
+                state: activity.phase.rawValue,
+                end_reason: activity.closeReason,
+                token_prefix: target?.0.prefix,
+                token_received_at: activity.updateToken.map { RFC3339.format($0.receivedAt) },
+                last_sent_timestamp: activity.lastTimestamp == 0 ? nil : activity.lastTimestamp,
+                last_sent_content: activity.sent?.contentState,
+                last_sent_step: activity.sent?.step,
+                relevance_score: activity.sent?.relevance,
+                alert_count: activity.alertCount,
+                pending_kind: activity.pending?.kind.rawValue,
+                started_at: activity.startedAt.map { RFC3339.format($0) },
+                ended_at: activity.endedAt.map { RFC3339.format($0) })
+        }
+        try await connection.query(
+            """
+            INSERT INTO activities (order_id, activity_key, activity_id, device_id, bundle_id, environment, state,
+                                    end_reason, token_prefix, token_received_at, last_sent_timestamp,
+                                    last_sent_content, last_sent_step, relevance_score, alert_count, pending_kind,
+                                    started_at, ended_at)
+            SELECT \(state.orderID), r.activity_key, r.activity_id, r.device_id, r.bundle_id, r.environment, r.state,
+                   r.end_reason, r.token_prefix, r.token_received_at, r.last_sent_timestamp,
+                   r.last_sent_content::jsonb, r.last_sent_step, r.relevance_score, r.alert_count, r.pending_kind,
+                   r.started_at, r.ended_at
+            FROM jsonb_to_recordset(\(try PostgresJSON(rows, encoder: encoder))) AS r(
+                activity_key text, activity_id text, device_id text, bundle_id text, environment text, state text,
+                end_reason text, token_prefix text, token_received_at timestamptz, last_sent_timestamp bigint,
+                last_sent_content text, last_sent_step text, relevance_score double precision, alert_count integer,
+                pending_kind text, started_at timestamptz, ended_at timestamptz)
+            ON CONFLICT (order_id, activity_key) DO UPDATE SET
+                activity_id = EXCLUDED.activity_id, device_id = EXCLUDED.device_id, bundle_id = EXCLUDED.bundle_id,
+                environment = EXCLUDED.environment, state = EXCLUDED.state, end_reason = EXCLUDED.end_reason,
+                token_prefix = EXCLUDED.token_prefix, token_received_at = EXCLUDED.token_received_at,
+                last_sent_timestamp = EXCLUDED.last_sent_timestamp, last_sent_content = EXCLUDED.last_sent_content,
+                last_sent_step = EXCLUDED.last_sent_step, relevance_score = EXCLUDED.relevance_score,
+                alert_count = EXCLUDED.alert_count, pending_kind = EXCLUDED.pending_kind,
+                started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at, updated_at = now()
+            """)
+    }
+}

@@ -1,0 +1,65 @@
+public import APNs
+import Foundation
+public import LiveDeliveryCore
+public import Logging
+
+/// Sends one planned push and classifies the answer (the seam between the dispatcher and APNs).
+public protocol PushSending: Sendable {
+    func send(_ push: PlannedPush) async -> APNsOutcome
+    func shutdown() async
+}
+
+/// The production sender: one ``APNsClient`` per APNs environment, built from apns-apps.json.
+public final class APNsPushSender: PushSending {
+    private let clients: [String: APNsClient]
+
+    public init(configuration: WorkerConfiguration.APNs, logger: Logger) throws(LiveDeliveryError) {
+        var clients: [String: APNsClient] = [:]
+        for environment in ["production", "sandbox"] {
+            let apps = configuration.apps.filter { $0.environment == environment }
+            guard !apps.isEmpty else { continue }
+            var list: [APNsApp] = []
+            for app in apps {
+                let key: APNsSigningKey
+                do {
+                    key = try APNsSigningKey(keyID: app.keyID, p8File: app.keyFile)
+                } catch {
+                    throw LiveDeliveryError(.invalidConfiguration, "APNs key \(app.keyID): \(error.message)")
+                }
+                list.append(
+                    APNsApp(
+                        bundleID: app.bundleID, teamID: app.teamID, key: key,
+                        environment: environment == "production" ? .production : .sandbox,
+                        baseURL: configuration.baseURL))
+            }
+            var clientConfiguration = APNsClientConfiguration(apps: list)
+            clientConfiguration.caFile = configuration.caFile
+            clientConfiguration.requestTimeout = configuration.requestTimeout
+            do {
+                clients[environment] = try APNsClient(configuration: clientConfiguration, logger: logger)
+            } catch {
+                throw LiveDeliveryError(.apns, "cannot create the APNs client: \(error.message)")
+            }
+        }
+        self.clients = clients
+    }
+
+    public func send(_ push: PlannedPush) async -> APNsOutcome {
+        guard let client = clients[push.environment.rawValue] else {
+            return .configurationFault(reason: .unknownApp, status: nil)
+        }
+        let notification = APNsNotification(
+            deviceToken: push.deviceToken.hex,
+            topic: push.topic,
+            pushType: .liveActivity,
+            priority: APNsPriority(rawValue: push.priority),
+            expiration: .at(unixSeconds: push.expiration),
+            apnsID: UUID(uuidString: push.apnsID) ?? UUID(),
+            payload: push.payload)
+        return await client.send(notification, app: push.bundleID)
+    }
+
+    public func shutdown() async {
+        for client in clients.values { await client.shutdown() }
+    }
+}

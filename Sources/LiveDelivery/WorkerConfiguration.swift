@@ -1,0 +1,413 @@
+public import Configuration
+public import Foundation
+public import LiveDeliveryCore
+import Synchronization
+
+/// Everything `livedelivery run` needs, read once at start-up and validated as a whole.
+///
+/// Precedence: overrides (command-line flags) > environment variables (`LIVEDELIVERY_` + the key in
+/// upper snake case, e.g. `amqp.prefetch` → `LIVEDELIVERY_AMQP_PREFETCH`) > `$CONFIG_DIR/livedelivery.json`
+/// (nested objects, e.g. `{"amqp": {"prefetch": 200}}`) > the defaults below.
+///
+/// ## Configuration keys
+/// - `config.dir` (string, optional, default `Config`): folder of livedelivery.json, policy.json,
+///   content-mapping.json and apns-apps.json (environment or override only).
+/// - `amqp.url` (string, required, secret): the broker.
+/// - `amqp.exchange` (string, optional, default `delivery.events`): topic exchange of the events.
+/// - `amqp.queue` (string, optional, default `livedelivery.events`): the quorum work queue.
+/// - `amqp.prefetch` (int, optional, default 200, 1…65535).
+/// - `amqp.deliveryLimit` (int, optional, default 5): `x-delivery-limit` of the queue.
+/// - `amqp.batchSize` (int, optional, default 100): deliveries applied in one transaction.
+/// - `postgres.url` (string, required, secret): the database.
+/// - `postgres.poolSize` (int, optional, default 8).
+/// - `apns.appsFile` (string, optional, default `$CONFIG_DIR/apns-apps.json`).
+/// - `apns.baseURL` (string, optional): send every app's pushes here (the simulator).
+/// - `apns.caFile` (string, optional): a CA/certificate PEM to trust for APNs.
+/// - `apns.requestTimeoutSeconds` (double, optional, default 15).
+/// - `http.host` (string, optional, default `127.0.0.1`), `http.port` (int, optional, default 9090;
+///   0 = any free port), `http.portFile` (string, optional): where to write the chosen port.
+/// - `worker.id` (string, optional, default hostname-pid): in logs and outbox leases.
+/// - `log.level` (string, optional, default `info`).
+/// - `dispatcher.batchSize` (int, default 200), `dispatcher.concurrency` (int, default 64),
+///   `dispatcher.leaseSeconds` (double, default 60), `dispatcher.pollSeconds` (double, default 1),
+///   `dispatcher.maxAttempts` (int, default 8), `dispatcher.backoffBaseSeconds` (double, default 1),
+///   `dispatcher.backoffMaxSeconds` (double, default 300), `dispatcher.pauseSeconds` (double, default 300).
+/// - `sweeper.intervalSeconds` (double, default 5), `sweeper.batchSize` (int, default 200).
+/// - `migrations.dir` (string, optional, default `sql`).
+public struct WorkerConfiguration: Sendable {
+    public struct AMQP: Sendable {
+        public var url: String
+        public var exchange: String = "delivery.events"
+        public var queue: String = "livedelivery.events"
+        public var prefetch: Int = 200
+        public var deliveryLimit: Int = 5
+        public var batchSize: Int = 100
+
+        public init(url: String) { self.url = url }
+        public var deadLetterExchange: String { exchange + ".dlx" }
+        public var deadLetterQueue: String { queue + ".dead-letter" }
+    }
+
+    public struct Postgres: Sendable {
+        public var url: String
+        public var poolSize: Int = 8
+        public init(url: String) { self.url = url }
+    }
+
+    /// One entry of apns-apps.json: `{"bundleID","teamID","keyID","keyFile","environment"}`.
+    public struct App: Sendable, Hashable, Codable {
+        public var bundleID: String
+        public var teamID: String
+        public var keyID: String
+        public var keyFile: String
+        public var environment: String
+        public init(bundleID: String, teamID: String, keyID: String, keyFile: String, environment: String) {
+            self.bundleID = bundleID
+            self.teamID = teamID
+            self.keyID = keyID
+            self.keyFile = keyFile
+            self.environment = environment
+        }
+    }
+
+    public struct APNs: Sendable {
+        public var apps: [App] = []
+        public var appsFile: String
+        public var baseURL: String?
+        public var caFile: String?
+        public var requestTimeout: Duration = .seconds(15)
+        public init(appsFile: String) { self.appsFile = appsFile }
+    }
+
+    public struct HTTP: Sendable {
+        public var host: String = "127.0.0.1"
+        public var port: Int = 9090
+        public var portFile: String?
+        public init() {}
+    }
+
+    public struct Dispatcher: Sendable {
+        public var batchSize: Int = 200
+        public var concurrency: Int = 64
+        public var lease: Duration = .seconds(60)
+        public var poll: Duration = .seconds(1)
+        public var maxAttempts: Int = 8
+        public var backoffBase: Duration = .seconds(1)
+        public var backoffMax: Duration = .seconds(300)
+        public var pause: Duration = .seconds(300)
+        public init() {}
+    }
+
+    public struct Sweeper: Sendable {
+        public var interval: Duration = .seconds(5)
+        public var batchSize: Int = 200
+        public init() {}
+    }
+
+    public var configDirectory: String
+    public var amqp: AMQP
+    public var postgres: Postgres
+    public var apns: APNs
+    public var http = HTTP()
+    public var workerID: String
+    public var logLevel: String = "info"
+    public var dispatcher = Dispatcher()
+    public var sweeper = Sweeper()
+    public var migrationsDirectory: String = "sql"
+    public var tracking: TrackingConfiguration
+
+    public init(
+        configDirectory: String, amqp: AMQP, postgres: Postgres, apns: APNs, workerID: String,
+        tracking: TrackingConfiguration
+    ) {
+        self.configDirectory = configDirectory
+        self.amqp = amqp
+        self.postgres = postgres
+        self.apns = apns
+        self.workerID = workerID
+        self.tracking = tracking
+    }
+
+    public static let environmentPrefix = "livedelivery"
+    public static let fileName = "livedelivery.json"
+    public static let appsFileName = "apns-apps.json"
+
+    /// The reader: `overrides` > environment (`LIVEDELIVERY_…`) > `$CONFIG_DIR/livedelivery.json`.
+    public static func makeReader(
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        overrides: [String: String] = [:]
+    ) async throws(LiveDeliveryError) -> ConfigReader {
+        let directory = overrides["config.dir"] ?? environment["LIVEDELIVERY_CONFIG_DIR"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? DefaultConfiguration.directoryName
+        let secrets: Set<String> = ["LIVEDELIVERY_AMQP_URL", "LIVEDELIVERY_POSTGRES_URL"]
+        var values: [AbsoluteConfigKey: ConfigValue] = [:]
+        for (key, value) in overrides {
+            values[AbsoluteConfigKey(ConfigKey(key))] = ConfigValue(.string(value), isSecret: key.hasSuffix(".url"))
+        }
+        values[AbsoluteConfigKey(ConfigKey("config.dir"))] = ConfigValue(.string(directory), isSecret: false)
+        let file = URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent(fileName).path
+        let fileProvider: FileProvider<JSONSnapshot>
+        do {
+            fileProvider = try await FileProvider<JSONSnapshot>(
+                config: ConfigReader(
+                    provider: InMemoryProvider(values: [
+                        "filePath": ConfigValue(.string(file), isSecret: false),
+                        "allowMissing": ConfigValue(.bool(true), isSecret: false),
+                    ])))
+        } catch {
+            throw LiveDeliveryError(.invalidConfiguration, "\(file) is not a valid JSON configuration file")
+        }
+        return ConfigReader(
+            providers: [
+                InMemoryProvider(name: "overrides", values: values),
+                EnvironmentVariablesProvider(
+                    environmentVariables: environment, secretsSpecifier: .specific(secrets)
+                ).prefixKeys(with: ConfigKey(environmentPrefix)),
+                fileProvider,
+            ],
+            accessReporter: ConversionProblems.shared)
+    }
+
+    /// Reads and validates everything; every problem is reported at once.
+    public static func load(config: ConfigReader) throws(LiveDeliveryError) -> WorkerConfiguration {
+        let problems = ProblemList()
+        let token = ConversionProblems.shared.begin()
+        defer { ConversionProblems.shared.end(token) }
+        let directory = config.string(forKey: "config.dir", default: DefaultConfiguration.directoryName)
+
+        func required(_ key: String, secret: Bool) -> String {
+            guard let value = config.string(forKey: ConfigKey(key), isSecret: secret), !value.isEmpty else {
+                problems.add("\(key) is required (environment \(environmentName(key)))")
+                return ""
+            }
+            return value
+        }
+        func int(_ key: String, _ defaultValue: Int, _ range: ClosedRange<Int>) -> Int {
+            let value = config.int(forKey: ConfigKey(key), default: defaultValue)
+            guard range.contains(value) else {
+                problems.add("\(key) must be between \(range.lowerBound) and \(range.upperBound) (is \(value))")
+                return defaultValue
+            }
+            return value
+        }
+        func seconds(_ key: String, _ defaultValue: Duration, _ range: ClosedRange<Double>) -> Duration {
+            let fallback = Double(defaultValue.components.seconds)
+                + Double(defaultValue.components.attoseconds) / 1e18
+            let value = config.double(forKey: ConfigKey(key), default: fallback)
+            guard range.contains(value) else {
+                problems.add("\(key) must be between \(range.lowerBound) and \(range.upperBound) seconds (is \(value))")
+                return defaultValue
+            }
+            return .milliseconds(Int64((value * 1000).rounded()))
+        }
+        func optional(_ key: String) -> String? {
+            config.string(forKey: ConfigKey(key)).flatMap { $0.isEmpty ? nil : $0 }
+        }
+
+        var amqp = AMQP(url: required("amqp.url", secret: true))
+        amqp.exchange = config.string(forKey: "amqp.exchange", default: amqp.exchange)
+        amqp.queue = config.string(forKey: "amqp.queue", default: amqp.queue)
+        amqp.prefetch = int("amqp.prefetch", amqp.prefetch, 1...65_535)
+        amqp.deliveryLimit = int("amqp.deliveryLimit", amqp.deliveryLimit, 1...1000)
+        amqp.batchSize = int("amqp.batchSize", amqp.batchSize, 1...10_000)
+        if amqp.exchange.isEmpty { problems.add("amqp.exchange must not be empty") }
+        if amqp.queue.isEmpty { problems.add("amqp.queue must not be empty") }
+
+        var postgres = Postgres(url: required("postgres.url", secret: true))
+        postgres.poolSize = int("postgres.poolSize", postgres.poolSize, 1...256)
+
+        let appsFile = optional("apns.appsFile")
+            ?? URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent(appsFileName).path
+        var apns = APNs(appsFile: appsFile)
+        apns.baseURL = optional("apns.baseURL")
+        apns.caFile = optional("apns.caFile")
+        apns.requestTimeout = seconds("apns.requestTimeoutSeconds", apns.requestTimeout, 1...120)
+        apns.apps = loadApps(file: appsFile, problems: problems)
+        if let caFile = apns.caFile, !FileManager.default.isReadableFile(atPath: caFile) {
+            problems.add("apns.caFile: cannot read \(caFile)")
+        }
+        if let baseURL = apns.baseURL, URL(string: baseURL)?.scheme != "https" {
+            problems.add("apns.baseURL must be an https:// URL")
+        }
+
+        var http = HTTP()
+        http.host = config.string(forKey: "http.host", default: http.host)
+        http.port = int("http.port", http.port, 0...65_535)
+        http.portFile = optional("http.portFile")
+
+        var dispatcher = Dispatcher()
+        dispatcher.batchSize = int("dispatcher.batchSize", dispatcher.batchSize, 1...10_000)
+        dispatcher.concurrency = int("dispatcher.concurrency", dispatcher.concurrency, 1...10_000)
+        dispatcher.lease = seconds("dispatcher.leaseSeconds", dispatcher.lease, 1...3600)
+        dispatcher.poll = seconds("dispatcher.pollSeconds", dispatcher.poll, 0.01...60)
+        dispatcher.maxAttempts = int("dispatcher.maxAttempts", dispatcher.maxAttempts, 1...100)
+        dispatcher.backoffBase = seconds("dispatcher.backoffBaseSeconds", dispatcher.backoffBase, 0.001...3600)
+        dispatcher.backoffMax = seconds("dispatcher.backoffMaxSeconds", dispatcher.backoffMax, 0.001...86_400)
+        dispatcher.pause = seconds("dispatcher.pauseSeconds", dispatcher.pause, 0.01...86_400)
+
+        var sweeper = Sweeper()
+        sweeper.interval = seconds("sweeper.intervalSeconds", sweeper.interval, 0.01...3600)
+        sweeper.batchSize = int("sweeper.batchSize", sweeper.batchSize, 1...10_000)
+
+        let tracking = loadTracking(directory: directory, problems: problems)
+        let level = config.string(forKey: "log.level", default: "info")
+        if !["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) {
+            problems.add("log.level must be one of trace, debug, info, notice, warning, error, critical")
+        }
+        problems.add(contentsOf: ConversionProblems.shared.problems(token))
+        guard problems.items.isEmpty, let tracking else {
+            throw LiveDeliveryError(
+                .invalidConfiguration, "the configuration is not valid", problems: problems.items)
+        }
+        var configuration = WorkerConfiguration(
+            configDirectory: directory, amqp: amqp, postgres: postgres, apns: apns,
+            workerID: optional("worker.id") ?? defaultWorkerID(), tracking: tracking)
+        configuration.http = http
+        configuration.logLevel = level
+        configuration.dispatcher = dispatcher
+        configuration.sweeper = sweeper
+        configuration.migrationsDirectory = config.string(forKey: "migrations.dir", default: "sql")
+        return configuration
+    }
+
+    static func environmentName(_ key: String) -> String {
+        var name = "LIVEDELIVERY"
+        for component in key.split(separator: ".") {
+            var part = ""
+            var previousLower = false
+            for character in component {
+                if previousLower && character.isUppercase { part.append("_") }
+                previousLower = character.isLowercase
+                part.append(character)
+            }
+            name += "_" + part.uppercased()
+        }
+        return name
+    }
+
+    static func defaultWorkerID() -> String {
+        "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)"
+    }
+
+    static func loadTracking(directory: String, problems: ProblemList) -> TrackingConfiguration? {
+        let folder = URL(fileURLWithPath: directory, isDirectory: true)
+        let policyURL = folder.appendingPathComponent(DefaultConfiguration.policyFileName)
+        let mappingURL = folder.appendingPathComponent(DefaultConfiguration.mappingFileName)
+        guard let mapping = try? Data(contentsOf: mappingURL) else {
+            problems.add("cannot read \(mappingURL.path) (set LIVEDELIVERY_CONFIG_DIR)")
+            return nil
+        }
+        let policy = try? Data(contentsOf: policyURL)
+        do {
+            return try DefaultConfiguration.load(policyJSON: policy.map { Array($0) }, mappingJSON: Array(mapping))
+        } catch {
+            problems.add(contentsOf: error.problems)
+            return nil
+        }
+    }
+
+    static func loadApps(file: String, problems: ProblemList) -> [App] {
+        guard let data = FileManager.default.contents(atPath: file) else {
+            problems.add("cannot read the APNs apps file \(file) (set LIVEDELIVERY_APNS_APPS_FILE)")
+            return []
+        }
+        let apps: [App]
+        do {
+            apps = try JSONDecoder().decode([App].self, from: data)
+        } catch {
+            problems.add(
+                "\(file): must be an array of {\"bundleID\",\"teamID\",\"keyID\",\"keyFile\",\"environment\"}")
+            return []
+        }
+        let folder = URL(fileURLWithPath: file).deletingLastPathComponent()
+        var seen = Set<String>()
+        var resolved: [App] = []
+        for (index, var app) in apps.enumerated() {
+            let path = "\(file): [\(index)]"
+            if app.bundleID.isEmpty || app.teamID.isEmpty || app.keyID.isEmpty {
+                problems.add("\(path): bundleID, teamID and keyID must not be empty")
+            }
+            if !["production", "sandbox"].contains(app.environment) {
+                problems.add("\(path).environment must be production or sandbox")
+            }
+            if !seen.insert("\(app.bundleID) \(app.environment)").inserted {
+                problems.add("\(path): \(app.bundleID) (\(app.environment)) is listed twice")
+            }
+            if !app.keyFile.hasPrefix("/") { app.keyFile = folder.appendingPathComponent(app.keyFile).path }
+            if !FileManager.default.isReadableFile(atPath: app.keyFile) {
+                problems.add("\(path).keyFile: cannot read the key file of key \(app.keyID)")
+            }
+            resolved.append(app)
+        }
+        return resolved
+    }
+
+    /// A summary without secrets (check-config prints it).
+    public var summary: [String] {
+        var lines: [String] = []
+        lines.append("config dir: \(configDirectory)")
+        lines.append("worker id: \(workerID)")
+        lines.append("amqp: \(redact(amqp.url)) exchange \(amqp.exchange) queue \(amqp.queue) prefetch \(amqp.prefetch) delivery limit \(amqp.deliveryLimit) batch \(amqp.batchSize)")
+        lines.append("postgres: \(redact(postgres.url)) pool \(postgres.poolSize)")
+        lines.append("apns: \(apns.apps.count) app(s) from \(apns.appsFile)" + (apns.baseURL.map { ", base URL \($0)" } ?? "") + (apns.caFile.map { ", CA \($0)" } ?? ""))
+        for app in apns.apps {
+            lines.append("  app \(app.bundleID) (\(app.environment)) team \(app.teamID) key \(app.keyID)")
+        }
+        lines.append("http: \(http.host):\(http.port)")
+        lines.append("dispatcher: batch \(dispatcher.batchSize), concurrency \(dispatcher.concurrency), max attempts \(dispatcher.maxAttempts)")
+        lines.append("sweeper: every \(sweeper.interval), batch \(sweeper.batchSize)")
+        lines.append("policy: \(tracking.policy.statuses.count) statuses; mapping: \(tracking.mapping.attributesType)")
+        return lines
+    }
+
+    /// A URL with its password replaced.
+    func redact(_ url: String) -> String {
+        guard var components = URLComponents(string: url) else { return "(unparsable URL)" }
+        if components.password != nil { components.password = "********" }
+        components.query = nil
+        return components.string ?? "(unparsable URL)"
+    }
+}
+
+/// Collects problems from several places.
+final class ProblemList: Sendable {
+    private let storage = Mutex<[String]>([])
+    func add(_ problem: String) { storage.withLock { $0.append(problem) } }
+    func add(contentsOf problems: [String]) { storage.withLock { $0 += problems } }
+    var items: [String] { storage.withLock { $0 } }
+}
+
+/// Records values that could not be converted (e.g. `LIVEDELIVERY_AMQP_PREFETCH=abc`), which
+/// swift-configuration otherwise replaces by the default silently.
+final class ConversionProblems: AccessReporter {
+    static let shared = ConversionProblems()
+    private let state = Mutex<(next: Int, open: [Int: [String]])>((0, [:]))
+
+    func begin() -> Int {
+        state.withLock { state in
+            state.next += 1
+            state.open[state.next] = []
+            return state.next
+        }
+    }
+
+    func problems(_ token: Int) -> [String] { state.withLock { $0.open[token] ?? [] } }
+    func end(_ token: Int) { _ = state.withLock { $0.open.removeValue(forKey: token) } }
+
+    func report(_ event: AccessEvent) {
+        var message: String?
+        if event.conversionError != nil {
+            message = "\(event.metadata.key) has a value that is not a valid \(event.metadata.valueType)"
+        } else {
+            for result in event.providerResults {
+                if case .failure = result.result {
+                    message = "\(event.metadata.key) cannot be read from \(result.providerName)"
+                }
+            }
+        }
+        guard let message else { return }
+        state.withLock { state in
+            for key in state.open.keys { state.open[key]?.append(message) }
+        }
+    }
+}
