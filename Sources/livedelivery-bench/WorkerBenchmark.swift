@@ -219,6 +219,7 @@ private final class BenchEnvironment: @unchecked Sendable {
         var environment = ProcessInfo.processInfo.environment
         environment.merge([
             "LIVEDELIVERY_CONFIG_DIR": FileManager.default.currentDirectoryPath + "/Config",
+            "LIVEDELIVERY_MIGRATIONS_DIR": FileManager.default.currentDirectoryPath + "/sql",
             "LIVEDELIVERY_AMQP_URL": amqpURL,
             "LIVEDELIVERY_AMQP_EXCHANGE": exchange,
             "LIVEDELIVERY_AMQP_QUEUE": queue,

@@ -12,7 +12,10 @@ struct CrashTests {
     @Test func killNineMidBatchLosesNothingAndDuplicatesNoPushEffect() async throws {
         try await Fixture.with("kill9") { fixture in
             let scenario = Scenario.deliveries(orders: 60, prefix: fixture.name)
-            let victim = try await fixture.startWorker("victim", extraEnvironment: ["LIVEDELIVERY_AMQP_PREFETCH": "50"])
+            // A short outbox lease, so that the pushes the victim had claimed are taken over quickly.
+            let lease = ["LIVEDELIVERY_DISPATCHER_LEASE_SECONDS": "5"]
+            let victim = try await fixture.startWorker(
+                "victim", extraEnvironment: lease.merging(["LIVEDELIVERY_AMQP_PREFETCH": "50"]) { $1 })
             let messages = scenario.shuffled(duplicateRate: 0.1, seed: 0x5EED_0002)
             try await fixture.publish(messages)
             // Kill it while it is working: some events processed, not all.
@@ -25,7 +28,7 @@ struct CrashTests {
             try await victim.process.kill9()
             #expect(victim.process.exitStatus == 128 + SIGKILL)
 
-            try await fixture.startWorker("survivor")
+            try await fixture.startWorker("survivor", extraEnvironment: lease)
             try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)))
             try await fixture.waitUntilAllEnded(scenario)
             try await fixture.verifyConverged(scenario)

@@ -33,11 +33,19 @@ struct ServerRestartTests {
             try await fixture.startWorker("w1")
             try await fixture.startWorker("w2")
             let messages = scenario.shuffled(duplicateRate: 0.1, seed: 0x5EED_0005)
-            try await fixture.publish(messages)
+            let half = messages.count / 2
+            try await fixture.publish(Array(messages[..<half]))
             try await eventually("some events processed", timeout: .seconds(120)) {
                 try await fixture.count("SELECT count(*) FROM inbox") > 0
             }
+            let startedBefore = try await fixture.strings("SELECT pg_postmaster_start_time()::text")
             try await TestEnvironment.restartFaultPostgres()
+            // The workers are consuming while the database is gone and when it is back.
+            try await fixture.publish(Array(messages[half...]))
+            let startedAfter = try await eventuallyValue("the database to answer again", timeout: .seconds(60)) {
+                try await fixture.strings("SELECT pg_postmaster_start_time()::text")
+            }
+            #expect(startedAfter != startedBefore, "the database did restart")
 
             try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)), timeout: .seconds(200))
             try await fixture.waitUntilAllEnded(scenario)

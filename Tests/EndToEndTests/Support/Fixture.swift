@@ -102,6 +102,7 @@ final class Fixture: Sendable {
     func environment(worker: String) -> [String: String] {
         [
             "LIVEDELIVERY_CONFIG_DIR": TestEnvironment.projectRoot.appendingPathComponent("Config").path,
+            "LIVEDELIVERY_MIGRATIONS_DIR": TestEnvironment.projectRoot.appendingPathComponent("sql").path,
             "LIVEDELIVERY_AMQP_URL": amqpURL,
             "LIVEDELIVERY_AMQP_EXCHANGE": exchange,
             "LIVEDELIVERY_AMQP_QUEUE": queue,
