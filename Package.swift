@@ -193,6 +193,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "APNsSimulator", "Postgres", "RabbitMQ", "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
     ]
 )
 

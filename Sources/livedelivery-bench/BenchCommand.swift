@@ -8,7 +8,7 @@ struct BenchCommand: AsyncParsableCommand {
         abstract: "Prints throughput and latency figures for the LiveDelivery building blocks.",
         subcommands: [
             FoundationBenchmark.self, RabbitMQBenchmark.self, PostgresBenchmark.self, HTTP2Benchmark.self,
-            APNsBenchmark.self,
+            APNsBenchmark.self, WorkerBenchmark.self,
         ]
     )
 }

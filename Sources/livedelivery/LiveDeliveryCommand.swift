@@ -6,6 +6,8 @@ struct LiveDeliveryCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "livedelivery",
         abstract: "Keeps delivery Live Activities true: RabbitMQ order events → PostgreSQL → APNs.",
-        subcommands: [RunCommand.self, MigrateCommand.self, CheckConfigCommand.self, RenderCommand.self]
+        subcommands: [
+            RunCommand.self, MigrateCommand.self, CheckConfigCommand.self, RenderCommand.self, PublishCommand.self,
+        ]
     )
 }

@@ -1,0 +1,602 @@
+import APNsSimulator
+import ArgumentParser
+import Crypto
+import Foundation
+import Logging
+import Postgres
+import RabbitMQ
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `livedelivery-bench worker`: the whole pipeline on this machine. RabbitMQ → N `livedelivery run` processes →
+/// PostgreSQL → the in-process APNs simulator, with programmatically generated events.
+///
+/// 1. Backlog rounds: events are published while the workers are stopped, then the workers start and the
+///    clock runs until every event is in the inbox and every push has reached the simulator (outbox empty):
+///    end-to-end events/s. One round per `--scales` size (the number of tracked orders), with the same
+///    number of update events each time, so the cost per event can be compared across sizes.
+/// 2. Latency: status updates at a fixed offered rate (`--rate`) to orders whose last push is older than a
+///    second; for each, publish call → the simulator receiving the push (p50/p99).
+/// 3. Worker RSS (VmRSS and peak VmHWM from /proc), and `pgbench` running the worker's per-event SQL (an
+///    event's transaction and its push's transaction) on the same database in the same run.
+struct WorkerBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "worker",
+        abstract: "End-to-end events/s, publish-to-push latency, worker RSS and pgbench on the same SQL."
+    )
+
+    @Option(help: "Worker processes.")
+    var workers = 2
+
+    @Option(help: "Tracked-order counts, one backlog round each (comma-separated, increasing).")
+    var scales = "10000,100000"
+
+    @Option(help: "Update events per backlog round (one per order, on distinct orders).")
+    var updates = 10000
+
+    @Option(help: "Offered rate of the latency phase, events/s.")
+    var rate = 1000
+
+    @Option(help: "Seconds of the latency phase.")
+    var latencySeconds = 10
+
+    @Option(help: "Seconds of the pgbench run (0 skips it).")
+    var pgbenchSeconds = 10
+
+    @Option(help: "AMQP URL (default: $LIVEDELIVERY_AMQP_URL or the local services broker).")
+    var amqpURL = ProcessInfo.processInfo.environment["LIVEDELIVERY_AMQP_URL"]
+        ?? "amqp://livedelivery:livedelivery@127.0.0.1:56720/%2F"
+
+    @Option(help: "PostgreSQL server URL; a fresh database is created on it (default: $LIVEDELIVERY_POSTGRES_URL).")
+    var postgresURL = ProcessInfo.processInfo.environment["LIVEDELIVERY_POSTGRES_URL"]
+        ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55432/livedelivery"
+
+    @Option(help: "The livedelivery executable (default: next to this one).")
+    var livedelivery: String?
+
+    @Flag(help: "Keep the database, queues and logs afterwards.")
+    var keep = false
+
+    func run() async throws {
+        let sizes = scales.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard !sizes.isEmpty, sizes == sizes.sorted(), sizes.allSatisfy({ $0 >= updates }) else {
+            throw ValidationError("--scales: increasing sizes, each at least --updates")
+        }
+        var logger = Logger(label: "livedelivery-bench.worker")
+        logger.logLevel = .warning
+        let bench = try await BenchEnvironment.start(
+            workers: workers, amqpURL: amqpURL, postgresURL: postgresURL,
+            executable: livedelivery ?? Self.siblingExecutable("livedelivery"), logger: logger)
+        print("worker: \(workers) processes, database \(bench.databaseName), logs in \(bench.directory.path)")
+        do {
+            try await measure(bench, sizes: sizes)
+        } catch {
+            print("benchmark failed: \(error); logs in \(bench.directory.path)")
+            await bench.shutdown(keep: true)
+            throw error
+        }
+        await bench.shutdown(keep: keep)
+    }
+
+    private func measure(_ bench: BenchEnvironment, sizes: [Int]) async throws {
+        var tracked = 0
+        var perEvent: [(Int, Double)] = []
+        for size in sizes {
+            // Grow to `size` tracked orders (token + confirmed each), then a round of `updates` status updates.
+            if size > tracked {
+                let grow = (tracked..<size).flatMap { bench.newOrder($0) }
+                let (rate, _) = try await bench.backlogRound(grow)
+                print(String(format: "populate %7d → %7d orders: %7d events, %7.0f events/s end to end", tracked, size, grow.count, rate))
+                tracked = size
+            }
+            let picked = (0..<tracked).shuffled().prefix(updates)
+            let round = picked.map { bench.statusUpdate(order: $0) }
+            let (rate, cost) = try await bench.backlogRound(round)
+            perEvent.append((size, cost * 1e6))
+            print(
+                String(
+                    format: "backlog  %7d updates at %7d tracked orders: %7.0f events/s end to end (%.0f µs/event)",
+                    round.count, size, rate, cost * 1e6))
+        }
+        if let first = perEvent.first, let last = perEvent.last, perEvent.count > 1 {
+            print(String(format: "cost per event: %.0f µs at %d orders, %.0f µs at %d orders (×%.2f)", first.1, first.0, last.1, last.0, last.1 / first.1))
+        }
+
+        let latencies = try await bench.latencyRound(orders: tracked, rate: rate, seconds: latencySeconds)
+        if latencies.isEmpty {
+            print("latency: no samples")
+        } else {
+            let sorted = latencies.sorted()
+            func percentile(_ p: Double) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+            print(
+                String(
+                    format: "latency  publish → push at %d events/s offered, %d s: p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d samples)",
+                    rate, latencySeconds, percentile(0.5) * 1000, percentile(0.99) * 1000, sorted.last! * 1000, sorted.count))
+        }
+        for worker in bench.workers {
+            let (rss, peak) = worker.memory
+            print("RSS      \(worker.name): \(rss / 1024) MB now, peak \(peak / 1024) MB (VmRSS / VmHWM)")
+        }
+        if pgbenchSeconds > 0 {
+            let tps = try await bench.pgbench(seconds: pgbenchSeconds, orders: tracked)
+            print(String(format: "pgbench  the worker's per-event SQL (event + push transactions), 4 clients, %d s: %.0f events/s", pgbenchSeconds, tps))
+        }
+    }
+
+    private static func siblingExecutable(_ name: String) -> String {
+        let me = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        return me.deletingLastPathComponent().appendingPathComponent(name).path
+    }
+}
+
+/// One benchmark's servers, simulator and worker processes.
+private final class BenchEnvironment: @unchecked Sendable {
+    // Mutated only from the benchmark's single sequential flow.
+    let databaseName: String
+    let directory: URL
+    let simulator: RunningSimulator
+    let database: PostgresClient
+    let serverURL: String
+    let databaseURL: String
+    let amqpURL: String
+    let exchange: String
+    let queue: String
+    let executable: String
+    let logger: Logger
+    let workerCount: Int
+    var workers: [BenchChild] = []
+    private var sequences: [Int: Int] = [:]
+
+    private init(
+        databaseName: String, directory: URL, simulator: RunningSimulator, database: PostgresClient,
+        serverURL: String, databaseURL: String, amqpURL: String, executable: String, logger: Logger, workerCount: Int
+    ) {
+        self.databaseName = databaseName
+        self.directory = directory
+        self.simulator = simulator
+        self.database = database
+        self.serverURL = serverURL
+        self.databaseURL = databaseURL
+        self.amqpURL = amqpURL
+        self.exchange = "\(databaseName).events"
+        self.queue = "\(databaseName).queue"
+        self.executable = executable
+        self.logger = logger
+        self.workerCount = workerCount
+    }
+
+    static func start(
+        workers: Int, amqpURL: String, postgresURL: String, executable: String, logger: Logger
+    ) async throws -> BenchEnvironment {
+        let name = "bench_worker_\(UInt32.random(in: 0...UInt32.max))"
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(name)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let admin = PostgresClient(configuration: try PostgresConfiguration(url: postgresURL), logger: logger)
+        try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+        await admin.shutdown()
+        var components = URLComponents(string: postgresURL)!
+        components.path = "/\(name)"
+        let databaseURL = components.string!
+        var configuration = try PostgresConfiguration(url: databaseURL)
+        configuration.poolSize = 2
+        let database = PostgresClient(configuration: configuration, logger: logger)
+
+        let key = P256.Signing.PrivateKey()
+        let keyFile = directory.appendingPathComponent("AuthKey.p8")
+        try Data(key.pemRepresentation.utf8).write(to: keyFile)
+        var simulatorConfiguration = SimulatorConfiguration()
+        simulatorConfiguration.keys = [.init(keyID: "BENCHKEY01", teamID: "BENCHTEAM1", publicKey: key.publicKey)]
+        simulatorConfiguration.threads = 1
+        simulatorConfiguration.recordLimit = 200_000
+        let simulator = try await APNsSimulator.start(simulatorConfiguration, logger: logger)
+        let apps = [
+            [
+                "bundleID": "com.example.pizza", "teamID": "BENCHTEAM1", "keyID": "BENCHKEY01", "keyFile": keyFile.path,
+                "environment": "production",
+            ]
+        ]
+        try JSONSerialization.data(withJSONObject: apps).write(to: directory.appendingPathComponent("apns-apps.json"))
+
+        let bench = BenchEnvironment(
+            databaseName: name, directory: directory, simulator: simulator, database: database, serverURL: postgresURL,
+            databaseURL: databaseURL, amqpURL: amqpURL, executable: executable, logger: logger, workerCount: workers)
+        let migrate = try BenchChild(name: "migrate", executable: executable, arguments: ["migrate"], environment: bench.environment("migrate", port: 0), directory: directory)
+        guard try await migrate.waitForExit() == 0 else { throw ValidationError("livedelivery migrate failed:\n\(migrate.tail)") }
+        // Let the workers declare the topology once, so that backlogs can be published while none runs.
+        try await bench.startWorkers()
+        try await bench.stopWorkers()
+        return bench
+    }
+
+    func environment(_ worker: String, port: Int) -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment.merge([
+            "LIVEDELIVERY_CONFIG_DIR": FileManager.default.currentDirectoryPath + "/Config",
+            "LIVEDELIVERY_MIGRATIONS_DIR": FileManager.default.currentDirectoryPath + "/sql",
+            "LIVEDELIVERY_AMQP_URL": amqpURL,
+            "LIVEDELIVERY_AMQP_EXCHANGE": exchange,
+            "LIVEDELIVERY_AMQP_QUEUE": queue,
+            "LIVEDELIVERY_POSTGRES_URL": databaseURL,
+            "LIVEDELIVERY_APNS_BASE_URL": simulator.baseURL,
+            "LIVEDELIVERY_APNS_CA_FILE": simulator.certificatePEMPath,
+            "LIVEDELIVERY_APNS_APPS_FILE": directory.appendingPathComponent("apns-apps.json").path,
+            "LIVEDELIVERY_HTTP_HOST": "127.0.0.1",
+            "LIVEDELIVERY_HTTP_PORT": "0",
+            "LIVEDELIVERY_HTTP_PORT_FILE": directory.appendingPathComponent("\(worker).port").path,
+            "LIVEDELIVERY_WORKER_ID": "\(databaseName)-\(worker)",
+            "LIVEDELIVERY_LOG_LEVEL": "warning",
+        ]) { $1 }
+        return environment
+    }
+
+    func startWorkers() async throws {
+        for index in 1...workerCount {
+            let name = "worker-\(index)"
+            let portFile = directory.appendingPathComponent("\(name).port")
+            try? FileManager.default.removeItem(at: portFile)
+            let child = try BenchChild(
+                name: name, executable: executable, arguments: ["run"], environment: environment(name, port: 0),
+                directory: directory)
+            workers.append(child)
+            let port = try await poll("\(name) to report its port", timeout: 120) { () -> Int? in
+                if let status = child.exitStatus { throw ValidationError("\(name) exited \(status):\n\(child.tail)") }
+                return (try? String(contentsOf: portFile, encoding: .utf8)).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            }
+            _ = try await poll("\(name) to be ready", timeout: 120) { () -> Bool? in
+                var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/readyz")!)
+                request.timeoutInterval = 5
+                let response = try? await URLSession.shared.data(for: request).1 as? HTTPURLResponse
+                return response?.statusCode == 200 ? true : nil
+            }
+        }
+    }
+
+    func stopWorkers() async throws {
+        for worker in workers { worker.signal(SIGTERM) }
+        for worker in workers {
+            let status = try await worker.waitForExit()
+            if status != 0 { print("note: \(worker.name) exited \(status) on SIGTERM") }
+        }
+        workers = []
+    }
+
+    // MARK: Events
+
+    private static let appleEpoch = 978_307_200.0
+
+    func token(_ order: Int) -> String {
+        var generator = SplitMix(seed: UInt64(order) &* 0x9E37_79B9 &+ 17)
+        return (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+    }
+
+    /// A new order: its activity token and `confirmed` (an app-started activity, one update push).
+    func newOrder(_ order: Int) -> [(String, [UInt8], String)] {
+        sequences[order] = 1
+        let now = Date()
+        return [
+            message(
+                "activity.token",
+                [
+                    "type": "activity.token", "version": 1, "event_id": "o\(order)-tok", "occurred_at": rfc3339(now.addingTimeInterval(-600)),
+                    "order_id": "o\(order)", "activity_id": "act-\(order)", "device_id": "dev-\(order)", "token": token(order),
+                    "bundle_id": "com.example.pizza", "environment": "production",
+                ]),
+            statusMessage(order: order, sequence: 1, status: "confirmed", at: now.addingTimeInterval(-600)),
+        ]
+    }
+
+    /// The next status update of an order, with a new ETA (so a push follows).
+    func statusUpdate(order: Int, at date: Date = Date()) -> (String, [UInt8], String) {
+        let sequence = (sequences[order] ?? 1) + 1
+        sequences[order] = sequence
+        return statusMessage(order: order, sequence: sequence, status: sequence.isMultiple(of: 2) ? "preparing" : "picked_up", at: date)
+    }
+
+    private func statusMessage(order: Int, sequence: Int, status: String, at date: Date) -> (String, [UInt8], String) {
+        let eta = date.addingTimeInterval(Double(1200 + sequence * 60))
+        return message(
+            "order.status",
+            [
+                "type": "order.status", "version": 1, "event_id": "o\(order)-s\(sequence)", "occurred_at": rfc3339(date),
+                "order_id": "o\(order)", "user_id": "u\(order)", "sequence": sequence, "status": status,
+                "order_number": order, "merchant": ["name": "Merchant \(order % 97)"], "courier": ["name": "Courier \(order % 13)"],
+                "eta": ["earliest": rfc3339(eta), "latest": rfc3339(eta.addingTimeInterval(600))],
+            ])
+    }
+
+    private func message(_ type: String, _ body: [String: Any]) -> (String, [UInt8], String) {
+        let data = try! JSONSerialization.data(withJSONObject: body, options: [.sortedKeys])
+        return (type, Array(data), body["event_id"] as! String)
+    }
+
+    // MARK: Rounds
+
+    func publish(_ messages: [(String, [UInt8], String)]) async throws {
+        let publisher = try await RabbitMQPublisher.connect(try AMQPConfiguration(url: amqpURL), logger: logger)
+        let exchange = self.exchange
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var inFlight = 0
+            for (routingKey, body, id) in messages {
+                if inFlight >= 2000 {
+                    try await group.next()
+                    inFlight -= 1
+                }
+                group.addTask {
+                    try await publisher.publish(
+                        exchange: exchange, routingKey: routingKey, body: body,
+                        properties: RabbitMQMessageProperties(contentType: "application/json", messageID: id))
+                }
+                inFlight += 1
+            }
+            try await group.waitForAll()
+        }
+        await publisher.close()
+    }
+
+    /// Publishes the messages with no worker running, then starts the workers and, from the moment they are
+    /// ready, times them until every event is in the inbox and the outbox is empty (every push answered).
+    /// Events already processed while the workers were starting are not counted. Returns events/s and the
+    /// seconds per event.
+    func backlogRound(_ messages: [(String, [UInt8], String)]) async throws -> (rate: Double, perEvent: Double) {
+        simulator.reset()
+        let before = try await count("SELECT count(*) FROM inbox")
+        try await publish(messages)
+        try await startWorkers()
+        let clock = ContinuousClock()
+        let start = clock.now
+        let already = try await count("SELECT count(*) FROM inbox") - before
+        _ = try await poll("the backlog to be processed", timeout: 1800, interval: 0.05) { () -> Bool? in
+            try await self.count("SELECT count(*) FROM inbox") >= before + messages.count ? true : nil
+        }
+        let consumed = clock.now - start
+        _ = try await poll("the outbox to drain", timeout: 600, interval: 0.05) { () -> Bool? in
+            try await self.count("SELECT count(*) FROM outbox") == 0 ? true : nil
+        }
+        let elapsed = clock.now - start
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let consumedSeconds = Double(consumed.components.seconds) + Double(consumed.components.attoseconds) / 1e18
+        try await stopWorkers()
+        let counted = Double(messages.count - already)
+        print(
+            String(
+                format: "         (%d events before the clock started; all in the inbox after %.2f s, outbox empty after %.2f s)",
+                already, consumedSeconds, seconds))
+        return (counted / seconds, seconds / counted)
+    }
+
+    /// Offered-rate status updates to distinct orders; seconds from each publish call to the simulator receiving it.
+    func latencyRound(orders: Int, rate: Int, seconds: Int) async throws -> [Double] {
+        try await startWorkers()
+        simulator.reset()
+        let total = rate * seconds
+        let picked = Array((0..<orders).shuffled().prefix(total))
+        let publisher = try await RabbitMQPublisher.connect(try AMQPConfiguration(url: amqpURL), logger: logger)
+        let exchange = self.exchange
+        var published: [Int: Date] = [:]
+        let clock = ContinuousClock()
+        let start = clock.now
+        let tick = 0.01
+        let perTick = max(1, Int(Double(rate) * tick))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var index = 0
+            var tickNumber = 0
+            while index < picked.count {
+                let due = start + .milliseconds(Int(Double(tickNumber) * tick * 1000))
+                try await Task.sleep(until: due, clock: clock)  // pacing the offered rate, not synchronisation
+                for order in picked[index..<min(index + perTick, picked.count)] {
+                    let message = statusUpdate(order: order)
+                    published[order] = Date()
+                    group.addTask {
+                        try await publisher.publish(
+                            exchange: exchange, routingKey: message.0, body: message.1,
+                            properties: RabbitMQMessageProperties(contentType: "application/json", messageID: message.2))
+                    }
+                }
+                index += perTick
+                tickNumber += 1
+            }
+            try await group.waitForAll()
+        }
+        await publisher.close()
+        let tokens = Dictionary(uniqueKeysWithValues: picked.map { (token($0), $0) })
+        _ = try await poll("every latency push at the simulator", timeout: 300, interval: 0.1) { () -> Bool? in
+            let seen = Set(self.simulator.pushes().compactMap { tokens[$0.deviceToken] })
+            return seen.count >= picked.count ? true : nil
+        }
+        var latencies: [Double] = []
+        for record in simulator.pushes() {
+            guard let order = tokens[record.deviceToken], let sent = published[order], record.receivedAt >= sent else { continue }
+            latencies.append(record.receivedAt.timeIntervalSince(sent))
+            published[order] = nil  // the first push after the publish
+        }
+        return latencies
+    }
+
+    /// pgbench running the worker's per-event statements (order lock + state, activity, outbox, timeline, inbox;
+    /// then the push's claim, attempt, delete and outcome) on the same tables.
+    func pgbench(seconds: Int, orders: Int) async throws -> Double {
+        // A real order state (jsonb) of this run, kept aside so that the script stays free of JSON text.
+        try await database.query(
+            "CREATE TABLE bench_state AS SELECT state FROM orders WHERE state IS NOT NULL LIMIT 1")
+        let state = "(SELECT state FROM bench_state)"
+        let script = directory.appendingPathComponent("per-event.sql")
+        try """
+        \\set n random(1, \(orders))
+        BEGIN;
+        INSERT INTO inbox (event_id, event_type, order_id, user_id, occurred_at) VALUES (gen_random_uuid()::text, 'order.status', 'pgb-' || (:n)::text, 'u', now()) ON CONFLICT DO NOTHING;
+        INSERT INTO orders (order_id) VALUES ('pgb-' || (:n)::text) ON CONFLICT (order_id) DO NOTHING;
+        SELECT state FROM orders WHERE order_id = 'pgb-' || (:n)::text FOR UPDATE;
+        UPDATE orders SET state = \(state), user_id = 'u', status = 'preparing', terminal = false, settled = false, last_sequence = :n, last_occurred_at = now(), last_event_id = 'e', next_sweep_at = now() + interval '1 hour', updated_at = now() WHERE order_id = 'pgb-' || (:n)::text;
+        INSERT INTO activities (order_id, activity_key, activity_id, bundle_id, environment, state, alert_count) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'a', 'com.example.pizza', 'production', 'active', 0) ON CONFLICT (order_id, activity_key) DO UPDATE SET state = EXCLUDED.state, updated_at = now();
+        INSERT INTO outbox (order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push, reason, not_before) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'update', 'com.example.pizza', 'production', 5, gen_random_uuid(), \(state), 'status changed', now()) ON CONFLICT (order_id, activity_key) DO UPDATE SET push = EXCLUDED.push, generation = outbox.generation + 1, updated_at = now();
+        INSERT INTO timeline (order_id, activity_key, kind, code, message) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'event', 'status_changed', 'preparing');
+        SELECT pg_notify('livedelivery_outbox_bench', '');
+        COMMIT;
+        BEGIN;
+        UPDATE outbox SET lease_owner = 'pgbench', lease_until = now() + interval '30 seconds', attempts = attempts + 1 WHERE order_id = 'pgb-' || (:n)::text AND activity_key = 'pgb-activity' RETURNING push, generation;
+        INSERT INTO push_attempts (order_id, activity_key, kind, bundle_id, priority, generation, apns_id, status, outcome, latency_ms, worker_id) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'update', 'com.example.pizza', 5, 1, gen_random_uuid(), 200, 'delivered', 3.0, 'pgbench');
+        DELETE FROM outbox WHERE order_id = 'pgb-' || (:n)::text AND activity_key = 'pgb-activity';
+        SELECT state FROM orders WHERE order_id = 'pgb-' || (:n)::text FOR UPDATE;
+        UPDATE orders SET state = \(state), updated_at = now() WHERE order_id = 'pgb-' || (:n)::text;
+        UPDATE activities SET last_sent_timestamp = :n, updated_at = now() WHERE order_id = 'pgb-' || (:n)::text AND activity_key = 'pgb-activity';
+        INSERT INTO timeline (order_id, activity_key, kind, code, message) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'outcome', 'push_accepted', 'ok');
+        COMMIT;
+
+        """.write(to: script, atomically: true, encoding: .utf8)
+        let configuration = try PostgresConfiguration(url: databaseURL)
+        var environment = ProcessInfo.processInfo.environment
+        environment["PGPASSWORD"] = configuration.password
+        let child = try BenchChild(
+            name: "pgbench", executable: "/usr/bin/pgbench",
+            arguments: [
+                "-n", "-c", "4", "-j", "2", "-T", String(seconds), "-M", "extended", "-f", script.path,
+                "-h", configuration.host, "-p", String(configuration.port), "-U", configuration.user, configuration.database,
+            ],
+            environment: environment, directory: directory)
+        let status = try await child.waitForExit(timeout: Double(seconds) + 120)
+        guard status == 0,
+            let line = child.output.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
+            let tps = line.dropFirst("tps = ".count).split(separator: " ").first.flatMap({ Double($0) })
+        else { throw ValidationError("pgbench failed (\(status)):\n\(child.tail)") }
+        return tps
+    }
+
+    func count(_ sql: String) async throws -> Int {
+        try await database.query(PostgresQuery(unsafeSQL: sql)).first?.decode(Int.self, at: 0) ?? 0
+    }
+
+    func shutdown(keep: Bool) async {
+        for worker in workers { worker.signal(SIGKILL) }
+        for worker in workers { _ = try? await worker.waitForExit(timeout: 10) }
+        await database.shutdown()
+        try? await simulator.shutdown()
+        guard !keep else { return }
+        if let configuration = try? PostgresConfiguration(url: serverURL) {
+            let admin = PostgresClient(configuration: configuration, logger: logger)
+            _ = try? await admin.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(databaseName) WITH (FORCE)"))
+            await admin.shutdown()
+        }
+        if let configuration = try? AMQPConfiguration(url: amqpURL),
+            let connection = try? await RabbitMQConnection.connect(configuration, logger: logger)
+        {
+            for queue in [queue, "\(queue).dead-letter"] { _ = try? await connection.deleteQueue(queue) }
+            for exchange in [exchange, "\(exchange).dlx"] { try? await connection.deleteExchange(exchange) }
+            await connection.close()
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// Polls until `produce` returns a value (nil or an error: not yet), or fails after `timeout` seconds.
+private func poll<Value>(
+    _ what: String, timeout: Double, interval: Double = 0.1, _ produce: () async throws -> Value?
+) async throws -> Value {
+    let deadline = Date().addingTimeInterval(timeout)
+    var last: (any Error)?
+    while Date() < deadline {
+        do {
+            if let value = try await produce() { return value }
+        } catch {
+            last = error
+        }
+        try await Task.sleep(for: .milliseconds(Int(interval * 1000)))
+    }
+    throw ValidationError("timed out waiting for \(what)" + (last.map { " (\($0))" } ?? ""))
+}
+
+private func rfc3339(_ date: Date) -> String {
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withInternetDateTime]
+    return formatter.string(from: date)
+}
+
+private struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// A child process (posix_spawn: empty signal mask, so SIGTERM and pgbench's SIGALRM work) with output in a file.
+private final class BenchChild: @unchecked Sendable {
+    // `status` is written once by the waiting thread and read under the lock.
+    let name: String
+    let pid: pid_t
+    let logPath: String
+    private let lock = NSLock()
+    private var status: Int32?
+
+    init(name: String, executable: String, arguments: [String], environment: [String: String], directory: URL) throws {
+        self.name = name
+        logPath = directory.appendingPathComponent("\(name).log").path
+        var fileActions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&fileActions)
+        defer { posix_spawn_file_actions_destroy(&fileActions) }
+        posix_spawn_file_actions_addopen(&fileActions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&fileActions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&fileActions, 1, 2)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        posix_spawnattr_setsigmask(&attributes, &mask)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for number in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGALRM, SIGCHLD] { sigaddset(&defaults, number) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0)=\($1)") } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
+        }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, executable, &fileActions, &attributes, argv, envp)
+        guard result == 0 else { throw ValidationError("cannot start \(executable): \(String(cString: strerror(result)))") }
+        self.pid = pid
+        let child = pid
+        let thread = Thread { [self] in
+            var raw: Int32 = 0
+            while waitpid(child, &raw, 0) < 0 && errno == EINTR {}
+            let code = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+            lock.withLock { status = code }
+        }
+        thread.start()
+    }
+
+    var exitStatus: Int32? { lock.withLock { status } }
+    var output: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    var tail: String { output.split(separator: "\n").suffix(20).joined(separator: "\n") }
+
+    func signal(_ number: Int32) {
+        if exitStatus == nil { kill(pid, number) }
+    }
+
+    func waitForExit(timeout: Double = 120) async throws -> Int32 {
+        try await poll("\(name) to exit", timeout: timeout, interval: 0.05) { exitStatus }
+    }
+
+    /// (VmRSS, VmHWM) in kB from /proc/<pid>/status.
+    var memory: (Int, Int) {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return (0, 0) }
+        func value(_ key: String) -> Int {
+            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(key) }) else { return 0 }
+            return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+        }
+        return (value("VmRSS:"), value("VmHWM:"))
+    }
+}

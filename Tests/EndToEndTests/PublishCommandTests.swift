@@ -1,0 +1,62 @@
+import Foundation
+import Logging
+import RabbitMQ
+import TestSupport
+import Testing
+
+/// `livedelivery publish` on its own, against a queue this test binds: properties, counts, duplicates.
+@Suite(.timeLimit(.minutes(3)))
+struct PublishCommandTests {
+    @Test func publishesEveryEventWithItsPropertiesAndTheRequestedDuplicates() async throws {
+        let name = TestEnvironment.uniqueName("e2e-publish")
+        let logger = Logger(label: "e2e.publish")
+        let connection = try await RabbitMQConnection.connect(try AMQPConfiguration(url: TestEnvironment.amqpURL), logger: logger)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(name)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await connection.declareExchange(name, type: .topic, durable: false, autoDelete: false)
+        try await connection.declareQueue(name, durable: false)
+        try await connection.bindQueue(name, exchange: name, routingKey: "#")
+
+        let scenario = Scenario.deliveries(orders: 50, prefix: name)
+        let file = directory.appendingPathComponent("events.jsonl")
+        try scenario.events.map { String(decoding: $0.body, as: UTF8.self) }.joined(separator: "\n")
+            .write(to: file, atomically: true, encoding: .utf8)
+        let child = try ChildProcess(
+            name: "publish",
+            arguments: [
+                "publish", "--url", TestEnvironment.amqpURL, "--exchange", name, "--shuffle", "--duplicate-rate", "0.5",
+                "--seed", "7", file.path,
+            ],
+            environment: [:], logDirectory: directory)
+        let status = try await child.waitForExit(timeout: .seconds(60))
+        #expect(status == 0, "\(child.output)")
+
+        let expected = try await eventuallyValue("the messages in the queue", timeout: .seconds(30)) { () -> Int? in
+            let depth = try await connection.declareQueue(name, passive: true).messageCount
+            return depth > scenario.events.count ? depth : nil
+        }
+        #expect(child.output.contains("published \(expected) messages"), "\(child.output)")
+        var seen: [String: Int] = [:]
+        let deliveries = try await connection.consume(queue: name, prefetch: 500)
+        let byID = Dictionary(uniqueKeysWithValues: scenario.events.map { ($0.eventID, $0) })
+        for try await delivery in deliveries {
+            let id = try #require(delivery.messageID)
+            let event = try #require(byID[id], "unknown message_id \(id)")
+            #expect(delivery.routingKey == event.type)
+            #expect(delivery.body == event.body, "bodies are published unchanged")
+            #expect(delivery.properties.contentType == "application/json")
+            #expect(delivery.properties.deliveryMode == .persistent)
+            seen[id, default: 0] += 1
+            try await delivery.ack()
+            if seen.values.reduce(0, +) == expected { break }
+        }
+        _ = try? await deliveries.cancel()
+        #expect(Set(seen.keys) == Set(byID.keys), "every event published")
+        let duplicated = seen.values.filter { $0 > 1 }.count
+        #expect(duplicated > scenario.events.count / 4 && duplicated < scenario.events.count * 3 / 4, "about half duplicated: \(duplicated)")
+        _ = try? await connection.deleteQueue(name)
+        try? await connection.deleteExchange(name)
+        await connection.close()
+    }
+}
