@@ -6,6 +6,11 @@ struct LiveDeliveryCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "livedelivery",
         abstract: "Keeps delivery Live Activities true: RabbitMQ order events → PostgreSQL → APNs.",
-        subcommands: [RenderCommand.self]
+        subcommands: [
+            RenderCommand.self,
+            ReportCommand.self,
+            DeadLettersCommand.self,
+            FailedPushesCommand.self,
+        ]
     )
 }

@@ -59,3 +59,31 @@ public struct AdminContext: Sendable {
         return tracking
     }
 }
+
+extension AdminContext {
+    /// Runs `body` with a client for `postgres.url`, then shuts the client down.
+    public func withPostgres<Result>(_ body: (PostgresClient) async throws -> Result) async throws -> Result {
+        let client = try postgresClient()
+        do {
+            let result = try await body(client)
+            await client.shutdown()
+            return result
+        } catch {
+            await client.shutdown()
+            throw error
+        }
+    }
+
+    /// One line for an operator: no SQL, payloads or secrets.
+    public static func describe(_ error: any Error) -> String {
+        switch error {
+        case let error as LiveDeliveryError: error.description
+        case let error as PostgresError where error.sqlState == SQLState("42501"):
+            "PostgreSQL: permission denied (\(error.sqlState?.description ?? "")); check the role and the migrations"
+        case let error as PostgresError where error.sqlState == .undefinedTable:
+            "PostgreSQL: a report view or table is missing; run `livedelivery migrate`"
+        case let error as PostgresError: "PostgreSQL: \(error)"
+        default: "\(error)"
+        }
+    }
+}

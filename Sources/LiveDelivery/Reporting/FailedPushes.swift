@@ -24,11 +24,12 @@ public struct FailedPushStore: Sendable {
     public static let retryDecision = Decision.Code(rawValue: "operator_retry")
 
     public let client: PostgresClient
-    let tracker: OrderTracker
+    let tracker: OrderTracker?
 
-    public init(client: PostgresClient, tracking: TrackingConfiguration) {
+    /// `tracking` (policy and mapping) is needed by ``retry(_:now:logger:)`` only.
+    public init(client: PostgresClient, tracking: TrackingConfiguration? = nil) {
         self.client = client
-        self.tracker = OrderTracker(configuration: tracking)
+        self.tracker = tracking.map { OrderTracker(configuration: $0) }
     }
 
     /// Rows of `report_failed_pushes`, newest first.
@@ -63,7 +64,10 @@ public struct FailedPushStore: Sendable {
 
     /// Re-plans the newest state for the failed push's activity; nil when `id` is not a failed push.
     public func retry(_ id: Int64, now: Date = Date(), logger: Logger) async throws -> RetryResult? {
-        try await client.withTransaction { connection -> RetryResult? in
+        guard let tracker else {
+            throw LiveDeliveryError(.invalidConfiguration, "failed-pushes retry needs the policy and content mapping")
+        }
+        return try await client.withTransaction { connection -> RetryResult? in
             let rows = try await connection.query(
                 "SELECT order_id, activity_key FROM report_failed_pushes WHERE id = \(id)")
             guard let row = rows.first else { return nil }

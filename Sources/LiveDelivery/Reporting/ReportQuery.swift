@@ -53,7 +53,8 @@ public struct ReportQuery: Sendable, Hashable {
         }
         if let since {
             guard let column = report.timeColumn else {
-                throw LiveDeliveryError(.invalidConfiguration, "report \(report.name) is a snapshot without time (--since)")
+                throw LiveDeliveryError(
+                    .invalidConfiguration, "report \(report.name) is a snapshot without time (--since)")
             }
             bindings.append(since)
             conditions.append("\(column) >= $\(bindings.count)")

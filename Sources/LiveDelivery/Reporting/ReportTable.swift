@@ -24,7 +24,9 @@ public struct ReportTable: Sendable, Hashable {
     /// The rows of a result, leaving out `hidden` columns. Timestamps keep milliseconds.
     public init(_ result: PostgresRows, hiding hidden: [String] = []) {
         let kept = result.columns.enumerated().filter { !hidden.contains($0.element.name) }
-        self.columns = kept.map { Column(name: $0.element.name, isNumeric: Self.numericTypes.contains($0.element.dataType)) }
+        self.columns = kept.map {
+            Column(name: $0.element.name, isNumeric: Self.numericTypes.contains($0.element.dataType))
+        }
         self.rows = result.map { row in
             kept.map { index, column in
                 let text = row.cell(at: index).text
