@@ -155,6 +155,7 @@ public final class EventConsumer: Service {
             }
         } onGracefulShutdown: {
             // Stop the flow; what was received is still processed and acked.
+            self.health.update { $0.shuttingDown = true }
             Task {
                 try? await deliveries.cancel()
                 try? await deadLetters.cancel()

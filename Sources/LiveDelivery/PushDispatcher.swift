@@ -22,7 +22,7 @@ public final class PushDispatcher: Service {
     let configuration: WorkerConfiguration.Dispatcher
     let workerID: String
     let client: PostgresClient
-    let sender: any PushSending
+    public let sender: any PushSending
     let tracker: OrderTracker
     let health: WorkerHealth
     let metrics: WorkerMetrics

@@ -401,7 +401,11 @@ final class ConversionProblems: AccessReporter {
         } else {
             for result in event.providerResults {
                 if case .failure = result.result {
-                    message = "\(event.metadata.key) cannot be read from \(result.providerName)"
+                    let key = "\(event.metadata.key)"
+                    let source = result.providerName.contains("Environment")
+                        ? "the environment variable \(WorkerConfiguration.environmentName(key))"
+                        : result.providerName.contains("File") ? WorkerConfiguration.fileName : "the command line"
+                    message = "\(key): the value from \(source) is not a valid \(event.metadata.valueType)"
                 }
             }
         }

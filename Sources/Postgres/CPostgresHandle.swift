@@ -81,9 +81,19 @@ final class CPostgresHandle: @unchecked Sendable {
         }
     }
 
+    /// Set when the connection goes back to the pool: the next statement first checks that the server did not
+    /// close it meanwhile (one non-blocking poll), so that a dead idle connection is found before sending.
+    var needsAliveCheck = false
+
+    private func checkAliveIfIdled() throws(PostgresError) {
+        guard needsAliveCheck else { return }
+        needsAliveCheck = false
+        try checkAlive()
+    }
+
     /// Runs one statement with bind parameters (extended protocol, text format) and copies its result.
     func query(_ query: PostgresQuery) throws(PostgresError) -> PostgresRows {
-        try checkAlive()
+        try checkAliveIfIdled()
         let connection = try open()
         let binds = query.binds
         let sent: Int32 = try withParameterValues(binds.values) { values throws(PostgresError) in
@@ -103,7 +113,7 @@ final class CPostgresHandle: @unchecked Sendable {
     /// Runs SQL text that may hold several statements (simple protocol, no parameters). Returns the last result.
     @discardableResult
     func simpleQuery(_ sql: String) throws(PostgresError) -> PostgresRows {
-        try checkAlive()
+        try checkAliveIfIdled()
         let connection = try open()
         guard PQsendQuery(connection, sql) == 1 else { throw sendError(connection) }
         return try collectResults(connection)

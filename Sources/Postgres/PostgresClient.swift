@@ -43,13 +43,17 @@ public final class PostgresClient: Sendable {
 
     /// Leases a connection for the duration of `body`, then returns it to the pool (or discards it when it is
     /// broken; a connection left inside a transaction block is rolled back first).
+    ///
+    /// `body` runs with the connection's own thread as its preferred task executor, so its statements on that
+    /// connection are direct libpq calls without thread hops. (It is not the cooperative pool: blocking there
+    /// only delays this connection.)
     @discardableResult
     public func withConnection<Result: Sendable>(
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let connection = try await lease()
         do {
-            let result = try await body(connection)
+            let result = try await withTaskExecutorPreference(connection.executor) { try await body(connection) }
             await release(connection)
             return result
         } catch {
@@ -124,11 +128,13 @@ public final class PostgresClient: Sendable {
             let connection = try await lease()
             var bodyStarted = false
             do {
-                if let first {
-                    _ = try await connection.simpleQuery(first)
-                    bodyStarted = true
+                let result = try await withTaskExecutorPreference(connection.executor) {
+                    if let first {
+                        _ = try await connection.simpleQuery(first)
+                        bodyStarted = true
+                    }
+                    return try await body(connection)
                 }
-                let result = try await body(connection)
                 await release(connection)
                 return result
             } catch let error as PostgresError
@@ -200,6 +206,7 @@ public final class PostgresClient: Sendable {
             // Left inside a transaction block (by a withConnection body): roll back before anyone else uses it.
             _ = try? await connection.simpleQuery("ROLLBACK")
         }
+        if connection.isReusable { connection.markIdle() }
         let action = state.withLock { $0.pool.release(connection, reusable: connection.isReusable) }
         switch action {
         case .none: break

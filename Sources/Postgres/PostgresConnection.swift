@@ -1,19 +1,19 @@
-import Dispatch
 import Logging
 import Synchronization
 
-/// One libpq connection, confined to its own serial dispatch queue.
+/// One libpq connection, confined to its own thread.
 ///
-/// Every libpq call on the connection runs on that queue; the async methods suspend the caller with a
+/// Every libpq call on the connection runs on that thread; the async methods suspend the caller with a
 /// continuation, so no Swift concurrency thread ever blocks on the network. Statements on one connection run one
 /// after another. Obtain one from `PostgresClient.withConnection` or `withTransaction`.
 public final class PostgresConnection: Sendable {
     /// The pool's number for this connection (for logs).
     public let id: Int
-    private let queue: DispatchQueue
+    private let thread: PostgresConnectionThread
     private let handle: CPostgresHandle
     private let logger: Logger
     private let state = Atomic<UInt8>(State.idle.rawValue)
+    private let idledInPool = Atomic<Bool>(false)
 
     private enum State: UInt8 {
         case idle  // open and outside any transaction
@@ -21,14 +21,14 @@ public final class PostgresConnection: Sendable {
         case broken  // closed or lost: never reuse
     }
 
-    private init(id: Int, queue: DispatchQueue, handle: CPostgresHandle, logger: Logger) {
+    private init(id: Int, thread: PostgresConnectionThread, handle: CPostgresHandle, logger: Logger) {
         self.id = id
-        self.queue = queue
+        self.thread = thread
         self.handle = handle
         self.logger = logger
     }
 
-    /// Opens a connection (on its own queue).
+    /// Opens a connection (on its own thread).
     static func connect(
         configuration: PostgresConfiguration,
         id: Int,
@@ -36,19 +36,25 @@ public final class PostgresConnection: Sendable {
     ) async throws(PostgresError) -> PostgresConnection {
         var logger = logger
         logger[metadataKey: PostgresLoggingKeys.connectionID] = "\(id)"
-        let queue = DispatchQueue(label: "postgres.connection.\(id)")
+        let thread = PostgresConnectionThread(name: "postgres.connection.\(id)")
         let conninfo = configuration.connectionString
-        let result: Result<CPostgresHandle, PostgresError> = await withCheckedContinuation { continuation in
-            queue.async {
+        let result: Result<CPostgresHandle, PostgresError> = await withUnsafeContinuation { continuation in
+            thread.execute {
                 continuation.resume(returning: Result { () throws(PostgresError) in
                     try CPostgresHandle.connect(conninfo: conninfo)
                 })
             }
         }
-        let handle = try result.get()
+        let handle: CPostgresHandle
+        do {
+            handle = try result.get()
+        } catch {
+            thread.stop()
+            throw error
+        }
         logger[metadataKey: PostgresLoggingKeys.backendPID] = "\(handle.backendPID)"
         logger.debug("Postgres connection opened")
-        return PostgresConnection(id: id, queue: queue, handle: handle, logger: logger)
+        return PostgresConnection(id: id, thread: thread, handle: handle, logger: logger)
     }
 
     /// Runs one statement; interpolated values are bind parameters.
@@ -68,6 +74,27 @@ public final class PostgresConnection: Sendable {
         try await run { handle throws(PostgresError) in try handle.simpleQuery(sql) }
     }
 
+    deinit {
+        thread.stop()
+    }
+
+    /// Called by the pool when the connection becomes idle: the next statement checks it first.
+    func markIdle() {
+        idledInPool.store(true, ordering: .relaxed)
+    }
+
+    /// Runs `body` on the calling thread, which must be the connection's thread.
+    private func runHere<Value>(
+        _ body: (CPostgresHandle) throws(PostgresError) -> Value
+    ) -> Result<Value, PostgresError> {
+        if idledInPool.exchange(false, ordering: .relaxed) { handle.needsAliveCheck = true }
+        let result = Result { () throws(PostgresError) in try body(handle) }
+        var now: State = handle.isOpen ? (handle.isIdle ? .idle : .inTransaction) : .broken
+        if case .failure(let error) = result, error.isConnectionError { now = .broken }
+        state.store(now.rawValue, ordering: .releasing)
+        return result
+    }
+
     /// True once the connection is closed or lost; the pool discards it.
     public var isClosed: Bool { state.load(ordering: .acquiring) == State.broken.rawValue }
 
@@ -76,8 +103,8 @@ public final class PostgresConnection: Sendable {
 
     /// Closes the connection (after statements already queued on it).
     func close() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            queue.async { [self] in
+        await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+            thread.execute { [self] in
                 handle.finish()
                 self.state.store(State.broken.rawValue, ordering: .releasing)
                 continuation.resume()
@@ -86,16 +113,19 @@ public final class PostgresConnection: Sendable {
         logger.debug("Postgres connection closed")
     }
 
+    /// The connection's thread as a task executor (see `PostgresClient.withConnection`).
+    var executor: any TaskExecutor { thread }
+
     private func run<Value: Sendable>(
         _ body: @escaping @Sendable (CPostgresHandle) throws(PostgresError) -> Value
     ) async throws(PostgresError) -> Value {
-        let result: Result<Value, PostgresError> = await withCheckedContinuation { continuation in
-            queue.async { [self] in
-                let result = Result { () throws(PostgresError) in try body(self.handle) }
-                var now: State = handle.isOpen ? (handle.isIdle ? .idle : .inTransaction) : .broken
-                if case .failure(let error) = result, error.isConnectionError { now = .broken }
-                self.state.store(now.rawValue, ordering: .releasing)
-                continuation.resume(returning: result)
+        let result: Result<Value, PostgresError>
+        if thread.isCurrent {
+            // Already on the connection's thread (the task prefers its executor): call libpq directly.
+            result = runHere(body)
+        } else {
+            result = await withUnsafeContinuation { continuation in
+                thread.execute { [self] in continuation.resume(returning: runHere(body)) }
             }
         }
         if case .failure(let error) = result, error.isConnectionError {

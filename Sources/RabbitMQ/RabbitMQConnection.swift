@@ -31,6 +31,9 @@ public final class RabbitMQConnection: Sendable {
     /// False once the connection failed or ``close()`` was called.
     public var isOpen: Bool { thread.isOpen }
 
+    /// The heartbeat interval agreed with the broker (the lower of ours and the broker's; zero: off).
+    public var heartbeat: Duration { thread.negotiatedHeartbeat }
+
     public func declareExchange(
         _ name: String,
         type: RabbitMQExchangeType = .direct,

@@ -32,6 +32,9 @@ public final class RabbitMQPublisher: Sendable {
     /// False once the connection failed or ``close()`` was called.
     public var isOpen: Bool { thread.isOpen }
 
+    /// The heartbeat interval agreed with the broker (the lower of ours and the broker's; zero: off).
+    public var heartbeat: Duration { thread.negotiatedHeartbeat }
+
     /// Publishes one message and waits for the broker's confirm.
     ///
     /// Throws ``RabbitMQError/Code/publishNacked`` on `basic.nack`, ``RabbitMQError/Code/unroutable``

@@ -44,26 +44,33 @@ struct PostgresBenchmark: AsyncParsableCommand {
         )
         print("postgres: \(connections) connections, \(seconds) s each, table \(table), \(configuration)")
 
-        let selfBefore = cpuSeconds(RUSAGE_SELF)
-        let moduleRate = try await measureModule(client: client, table: table)
-        let moduleCPU = (cpuSeconds(RUSAGE_SELF) - selfBefore) / (moduleRate * Double(seconds)) * 1e6
-        print(String(format: "module : %10.0f INSERT/s  (client CPU %.1f µs/INSERT)", moduleRate, moduleCPU))
+        var selfBefore = cpuSeconds(RUSAGE_SELF)
+        let queryRate = try await measureModule(client: client, table: table, leasePerStatement: true)
+        let queryCPU = (cpuSeconds(RUSAGE_SELF) - selfBefore) / (queryRate * Double(seconds)) * 1e6
+        print(String(format: "module client.query    : %8.0f INSERT/s  (client CPU %.1f µs/INSERT)", queryRate, queryCPU))
+        selfBefore = cpuSeconds(RUSAGE_SELF)
+        let loopRate = try await measureModule(client: client, table: table, leasePerStatement: false)
+        let loopCPU = (cpuSeconds(RUSAGE_SELF) - selfBefore) / (loopRate * Double(seconds)) * 1e6
+        print(String(format: "module withConnection  : %8.0f INSERT/s  (client CPU %.1f µs/INSERT)", loopRate, loopCPU))
         let childrenBefore = cpuSeconds(RUSAGE_CHILDREN)
         let pgbenchRate = try await measurePgbench(configuration: configuration, table: table)
         let pgbenchCPU = (cpuSeconds(RUSAGE_CHILDREN) - childrenBefore) / (pgbenchRate * Double(seconds)) * 1e6
         print(
             String(
-                format: "pgbench: %10.0f INSERT/s  (client CPU %.1f µs/INSERT; -M %@ -c %d -j 2)",
+                format: "pgbench                : %8.0f INSERT/s  (client CPU %.1f µs/INSERT; -M %@ -c %d -j 2)",
                 pgbenchRate, pgbenchCPU, pgbenchMode, connections
             )
         )
-        print(String(format: "ratio  : %10.1f %% of pgbench", moduleRate / pgbenchRate * 100))
+        print(String(format: "ratio client.query     : %8.1f %% of pgbench", queryRate / pgbenchRate * 100))
+        print(String(format: "ratio withConnection   : %8.1f %% of pgbench", loopRate / pgbenchRate * 100))
 
         try await client.query(PostgresQuery(unsafeSQL: "DROP TABLE \(table)"))
         await client.shutdown()
     }
 
-    private func measureModule(client: PostgresClient, table: String) async throws -> Double {
+    /// `leasePerStatement`: each INSERT is one `client.query` (lease, statement, release), as the worker does for
+    /// single statements. Otherwise each task holds one connection and loops on it, as each pgbench client does.
+    private func measureModule(client: PostgresClient, table: String, leasePerStatement: Bool) async throws -> Double {
         // Open every connection before timing, as pgbench excludes its connection time.
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<connections {
@@ -78,13 +85,18 @@ struct PostgresBenchmark: AsyncParsableCommand {
             for _ in 0..<connections {
                 group.addTask {
                     var count = 0
-                    while clock.now < deadline {
-                        let account = Int.random(in: 1...1_000_000)
-                        let amount = Double(Int.random(in: 1...1_000_000))
-                        try await client.query(
-                            "INSERT INTO \(unsafeRaw: table) (account, amount, note) VALUES (\(account), \(amount), \(String(account)))"
-                        )
-                        count += 1
+                    if leasePerStatement {
+                        while clock.now < deadline {
+                            try await client.query(Self.insert(into: table))
+                            count += 1
+                        }
+                    } else {
+                        try await client.withConnection { connection in
+                            while clock.now < deadline {
+                                try await connection.query(Self.insert(into: table))
+                                count += 1
+                            }
+                        }
                     }
                     return count
                 }
@@ -93,6 +105,12 @@ struct PostgresBenchmark: AsyncParsableCommand {
         }
         let elapsed = clock.now - start
         return Double(total) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    }
+
+    private static func insert(into table: String) -> PostgresQuery {
+        let account = Int.random(in: 1...1_000_000)
+        let amount = Double(Int.random(in: 1...1_000_000))
+        return "INSERT INTO \(unsafeRaw: table) (account, amount, note) VALUES (\(account), \(amount), \(String(account)))"
     }
 
     private func measurePgbench(configuration: PostgresConfiguration, table: String) async throws -> Double {

@@ -7,7 +7,7 @@ struct LiveDeliveryCommand: AsyncParsableCommand {
         commandName: "livedelivery",
         abstract: "Keeps delivery Live Activities true: RabbitMQ order events → PostgreSQL → APNs.",
         subcommands: [
-            RenderCommand.self,
+            RunCommand.self, MigrateCommand.self, CheckConfigCommand.self, RenderCommand.self,
             ReportCommand.self,
             DeadLettersCommand.self,
             FailedPushesCommand.self,

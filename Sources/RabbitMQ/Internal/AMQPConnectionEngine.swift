@@ -69,6 +69,7 @@ final class AMQPConnectionEngine {
             onConnected(.failure(error))
             return
         }
+        mailbox.connected(heartbeatSeconds: engine.heartbeatSeconds)
         onConnected(.success(()))
         engine.loop()
     }

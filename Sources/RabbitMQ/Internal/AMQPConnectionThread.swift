@@ -35,6 +35,8 @@ final class AMQPConnectionThread: Sendable {
     }
 
     private let state = Mutex(State())
+    /// The heartbeat interval agreed with the broker, in seconds (0: off); set once connected.
+    private let negotiatedHeartbeatSeconds = Atomic<Int>(0)
     private let wakeReadFD: Int32
     private let wakeWriteFD: Int32
     let configuration: AMQPConfiguration
@@ -154,6 +156,12 @@ final class AMQPConnectionThread: Sendable {
     }
 
     var isOpen: Bool { state.withLock { !$0.terminated && !$0.closeRequested } }
+
+    var negotiatedHeartbeat: Duration { .seconds(negotiatedHeartbeatSeconds.load(ordering: .relaxed)) }
+
+    func connected(heartbeatSeconds: Int) {
+        negotiatedHeartbeatSeconds.store(heartbeatSeconds, ordering: .relaxed)
+    }
 
     // MARK: Called on the connection thread only
 

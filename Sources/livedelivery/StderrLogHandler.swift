@@ -1,0 +1,63 @@
+import ArgumentParser
+import Foundation
+import Logging
+
+enum LogFormat: String, ExpressibleByArgument, Sendable {
+    case logfmt, json
+}
+
+/// One line per record on stderr, as logfmt or JSON; metadata keys as given (no secrets are
+/// ever put in metadata by the library).
+struct StderrLogHandler: LogHandler {
+    let label: String
+    let format: LogFormat
+    var logLevel: Logger.Level = .info
+    var metadata: Logger.Metadata = [:]
+
+    init(label: String, format: LogFormat) {
+        self.label = label
+        self.format = format
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var fields: [(String, String)] = [
+            ("ts", Date().formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true))),
+            ("level", event.level.rawValue),
+            ("msg", event.message.description),
+        ]
+        let merged = metadata.merging(event.metadata ?? [:]) { $1 }
+        for key in merged.keys.sorted() { fields.append((key, "\(merged[key]!)")) }
+        let line: String
+        switch format {
+        case .logfmt:
+            line = fields.map { key, value in
+                let needsQuotes = value.isEmpty || value.contains { $0 == " " || $0 == "\"" || $0 == "=" }
+                return needsQuotes ? "\(key)=\"\(value.replacingOccurrences(of: "\"", with: "\\\""))\"" : "\(key)=\(value)"
+            }.joined(separator: " ")
+        case .json:
+            line = "{" + fields.map { "\(Self.quote($0)):\(Self.quote($1))" }.joined(separator: ",") + "}"
+        }
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+
+    static func quote(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,121 @@
+import ArgumentParser
+import Configuration
+import Foundation
+import LiveDelivery
+import Logging
+import ServiceLifecycle
+
+/// Options every worker command shares; they take precedence over the environment and the file.
+struct WorkerOptions: ParsableArguments {
+    @Option(name: .long, help: "Folder of livedelivery.json, policy.json, content-mapping.json, apns-apps.json.")
+    var configDir: String?
+
+    @Option(name: .long, help: "Log level (trace, debug, info, notice, warning, error, critical).")
+    var logLevel: String?
+
+    @Option(name: .long, help: "Log format: logfmt or json.")
+    var logFormat: LogFormat = .logfmt
+
+    var overrides: [String: String] {
+        var values: [String: String] = [:]
+        if let configDir { values["config.dir"] = configDir }
+        if let logLevel { values["log.level"] = logLevel }
+        return values
+    }
+
+    func reader(extra: [String: String] = [:]) async throws -> ConfigReader {
+        try await WorkerConfiguration.makeReader(overrides: overrides.merging(extra) { $1 })
+    }
+
+    func logger(config: ConfigReader) -> Logger {
+        let level = Logger.Level(rawValue: config.string(forKey: "log.level", default: "info")) ?? .info
+        let format = logFormat
+        var logger = Logger(label: "livedelivery") { label in StderrLogHandler(label: label, format: format) }
+        logger.logLevel = level
+        return logger
+    }
+}
+
+/// `livedelivery run`: consumer, dispatcher, sweeper and the HTTP endpoint until SIGTERM/SIGINT.
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Runs the worker: consumes events, sends pushes, sweeps, serves /metrics, /healthz, /readyz.")
+
+    @OptionGroup var options: WorkerOptions
+
+    @Option(name: .long, help: "Port of the metrics/health listener (0 = any free port).")
+    var httpPort: Int?
+
+    func run() async throws {
+        var extra: [String: String] = [:]
+        if let httpPort { extra["http.port"] = String(httpPort) }
+        let config = try await options.reader(extra: extra)
+        let logger = options.logger(config: config)
+        do {
+            let group = try await buildWorker(config: config, logger: logger)
+            try await group.run()
+        } catch let error as LiveDeliveryError {
+            printError(error.description)
+            throw ExitCode(1)
+        }
+    }
+}
+
+/// `livedelivery migrate`: applies the numbered SQL files that are missing.
+struct MigrateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate",
+        abstract: "Applies sql/NNN_*.sql migrations (recorded, idempotent, safe when run concurrently).")
+
+    @OptionGroup var options: WorkerOptions
+
+    @Option(name: .long, help: "Folder of the migration files (default: sql, or LIVEDELIVERY_MIGRATIONS_DIR).")
+    var sqlDir: String?
+
+    func run() async throws {
+        let config = try await options.reader(extra: sqlDir.map { ["migrations.dir": $0] } ?? [:])
+        let logger = options.logger(config: config)
+        guard let url = config.string(forKey: "postgres.url", isSecret: true), !url.isEmpty else {
+            printError("postgres.url is required (environment LIVEDELIVERY_POSTGRES_URL)")
+            throw ExitCode(1)
+        }
+        let directory = config.string(forKey: "migrations.dir", default: "sql")
+        do {
+            let applied = try await runMigrations(postgresURL: url, directory: directory, logger: logger)
+            if applied.isEmpty {
+                print("migrate: the database is up to date")
+            } else {
+                for name in applied { print("migrate: applied \(name)") }
+            }
+        } catch let error as LiveDeliveryError {
+            printError(error.description)
+            throw ExitCode(1)
+        }
+    }
+}
+
+/// `livedelivery check-config`: validates everything and prints a summary without secrets.
+struct CheckConfigCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check-config",
+        abstract: "Loads and validates the configuration, policy, mapping and APNs keys; prints a summary.")
+
+    @OptionGroup var options: WorkerOptions
+
+    func run() async throws {
+        do {
+            let config = try await options.reader()
+            let logger = options.logger(config: config)
+            for line in try checkConfiguration(config: config, logger: logger) { print(line) }
+            print("check-config: OK")
+        } catch let error as LiveDeliveryError {
+            printError(error.description)
+            throw ExitCode(1)
+        }
+    }
+}
+
+func printError(_ text: String) {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
+}

@@ -1,0 +1,190 @@
+import APNsSimulator
+import Foundation
+import LiveDelivery
+import LiveDeliveryCore
+import Postgres
+import Testing
+import TestSupport
+
+/// Runs `body` with a harness and a worker, then always cleans up.
+func withWorker(
+    adjust: (inout WorkerConfiguration) -> Void = { _ in },
+    now: @escaping @Sendable () -> Date = { Date() },
+    _ body: (Harness, Worker) async throws -> Void
+) async throws {
+    let harness = try await Harness.start(adjust: adjust)
+    let worker: Worker
+    do {
+        worker = try harness.worker(now: now)
+    } catch {
+        await harness.stop()
+        throw error
+    }
+    do {
+        try await body(harness, worker)
+    } catch {
+        await harness.stop(worker)
+        throw error
+    }
+    await harness.stop(worker)
+}
+
+/// Applies a status and a token for a new order; returns the order id and token.
+func trackedOrder(_ worker: Worker, status: String = "confirmed") async throws -> (order: String, token: String) {
+    let order = TestEnvironment.uniqueName("O")
+    let token = Events.token()
+    _ = try await worker.processor.process([
+        Events.status(order, status, sequence: 1),
+        Events.activityToken(order, activity: "act-" + order, token: token),
+    ])
+    return (order, token)
+}
+
+@Suite("Dispatcher", .timeLimit(.minutes(3)))
+struct DispatcherTests {
+    @Test("a newer state replaces a pending one: only the newest is sent, and every attempt is recorded")
+    func newestOnly() async throws {
+        try await withWorker { harness, worker in
+            let (order, token) = try await trackedOrder(worker)
+            _ = try await worker.processor.process([Events.status(order, "preparing", sequence: 2)])
+            _ = try await worker.processor.process([Events.status(order, "picked_up", sequence: 3, courier: "Ana")])
+            #expect(try await harness.database.count("SELECT generation FROM outbox WHERE order_id = \(order)") == 3)
+            try await eventually("the outbox is empty") {
+                try await worker.dispatcher.dispatchOnce()
+                return try await harness.database.count("SELECT count(*) FROM outbox") == 0
+            }
+            let pushes = harness.simulator.pushes(token: token)
+            #expect(pushes.count == 1)
+            #expect(try contentState(try #require(pushes.first))["currentStep"] as? String == "pickedUp")
+            #expect(try await harness.database.count("SELECT count(*) FROM push_attempts WHERE order_id = \(order)") == 1)
+            #expect(try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == ["active"])
+        }
+    }
+
+    @Test("token gone: the activity fails and nothing more is sent to it")
+    func tokenGone() async throws {
+        try await withWorker { harness, worker in
+            let (order, token) = try await trackedOrder(worker)
+            harness.simulator.markUnregistered(token: token)
+            try await eventually("the outbox is empty") {
+                try await worker.dispatcher.dispatchOnce()
+                return try await harness.database.count("SELECT count(*) FROM outbox") == 0
+            }
+            #expect(try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == ["failed"])
+            #expect(try await harness.database.strings("SELECT outcome FROM push_attempts") == ["token_gone"])
+            _ = try await worker.processor.process([Events.status(order, "preparing", sequence: 2)])
+            #expect(try await harness.database.count("SELECT count(*) FROM outbox") == 0)
+            #expect(try await worker.dispatcher.dispatchOnce() == 0)
+        }
+    }
+
+    @Test("a 410 older than the token's arrival does not retire it")
+    func staleUnregistered() async throws {
+        try await withWorker { harness, worker in
+            let (order, token) = try await trackedOrder(worker)
+            harness.simulator.markUnregistered(token: token, at: Date().addingTimeInterval(-3600))
+            try await eventually("the attempt is recorded") {
+                try await worker.dispatcher.dispatchOnce()
+                return try await harness.database.count("SELECT count(*) FROM push_attempts") >= 1
+            }
+            #expect(try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == ["active"])
+        }
+    }
+
+    @Test("retry later: retried with backoff, then delivered")
+    func retryLater() async throws {
+        try await withWorker { harness, worker in
+            let (order, token) = try await trackedOrder(worker)
+            harness.simulator.injectFault(FaultRule(status: 503, reason: "ServiceUnavailable", count: 2))
+            try await eventually("the push is delivered") {
+                try await worker.dispatcher.dispatchOnce()
+                return try await harness.database.count("SELECT count(*) FROM push_attempts WHERE outcome = 'delivered'") == 1
+            }
+            #expect(
+                try await harness.database.strings("SELECT outcome FROM push_attempts WHERE order_id = \(order) ORDER BY id")
+                    == ["retry_later", "retry_later", "delivered"])
+            #expect(harness.simulator.pushes(token: token).filter { $0.status == 200 }.count == 1)
+            #expect(try await harness.database.count("SELECT count(*) FROM outbox") == 0)
+        }
+    }
+
+    @Test("retries are bounded: the push is given up after maxAttempts")
+    func retriesBounded() async throws {
+        try await withWorker(adjust: { $0.dispatcher.maxAttempts = 3 }) { harness, worker in
+            let (order, _) = try await trackedOrder(worker)
+            harness.simulator.injectFault(FaultRule(status: 500, reason: "InternalServerError", count: 100))
+            try await eventually("the push is given up") {
+                try await worker.dispatcher.dispatchOnce()
+                return try await harness.database.count("SELECT count(*) FROM outbox") == 0
+            }
+            #expect(try await harness.database.count("SELECT count(*) FROM push_attempts WHERE order_id = \(order)") == 3)
+        }
+    }
+
+    @Test("configuration fault: the app is paused, its work kept, nothing more is sent")
+    func configurationFault() async throws {
+        try await withWorker { harness, worker in
+            let (order, _) = try await trackedOrder(worker)
+            harness.simulator.injectFault(FaultRule(status: 403, reason: "InvalidProviderToken", count: 1))
+            try await eventually("the app is paused") {
+                try await worker.dispatcher.dispatchOnce()
+                return try await harness.database.count("SELECT count(*) FROM app_pauses") == 1
+            }
+            #expect(try await harness.database.strings("SELECT reason FROM app_pauses") == ["InvalidProviderToken"])
+            #expect(try await harness.database.count("SELECT count(*) FROM outbox WHERE order_id = \(order) AND lease_owner IS NULL") == 1)
+            #expect(try await worker.dispatcher.dispatchOnce() == 0)
+            #expect(worker.health.snapshot.pausedApps == [bundleID])
+            // After the pause the work goes out.
+            try await harness.database.client.query("UPDATE app_pauses SET paused_until = now()")
+            try await eventually("the push is delivered") {
+                try await worker.dispatcher.dispatchOnce()
+                return try await harness.database.count("SELECT count(*) FROM push_attempts WHERE outcome = 'delivered'") == 1
+            }
+        }
+    }
+
+    @Test("two dispatchers share the outbox and send each push once")
+    func twoDispatchers() async throws {
+        try await withWorker { harness, worker in
+            let second = try harness.worker()
+            var tokens: [String] = []
+            for _ in 0..<20 { tokens.append(try await trackedOrder(worker).token) }
+            try await eventually("the outbox is empty") {
+                async let a = worker.dispatcher.dispatchOnce()
+                async let b = second.dispatcher.dispatchOnce()
+                _ = try await (a, b)
+                return try await harness.database.count("SELECT count(*) FROM outbox") == 0
+            }
+            await second.dispatcher.sender.shutdown()
+            #expect(try await harness.database.count("SELECT count(*) FROM push_attempts") == 20)
+            for token in tokens { #expect(harness.simulator.pushes(token: token).count == 1) }
+        }
+    }
+}
+
+@Suite("Sweeper", .timeLimit(.minutes(3)))
+struct SweeperTests {
+    @Test("ends an activity that reaches the (shortened) lifetime limit")
+    func lifetime() async throws {
+        try await withWorker(adjust: {
+            $0.tracking.policy.sweep.lifetime = 120
+            $0.tracking.policy.sweep.lifetimeMargin = 30
+        }) { harness, worker in
+            let (order, _) = try await trackedOrder(worker, status: "out_for_delivery")
+            try await eventually("the update is delivered") {
+                try await worker.dispatcher.dispatchOnce()
+                return try await harness.database.count("SELECT count(*) FROM outbox") == 0
+            }
+            let later = Date().addingTimeInterval(100)
+            let sweeper = Sweeper(
+                configuration: harness.configuration.sweeper, client: worker.client,
+                tracking: harness.configuration.tracking, metrics: worker.metrics, logger: quietLogger, now: { later })
+            #expect(try await sweeper.sweepOnce() == 1)
+            #expect(try await harness.database.strings("SELECT kind FROM outbox WHERE order_id = \(order)") == ["end"])
+            #expect(try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == ["ending"])
+            #expect(try await harness.database.strings("SELECT code FROM timeline WHERE kind = 'sweep'").contains("sweep_lifetime"))
+            // Nothing is due again right away.
+            #expect(try await sweeper.sweepOnce() == 0)
+        }
+    }
+}

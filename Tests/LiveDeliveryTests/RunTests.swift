@@ -1,0 +1,88 @@
+import APNsSimulator
+import Foundation
+import LiveDelivery
+import Logging
+import Postgres
+import RabbitMQ
+import ServiceLifecycle
+import Testing
+import TestSupport
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+@Suite("Worker service group", .timeLimit(.minutes(3)))
+struct RunTests {
+    func get(_ port: Int, _ path: String) async throws -> (status: Int, body: String) {
+        let (data, response) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+    }
+
+    @Test("events published to the broker become pushes; /readyz, /metrics; graceful shutdown returns cleanly")
+    func endToEnd() async throws {
+        try await withWorker { harness, worker in
+            let group = worker.serviceGroup(logger: quietLogger, signals: false)
+            let running = Task { try await group.run() }
+            do {
+                let port = try #require(await worker.http.waitUntilListening())
+                try await eventually("the worker is ready") { worker.health.snapshot.ready }
+                #expect(try await get(port, "/readyz").status == 200)
+                #expect(try await get(port, "/healthz").body.contains("\"database\""))
+
+                let publisher = try await RabbitMQPublisher.connect(
+                    try AMQPConfiguration(url: TestEnvironment.amqpURL), logger: quietLogger)
+                let order = TestEnvironment.uniqueName("R")
+                let token = Events.token()
+                let messages = [
+                    Events.status(order, "confirmed", sequence: 1),
+                    Events.activityToken(order, activity: "act-run", token: token),
+                    Events.status(order, "out_for_delivery", sequence: 2, courier: "Sam"),
+                    InboundMessage(body: Array("[]".utf8), routingKey: "order.status", messageID: "bad-run"),
+                ]
+                for message in messages + [messages[2]] {
+                    var properties = RabbitMQMessageProperties()
+                    properties.messageID = message.messageID
+                    properties.contentType = "application/json"
+                    properties.deliveryMode = .persistent
+                    try await publisher.publish(
+                        exchange: harness.configuration.amqp.exchange, routingKey: message.routingKey,
+                        body: message.body, properties: properties)
+                }
+                await publisher.close()
+
+                try await eventually("the newest state is shown on the device") {
+                    let shown = harness.simulator.pushes(token: token).filter { $0.status == 200 }
+                    return try shown.contains { try contentState($0)["currentStep"] as? String == "delivering" }
+                }
+                try await eventually("the malformed message is dead-lettered") {
+                    try await harness.database.strings("SELECT reason FROM dead_letters") == ["malformed_json"]
+                }
+                #expect(try await harness.database.count("SELECT count(*) FROM inbox") == 3)
+                let metrics = try await get(port, "/metrics").body
+                #expect(metrics.contains("livedelivery_pushes_total"))
+                #expect(metrics.contains("livedelivery_push_latency_seconds_bucket"))
+                #expect(metrics.contains("livedelivery_dead_letters_total{reason=\"malformed_json\"} 1"))
+            } catch {
+                await group.triggerGracefulShutdown()
+                _ = try? await running.value
+                throw error
+            }
+            await group.triggerGracefulShutdown()
+            try await running.value
+            #expect(worker.health.snapshot.consuming == false)
+            #expect(worker.health.snapshot.ready == false)
+            try await deleteTopology(harness.configuration.amqp)
+        }
+    }
+}
+
+/// Removes the test's exchanges and queues from the shared broker.
+func deleteTopology(_ amqp: WorkerConfiguration.AMQP) async throws {
+    let connection = try await RabbitMQConnection.connect(try AMQPConfiguration(url: amqp.url), logger: quietLogger)
+    try await connection.deleteQueue(amqp.queue)
+    try await connection.deleteQueue(amqp.deadLetterQueue)
+    try await connection.deleteExchange(amqp.exchange)
+    try await connection.deleteExchange(amqp.deadLetterExchange)
+    await connection.close()
+}

@@ -1,4 +1,0 @@
-import Testing
-@testable import RabbitMQ
-
-@Test func RabbitMQModuleLinks() {}
