@@ -15,6 +15,21 @@ public struct DeadLetter: Sendable, Hashable {
     public var receivedAt: Date
     public var replayedAt: Date?
 
+    public init(
+        id: Int64, eventID: String?, routingKey: String, reason: String, field: String?, message: String,
+        body: [UInt8], receivedAt: Date, replayedAt: Date?
+    ) {
+        self.id = id
+        self.eventID = eventID
+        self.routingKey = routingKey
+        self.reason = reason
+        self.field = field
+        self.message = message
+        self.body = body
+        self.receivedAt = receivedAt
+        self.replayedAt = replayedAt
+    }
+
     /// The body for people: UTF-8 text with every run of 32 or more hex digits (device tokens)
     /// cut to its first 8 digits; a body that is not UTF-8 as a hex preview.
     public var displayBody: String {
