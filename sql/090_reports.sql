@@ -95,7 +95,7 @@ SELECT t.order_id,
        t.at,
        CASE t.kind WHEN 'event' THEN 'decision' ELSE t.kind END,
        t.activity_key,
-       t.kind,
+       NULL,
        t.code,
        t.message,
        NULL,
@@ -157,7 +157,9 @@ LEFT JOIN (
 
 -- Time to first update and to end, per activity. The clock starts when the activity started (start
 -- accepted by APNs, or the app's activity first seen), else when the worker first knew it.
--- *_s columns are seconds; event_to_first_update_s starts at the order's first event.
+-- *_s columns are seconds; event_to_first_update_s starts at the order's first event. The worker
+-- projects started_at/ended_at to whole seconds, so sub-second figures are approximate (start_s is
+-- clamped at 0).
 CREATE OR REPLACE VIEW report_activity_timings AS
 SELECT a.order_id,
        a.activity_key,
@@ -169,7 +171,7 @@ SELECT a.order_id,
        f.first_delivered_at,
        f.first_update_at,
        a.ended_at,
-       round(extract(epoch FROM a.started_at - a.created_at)::numeric, 3)                          AS start_s,
+       greatest(round(extract(epoch FROM a.started_at - a.created_at)::numeric, 3), 0)             AS start_s,
        round(extract(epoch FROM f.first_update_at - coalesce(a.started_at, a.created_at))::numeric, 3) AS first_update_s,
        round(extract(epoch FROM f.first_update_at - o.created_at)::numeric, 3)                     AS event_to_first_update_s,
        round(extract(epoch FROM a.ended_at - coalesce(a.started_at, a.created_at))::numeric, 3)    AS end_s
@@ -200,25 +202,29 @@ GROUP BY 1, 2;
 
 -- What the sweeper did, by day, app and reason: sweep_lifetime / sweep_idle (ended an activity),
 -- sweep_never_adopted (gave up a start the app never adopted), end_finished_order (ended an activity
--- of a finished order still up), start_retried, update_replanned.
+-- of a finished order still up), start_retried, update_replanned; operator_retry is
+-- `livedelivery failed-pushes retry` (it runs the same sweep; what it plans is not counted again).
 CREATE OR REPLACE VIEW report_sweeper_actions AS
 WITH actions AS (
     SELECT t.order_id, t.activity_key, t.at,
            CASE
-               WHEN t.code IN ('sweep_lifetime', 'sweep_idle', 'sweep_never_adopted') THEN t.code
+               WHEN t.code IN ('sweep_lifetime', 'sweep_idle', 'sweep_never_adopted', 'operator_retry') THEN t.code
                WHEN t.code = 'end_planned' THEN 'end_finished_order'
                WHEN t.code = 'start_planned' THEN 'start_retried'
                WHEN t.code = 'update_planned' THEN 'update_replanned'
            END AS reason
     FROM timeline AS t
     WHERE t.kind = 'sweep'
-      AND t.code IN ('sweep_lifetime', 'sweep_idle', 'sweep_never_adopted', 'end_planned', 'start_planned',
-                     'update_planned')
+      AND t.code IN ('sweep_lifetime', 'sweep_idle', 'sweep_never_adopted', 'operator_retry', 'end_planned',
+                     'start_planned', 'update_planned')
       -- An end planned because of sweep_lifetime/sweep_idle is that action, not a second one.
       AND NOT (t.code = 'end_planned' AND EXISTS (
           SELECT 1 FROM timeline AS s
           WHERE s.order_id = t.order_id AND s.activity_key = t.activity_key AND s.at = t.at
             AND s.kind = 'sweep' AND s.code IN ('sweep_lifetime', 'sweep_idle')))
+      AND NOT (t.code LIKE '%\_planned' AND EXISTS (
+          SELECT 1 FROM timeline AS r
+          WHERE r.order_id = t.order_id AND r.at = t.at AND r.kind = 'sweep' AND r.code = 'operator_retry'))
 )
 SELECT date_trunc('day', x.at)            AS day,
        coalesce(a.bundle_id, '(none)')    AS app,

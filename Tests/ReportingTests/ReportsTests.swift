@@ -137,6 +137,8 @@ struct ReportsTests {
             let sweeps = records(try await run("sweeper-actions", on: database))
             #expect(sweeps.contains { $0["reason"] == "sweep_lifetime" && $0["actions"] == "1" && $0["app"] == testApp })
             #expect(!sweeps.contains { $0["reason"] == "end_finished_order" }, "the lifetime end counts once")
+            #expect(sweeps.contains { $0["reason"] == "operator_retry" && $0["actions"] == "1" })
+            #expect(!sweeps.contains { $0["reason"] == "update_replanned" }, "the retry's plan is not a sweep")
 
             // duplicate-starts: no push-to-start here.
             #expect(try await run("duplicate-starts", on: database).rows.isEmpty)
