@@ -233,7 +233,8 @@ public final class EventConsumer: Service {
     private func moveDeadLetters(_ deliveries: RabbitMQDeliveries) async throws {
         for try await delivery in deliveries {
             let reason = delivery.firstDeathReason ?? "dead_lettered"
-            let routingKey = delivery.headers["x-first-death-exchange"] != nil
+            let routingKey =
+                delivery.headers["x-first-death-exchange"] != nil
                 ? (delivery.headers["x-death"]?.arrayValue?.first?.tableValue?["routing-keys"]?.arrayValue?.first?
                     .stringValue ?? delivery.routingKey)
                 : delivery.routingKey

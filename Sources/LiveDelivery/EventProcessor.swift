@@ -77,7 +77,9 @@ public final class EventProcessor: Sendable {
             } catch let error as PostgresError where error.isRetriable && attempt < 3 {
                 logger.info(
                     "batch transaction failed; retrying",
-                    metadata: [LiveDeliveryLoggingKeys.error: "\(error)", LiveDeliveryLoggingKeys.attempt: "\(attempt)"])
+                    metadata: [
+                        LiveDeliveryLoggingKeys.error: "\(error)", LiveDeliveryLoggingKeys.attempt: "\(attempt)",
+                    ])
                 attempt += 1
             }
         }
@@ -176,7 +178,8 @@ public final class EventProcessor: Sendable {
         // 4. The orders concerned: each event's order; for a push-to-start token, every open order of
         //    the user (stored, or created by this batch).
         var ordersOfUser: [String: Set<String>] = [:]
-        let pushToStartUsers = Set(newEvents.compactMap { if case .pushToStartToken(let e) = $0 { e.userID } else { nil } })
+        let pushToStartUsers = Set(
+            newEvents.compactMap { if case .pushToStartToken(let e) = $0 { e.userID } else { nil } })
         if !pushToStartUsers.isEmpty {
             let rows = try await connection.query(
                 """
@@ -205,7 +208,8 @@ public final class EventProcessor: Sendable {
                 targets = event.orderID.map { [$0] } ?? []
             }
             for orderID in targets {
-                var change = changes[orderID]
+                var change =
+                    changes[orderID]
                     ?? OrderChange(
                         original: stored[orderID] ?? nil,
                         state: (stored[orderID] ?? nil) ?? OrderState(orderID: orderID, now: now))

@@ -113,7 +113,9 @@ private final class HealthHandler: ChannelInboundHandler, @unchecked Sendable {
         headers.add(name: "content-length", value: "\(body.count)")
         let keepAlive = head.isKeepAlive
         if !keepAlive { headers.add(name: "connection", value: "close") }
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
+        context.write(
+            wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))),
+            promise: nil)
         var buffer = context.channel.allocator.buffer(capacity: body.count)
         buffer.writeBytes(body)
         context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)

@@ -57,7 +57,8 @@ enum OrderStore {
 
     /// Locks the orders (creating empty rows first, all in sorted order so that concurrent
     /// workers never deadlock) and returns their stored states.
-    static func lockOrders(_ orderIDs: [String], on connection: PostgresConnection) async throws -> [String: OrderState?]
+    static func lockOrders(_ orderIDs: [String], on connection: PostgresConnection) async throws -> [String:
+        OrderState?]
     {
         let sorted = Array(Set(orderIDs)).sorted()
         guard !sorted.isEmpty else { return [:] }
@@ -202,7 +203,8 @@ enum OrderStore {
     static func writeActivities(_ state: OrderState, on connection: PostgresConnection) async throws {
         guard !state.activities.isEmpty else { return }
         let rows = state.activities.map { activity -> ActivityRow in
-            let target = activity.updateToken.map { ($0.token, $0.bundleID, $0.environment) }
+            let target =
+                activity.updateToken.map { ($0.token, $0.bundleID, $0.environment) }
                 ?? activity.startToken.map { ($0.token, $0.bundleID, $0.environment) }
             return ActivityRow(
                 activity_key: activity.key,

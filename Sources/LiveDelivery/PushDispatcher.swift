@@ -154,7 +154,9 @@ public final class PushDispatcher: Service {
             } catch {
                 logger.warning(
                     "cannot record a push outcome; retrying",
-                    metadata: [LiveDeliveryLoggingKeys.error: "\(error)", LiveDeliveryLoggingKeys.attempt: "\(attempt)"])
+                    metadata: [
+                        LiveDeliveryLoggingKeys.error: "\(error)", LiveDeliveryLoggingKeys.attempt: "\(attempt)",
+                    ])
                 await sleepUnlessShuttingDown(backoff.next())
             }
         }
@@ -205,13 +207,19 @@ public final class PushDispatcher: Service {
                 coreOutcome = .dropped(reason: "\(status) \(reason.rawValue)")
                 logger.error(
                     "APNs refused the push as malformed; dropped",
-                    metadata: [LiveDeliveryLoggingKeys.apnsReason: "\(reason)", LiveDeliveryLoggingKeys.apnsStatus: "\(status)"])
+                    metadata: [
+                        LiveDeliveryLoggingKeys.apnsReason: "\(reason)",
+                        LiveDeliveryLoggingKeys.apnsStatus: "\(status)",
+                    ])
             case .retryLater(let reason, _, let after):
                 if claim.attempts >= configuration.maxAttempts {
                     coreOutcome = .dropped(reason: "retries exhausted: \(reason.rawValue)")
                     logger.warning(
                         "push given up after retries",
-                        metadata: [LiveDeliveryLoggingKeys.apnsReason: "\(reason)", LiveDeliveryLoggingKeys.attempt: "\(claim.attempts)"])
+                        metadata: [
+                            LiveDeliveryLoggingKeys.apnsReason: "\(reason)",
+                            LiveDeliveryLoggingKeys.attempt: "\(claim.attempts)",
+                        ])
                 } else {
                     coreOutcome = .retryLater(reason: reason.rawValue)
                     let backoff = Backoff.delay(

@@ -32,7 +32,8 @@ public final class Sweeper: Service {
                 let swept = try await sweepOnce()
                 if swept >= configuration.batchSize { continue }
             } catch {
-                logger.warning("sweeper cannot reach the database", metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
+                logger.warning(
+                    "sweeper cannot reach the database", metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
             }
             await sleepUnlessShuttingDown(configuration.interval)
         }

@@ -51,7 +51,8 @@ public struct Worker: Sendable {
             configuration: configuration.amqp, processor: processor, client: client, health: health, metrics: metrics,
             logger: logger)
         self.dispatcher = PushDispatcher(
-            configuration: configuration.dispatcher, workerID: configuration.workerID, client: client, sender: pushSender,
+            configuration: configuration.dispatcher, workerID: configuration.workerID, client: client,
+            sender: pushSender,
             tracking: configuration.tracking, health: health, metrics: metrics, logger: logger, now: now)
         self.sweeper = Sweeper(
             configuration: configuration.sweeper, client: client, tracking: configuration.tracking, metrics: metrics,

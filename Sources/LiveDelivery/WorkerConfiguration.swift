@@ -137,14 +137,19 @@ public struct WorkerConfiguration: Sendable {
         environment: [String: String] = ProcessInfo.processInfo.environment,
         overrides: [String: String] = [:]
     ) async throws(LiveDeliveryError) -> ConfigReader {
-        let directory = overrides["config.dir"] ?? environment["LIVEDELIVERY_CONFIG_DIR"].flatMap { $0.isEmpty ? nil : $0 }
+        let directory =
+            overrides["config.dir"] ?? environment["LIVEDELIVERY_CONFIG_DIR"].flatMap { $0.isEmpty ? nil : $0 }
             ?? DefaultConfiguration.directoryName
         let secrets: Set<String> = ["LIVEDELIVERY_AMQP_URL", "LIVEDELIVERY_POSTGRES_URL"]
+        // Overrides are text (command-line flags): parsed like environment variables.
+        var flags: [String: String] = [:]
+        for (key, value) in overrides { flags[environmentName(key)] = value }
         var values: [AbsoluteConfigKey: ConfigValue] = [:]
-        for (key, value) in overrides {
-            values[AbsoluteConfigKey(ConfigKey(key))] = ConfigValue(.string(value), isSecret: key.hasSuffix(".url"))
-        }
         values[AbsoluteConfigKey(ConfigKey("config.dir"))] = ConfigValue(.string(directory), isSecret: false)
+        let reporter = ConversionProblems()
+        values[AbsoluteConfigKey(ConfigKey(ConversionProblems.idKey))] = ConfigValue(
+            .string(reporter.id), isSecret: false)
+        ConversionProblems.register(reporter)
         let file = URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent(fileName).path
         let fileProvider: FileProvider<JSONSnapshot>
         do {
@@ -159,20 +164,23 @@ public struct WorkerConfiguration: Sendable {
         }
         return ConfigReader(
             providers: [
-                InMemoryProvider(name: "overrides", values: values),
+                InMemoryProvider(name: "internal", values: values),
+                EnvironmentVariablesProvider(
+                    environmentVariables: flags, secretsSpecifier: .specific(secrets)
+                ).prefixKeys(with: ConfigKey(environmentPrefix)),
                 EnvironmentVariablesProvider(
                     environmentVariables: environment, secretsSpecifier: .specific(secrets)
                 ).prefixKeys(with: ConfigKey(environmentPrefix)),
                 fileProvider,
             ],
-            accessReporter: ConversionProblems.shared)
+            accessReporter: reporter)
     }
 
     /// Reads and validates everything; every problem is reported at once.
     public static func load(config: ConfigReader) throws(LiveDeliveryError) -> WorkerConfiguration {
         let problems = ProblemList()
-        let token = ConversionProblems.shared.begin()
-        defer { ConversionProblems.shared.end(token) }
+        let reporter = config.string(forKey: ConfigKey(ConversionProblems.idKey)).flatMap(ConversionProblems.lookup)
+        reporter?.reset()
         let directory = config.string(forKey: "config.dir", default: DefaultConfiguration.directoryName)
 
         func required(_ key: String, secret: Bool) -> String {
@@ -191,7 +199,8 @@ public struct WorkerConfiguration: Sendable {
             return value
         }
         func seconds(_ key: String, _ defaultValue: Duration, _ range: ClosedRange<Double>) -> Duration {
-            let fallback = Double(defaultValue.components.seconds)
+            let fallback =
+                Double(defaultValue.components.seconds)
                 + Double(defaultValue.components.attoseconds) / 1e18
             let value = config.double(forKey: ConfigKey(key), default: fallback)
             guard range.contains(value) else {
@@ -216,7 +225,8 @@ public struct WorkerConfiguration: Sendable {
         var postgres = Postgres(url: required("postgres.url", secret: true))
         postgres.poolSize = int("postgres.poolSize", postgres.poolSize, 1...256)
 
-        let appsFile = optional("apns.appsFile")
+        let appsFile =
+            optional("apns.appsFile")
             ?? URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent(appsFileName).path
         var apns = APNs(appsFile: appsFile)
         apns.baseURL = optional("apns.baseURL")
@@ -254,7 +264,7 @@ public struct WorkerConfiguration: Sendable {
         if !["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) {
             problems.add("log.level must be one of trace, debug, info, notice, warning, error, critical")
         }
-        problems.add(contentsOf: ConversionProblems.shared.problems(token))
+        problems.add(contentsOf: reporter?.problems ?? [])
         guard problems.items.isEmpty, let tracking else {
             throw LiveDeliveryError(
                 .invalidConfiguration, "the configuration is not valid", problems: problems.items)
@@ -347,14 +357,20 @@ public struct WorkerConfiguration: Sendable {
         var lines: [String] = []
         lines.append("config dir: \(configDirectory)")
         lines.append("worker id: \(workerID)")
-        lines.append("amqp: \(redact(amqp.url)) exchange \(amqp.exchange) queue \(amqp.queue) prefetch \(amqp.prefetch) delivery limit \(amqp.deliveryLimit) batch \(amqp.batchSize)")
+        lines.append(
+            "amqp: \(redact(amqp.url)) exchange \(amqp.exchange) queue \(amqp.queue) prefetch \(amqp.prefetch) delivery limit \(amqp.deliveryLimit) batch \(amqp.batchSize)"
+        )
         lines.append("postgres: \(redact(postgres.url)) pool \(postgres.poolSize)")
-        lines.append("apns: \(apns.apps.count) app(s) from \(apns.appsFile)" + (apns.baseURL.map { ", base URL \($0)" } ?? "") + (apns.caFile.map { ", CA \($0)" } ?? ""))
+        lines.append(
+            "apns: \(apns.apps.count) app(s) from \(apns.appsFile)" + (apns.baseURL.map { ", base URL \($0)" } ?? "")
+                + (apns.caFile.map { ", CA \($0)" } ?? ""))
         for app in apns.apps {
             lines.append("  app \(app.bundleID) (\(app.environment)) team \(app.teamID) key \(app.keyID)")
         }
         lines.append("http: \(http.host):\(http.port)")
-        lines.append("dispatcher: batch \(dispatcher.batchSize), concurrency \(dispatcher.concurrency), max attempts \(dispatcher.maxAttempts)")
+        lines.append(
+            "dispatcher: batch \(dispatcher.batchSize), concurrency \(dispatcher.concurrency), max attempts \(dispatcher.maxAttempts)"
+        )
         lines.append("sweeper: every \(sweeper.interval), batch \(sweeper.batchSize)")
         lines.append("policy: \(tracking.policy.statuses.count) statuses; mapping: \(tracking.mapping.attributesType)")
         return lines
@@ -378,21 +394,20 @@ final class ProblemList: Sendable {
 }
 
 /// Records values that could not be converted (e.g. `LIVEDELIVERY_AMQP_PREFETCH=abc`), which
-/// swift-configuration otherwise replaces by the default silently.
+/// swift-configuration otherwise replaces by the default silently. One per reader, found again
+/// through a marker key that ``WorkerConfiguration/makeReader(environment:overrides:)`` sets.
 final class ConversionProblems: AccessReporter {
-    static let shared = ConversionProblems()
-    private let state = Mutex<(next: Int, open: [Int: [String]])>((0, [:]))
+    static let idKey = "internal.readerID"
+    private static let registry = Mutex<[String: ConversionProblems]>([:])
 
-    func begin() -> Int {
-        state.withLock { state in
-            state.next += 1
-            state.open[state.next] = []
-            return state.next
-        }
-    }
+    static func register(_ reporter: ConversionProblems) { registry.withLock { $0[reporter.id] = reporter } }
+    static func lookup(_ id: String) -> ConversionProblems? { registry.withLock { $0[id] } }
 
-    func problems(_ token: Int) -> [String] { state.withLock { $0.open[token] ?? [] } }
-    func end(_ token: Int) { _ = state.withLock { $0.open.removeValue(forKey: token) } }
+    let id = UUID().uuidString
+    private let collected = Mutex<[String]>([])
+
+    var problems: [String] { collected.withLock { $0 } }
+    func reset() { collected.withLock { $0 = [] } }
 
     func report(_ event: AccessEvent) {
         var message: String?
@@ -402,7 +417,8 @@ final class ConversionProblems: AccessReporter {
             for result in event.providerResults {
                 if case .failure = result.result {
                     let key = "\(event.metadata.key)"
-                    let source = result.providerName.contains("Environment")
+                    let source =
+                        result.providerName.contains("Environment")
                         ? "the environment variable \(WorkerConfiguration.environmentName(key))"
                         : result.providerName.contains("File") ? WorkerConfiguration.fileName : "the command line"
                     message = "\(key): the value from \(source) is not a valid \(event.metadata.valueType)"
@@ -410,8 +426,6 @@ final class ConversionProblems: AccessReporter {
             }
         }
         guard let message else { return }
-        state.withLock { state in
-            for key in state.open.keys { state.open[key]?.append(message) }
-        }
+        collected.withLock { if !$0.contains(message) { $0.append(message) } }
     }
 }

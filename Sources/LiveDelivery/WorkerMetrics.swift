@@ -30,10 +30,13 @@ public final class WorkerMetrics: Sendable {
     }
 
     func event(type: String, outcome: String) {
-        let type = ["order.status", "activity.token", "activity.push_to_start_token", "activity.ended"].contains(type)
+        let type =
+            ["order.status", "activity.token", "activity.push_to_start_token", "activity.ended"].contains(type)
             ? type : "other"
-        Counter(label: "livedelivery_events_total", dimensions: [("type", type), ("outcome", outcome)], factory: factory)
-            .increment()
+        Counter(
+            label: "livedelivery_events_total", dimensions: [("type", type), ("outcome", outcome)], factory: factory
+        )
+        .increment()
     }
 
     func push(app: String, kind: String, outcome: String, reason: String, latency: Duration) {
@@ -55,8 +58,10 @@ public final class WorkerMetrics: Sendable {
     }
 
     func paused(app: String, reason: String) {
-        Counter(label: "livedelivery_paused_apps_total", dimensions: [("app", app), ("reason", reason)], factory: factory)
-            .increment()
+        Counter(
+            label: "livedelivery_paused_apps_total", dimensions: [("app", app), ("reason", reason)], factory: factory
+        )
+        .increment()
     }
 
     func batch(duration: Duration) { batchTimer.recordNanoseconds(duration.nanoseconds) }

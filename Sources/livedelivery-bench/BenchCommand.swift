@@ -6,6 +6,9 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "livedelivery-bench",
         abstract: "Prints throughput and latency figures for the LiveDelivery building blocks.",
-        subcommands: [RabbitMQBenchmark.self, PostgresBenchmark.self, HTTP2Benchmark.self, APNsBenchmark.self]
+        subcommands: [
+            FoundationBenchmark.self, RabbitMQBenchmark.self, PostgresBenchmark.self, HTTP2Benchmark.self,
+            APNsBenchmark.self,
+        ]
     )
 }

@@ -37,7 +37,8 @@ struct StderrLogHandler: LogHandler {
         case .logfmt:
             line = fields.map { key, value in
                 let needsQuotes = value.isEmpty || value.contains { $0 == " " || $0 == "\"" || $0 == "=" }
-                return needsQuotes ? "\(key)=\"\(value.replacingOccurrences(of: "\"", with: "\\\""))\"" : "\(key)=\(value)"
+                return needsQuotes
+                    ? "\(key)=\"\(value.replacingOccurrences(of: "\"", with: "\\\""))\"" : "\(key)=\(value)"
             }.joined(separator: " ")
         case .json:
             line = "{" + fields.map { "\(Self.quote($0)):\(Self.quote($1))" }.joined(separator: ",") + "}"

@@ -13,8 +13,8 @@ struct WorkerOptions: ParsableArguments {
     @Option(name: .long, help: "Log level (trace, debug, info, notice, warning, error, critical).")
     var logLevel: String?
 
-    @Option(name: .long, help: "Log format: logfmt or json.")
-    var logFormat: LogFormat = .logfmt
+    @Option(name: .long, help: "Log format: logfmt or json (default: logfmt, or LIVEDELIVERY_LOG_FORMAT).")
+    var logFormat: LogFormat?
 
     var overrides: [String: String] {
         var values: [String: String] = [:]
@@ -29,7 +29,7 @@ struct WorkerOptions: ParsableArguments {
 
     func logger(config: ConfigReader) -> Logger {
         let level = Logger.Level(rawValue: config.string(forKey: "log.level", default: "info")) ?? .info
-        let format = logFormat
+        let format = logFormat ?? LogFormat(rawValue: config.string(forKey: "log.format", default: "logfmt")) ?? .logfmt
         var logger = Logger(label: "livedelivery") { label in StderrLogHandler(label: label, format: format) }
         logger.logLevel = level
         return logger

@@ -3,16 +3,17 @@ import Foundation
 import LiveDelivery
 import LiveDeliveryCore
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 /// Runs `body` with a harness and a worker, then always cleans up.
 func withWorker(
+    postgresServer: String = TestEnvironment.postgresURL,
     adjust: (inout WorkerConfiguration) -> Void = { _ in },
     now: @escaping @Sendable () -> Date = { Date() },
     _ body: (Harness, Worker) async throws -> Void
 ) async throws {
-    let harness = try await Harness.start(adjust: adjust)
+    let harness = try await Harness.start(postgresServer: postgresServer, adjust: adjust)
     let worker: Worker
     do {
         worker = try harness.worker(now: now)
@@ -56,8 +57,12 @@ struct DispatcherTests {
             let pushes = harness.simulator.pushes(token: token)
             #expect(pushes.count == 1)
             #expect(try contentState(try #require(pushes.first))["currentStep"] as? String == "pickedUp")
-            #expect(try await harness.database.count("SELECT count(*) FROM push_attempts WHERE order_id = \(order)") == 1)
-            #expect(try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == ["active"])
+            #expect(
+                try await harness.database.count("SELECT count(*) FROM push_attempts WHERE order_id = \(order)") == 1)
+            #expect(
+                try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == [
+                    "active"
+                ])
         }
     }
 
@@ -70,7 +75,10 @@ struct DispatcherTests {
                 try await worker.dispatcher.dispatchOnce()
                 return try await harness.database.count("SELECT count(*) FROM outbox") == 0
             }
-            #expect(try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == ["failed"])
+            #expect(
+                try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == [
+                    "failed"
+                ])
             #expect(try await harness.database.strings("SELECT outcome FROM push_attempts") == ["token_gone"])
             _ = try await worker.processor.process([Events.status(order, "preparing", sequence: 2)])
             #expect(try await harness.database.count("SELECT count(*) FROM outbox") == 0)
@@ -87,7 +95,10 @@ struct DispatcherTests {
                 try await worker.dispatcher.dispatchOnce()
                 return try await harness.database.count("SELECT count(*) FROM push_attempts") >= 1
             }
-            #expect(try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == ["active"])
+            #expect(
+                try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == [
+                    "active"
+                ])
         }
     }
 
@@ -98,10 +109,12 @@ struct DispatcherTests {
             harness.simulator.injectFault(FaultRule(status: 503, reason: "ServiceUnavailable", count: 2))
             try await eventually("the push is delivered") {
                 try await worker.dispatcher.dispatchOnce()
-                return try await harness.database.count("SELECT count(*) FROM push_attempts WHERE outcome = 'delivered'") == 1
+                return try await harness.database.count(
+                    "SELECT count(*) FROM push_attempts WHERE outcome = 'delivered'") == 1
             }
             #expect(
-                try await harness.database.strings("SELECT outcome FROM push_attempts WHERE order_id = \(order) ORDER BY id")
+                try await harness.database.strings(
+                    "SELECT outcome FROM push_attempts WHERE order_id = \(order) ORDER BY id")
                     == ["retry_later", "retry_later", "delivered"])
             #expect(harness.simulator.pushes(token: token).filter { $0.status == 200 }.count == 1)
             #expect(try await harness.database.count("SELECT count(*) FROM outbox") == 0)
@@ -117,7 +130,8 @@ struct DispatcherTests {
                 try await worker.dispatcher.dispatchOnce()
                 return try await harness.database.count("SELECT count(*) FROM outbox") == 0
             }
-            #expect(try await harness.database.count("SELECT count(*) FROM push_attempts WHERE order_id = \(order)") == 3)
+            #expect(
+                try await harness.database.count("SELECT count(*) FROM push_attempts WHERE order_id = \(order)") == 3)
         }
     }
 
@@ -131,14 +145,17 @@ struct DispatcherTests {
                 return try await harness.database.count("SELECT count(*) FROM app_pauses") == 1
             }
             #expect(try await harness.database.strings("SELECT reason FROM app_pauses") == ["InvalidProviderToken"])
-            #expect(try await harness.database.count("SELECT count(*) FROM outbox WHERE order_id = \(order) AND lease_owner IS NULL") == 1)
+            #expect(
+                try await harness.database.count(
+                    "SELECT count(*) FROM outbox WHERE order_id = \(order) AND lease_owner IS NULL") == 1)
             #expect(try await worker.dispatcher.dispatchOnce() == 0)
             #expect(worker.health.snapshot.pausedApps == [bundleID])
             // After the pause the work goes out.
             try await harness.database.client.query("UPDATE app_pauses SET paused_until = now()")
             try await eventually("the push is delivered") {
                 try await worker.dispatcher.dispatchOnce()
-                return try await harness.database.count("SELECT count(*) FROM push_attempts WHERE outcome = 'delivered'") == 1
+                return try await harness.database.count(
+                    "SELECT count(*) FROM push_attempts WHERE outcome = 'delivered'") == 1
             }
         }
     }
@@ -181,8 +198,13 @@ struct SweeperTests {
                 tracking: harness.configuration.tracking, metrics: worker.metrics, logger: quietLogger, now: { later })
             #expect(try await sweeper.sweepOnce() == 1)
             #expect(try await harness.database.strings("SELECT kind FROM outbox WHERE order_id = \(order)") == ["end"])
-            #expect(try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == ["ending"])
-            #expect(try await harness.database.strings("SELECT code FROM timeline WHERE kind = 'sweep'").contains("sweep_lifetime"))
+            #expect(
+                try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == [
+                    "ending"
+                ])
+            #expect(
+                try await harness.database.strings("SELECT code FROM timeline WHERE kind = 'sweep'").contains(
+                    "sweep_lifetime"))
             // Nothing is due again right away.
             #expect(try await sweeper.sweepOnce() == 0)
         }

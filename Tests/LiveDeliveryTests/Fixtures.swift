@@ -6,8 +6,8 @@ import LiveDelivery
 import LiveDeliveryCore
 import Logging
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 let quietLogger = Logger(label: "livedelivery-test") { _ in SwiftLogNoOpLogHandler() }
 let bundleID = "com.example.delivery"
@@ -17,30 +17,49 @@ struct TestDatabase {
     let name: String
     let url: String
     let client: PostgresClient
+    var serverURL = TestEnvironment.postgresURL
 
-    static func create(migrate: Bool = true) async throws -> TestDatabase {
+    static func create(migrate: Bool = true, serverURL: String = TestEnvironment.postgresURL) async throws
+        -> TestDatabase
+    {
         let name = "ld_test_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
-        let admin = PostgresClient(configuration: try PostgresConfiguration(url: TestEnvironment.postgresURL), logger: quietLogger)
+        let admin = PostgresClient(
+            configuration: try PostgresConfiguration(url: serverURL), logger: quietLogger)
         try await admin.withConnection { try await $0.execute(unsafeSQL: "CREATE DATABASE \(name)") }
         await admin.shutdown()
-        var components = URLComponents(string: TestEnvironment.postgresURL)!
+        var components = URLComponents(string: serverURL)!
         components.path = "/" + name
         let url = components.string!
         let client = PostgresClient(configuration: try PostgresConfiguration(url: url), logger: quietLogger)
         if migrate {
             try await Migrator(directory: migrationsDirectory).migrate(client: client, logger: quietLogger)
         }
-        return TestDatabase(name: name, url: url, client: client)
+        return TestDatabase(name: name, url: url, client: client, serverURL: serverURL)
     }
 
     static var migrationsDirectory: String { TestEnvironment.projectRoot.appendingPathComponent("sql").path }
 
     func drop() async {
         await client.shutdown()
-        guard let admin = try? PostgresClient(configuration: PostgresConfiguration(url: TestEnvironment.postgresURL), logger: quietLogger)
+        guard
+            let admin = try? PostgresClient(
+                configuration: PostgresConfiguration(url: serverURL), logger: quietLogger)
         else { return }
-        _ = try? await admin.withConnection { try await $0.execute(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)") }
+        _ = try? await admin.withConnection {
+            try await $0.execute(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+        }
         await admin.shutdown()
+    }
+
+    /// Runs `body`, then drops the database whatever happened.
+    func using(_ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch {
+            await drop()
+            throw error
+        }
+        await drop()
     }
 
     func count(_ query: PostgresQuery) async throws -> Int {
@@ -62,9 +81,10 @@ struct Harness {
     let folder: URL
 
     static func start(
+        postgresServer: String = TestEnvironment.postgresURL,
         adjust: (inout WorkerConfiguration) -> Void = { _ in }
     ) async throws -> Harness {
-        let database = try await TestDatabase.create()
+        let database = try await TestDatabase.create(serverURL: postgresServer)
         let privateKey = P256.Signing.PrivateKey()
         let keyID = "K" + String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(9))
         let teamID = "TEAM123456"
@@ -88,7 +108,9 @@ struct Harness {
         amqp.prefetch = 50
         amqp.batchSize = 20
         var apns = WorkerConfiguration.APNs(appsFile: folder.appendingPathComponent("apns-apps.json").path)
-        apns.apps = [.init(bundleID: bundleID, teamID: teamID, keyID: keyID, keyFile: keyFile.path, environment: "production")]
+        apns.apps = [
+            .init(bundleID: bundleID, teamID: teamID, keyID: keyID, keyFile: keyFile.path, environment: "production")
+        ]
         apns.baseURL = simulator.baseURL
         apns.caFile = simulator.certificatePEMPath
         apns.requestTimeout = .seconds(10)
@@ -147,7 +169,8 @@ enum Events {
             "\"status\":\"\(status)\"", "\"order_number\":42", "\"merchant\":{\"name\":\"Pizza Place\"}",
         ]
         if let courier { fields.append("\"courier\":{\"name\":\"\(courier)\"}") }
-        return InboundMessage(body: Array("{\(fields.joined(separator: ","))}".utf8), routingKey: "order.status", messageID: id)
+        return InboundMessage(
+            body: Array("{\(fields.joined(separator: ","))}".utf8), routingKey: "order.status", messageID: id)
     }
 
     static func activityToken(

@@ -5,11 +5,11 @@ import Logging
 import Postgres
 import RabbitMQ
 import ServiceLifecycle
-import Testing
 import TestSupport
+import Testing
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 @Suite("Worker service group", .timeLimit(.minutes(3)))

@@ -3,121 +3,197 @@ import Foundation
 import LiveDelivery
 import LiveDeliveryCore
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Migrations", .timeLimit(.minutes(3)))
 struct MigrationTests {
     @Test("applying twice changes nothing the second time")
     func idempotent() async throws {
         let database = try await TestDatabase.create(migrate: false)
-        defer { Task { await database.drop() } }
-        let migrator = Migrator(directory: TestDatabase.migrationsDirectory)
-        let first = try await migrator.migrate(client: database.client, logger: quietLogger)
-        let second = try await migrator.migrate(client: database.client, logger: quietLogger)
-        #expect(first == ["001_core_schema.sql"])
-        #expect(second.isEmpty)
-        #expect(try await database.count("SELECT count(*) FROM schema_migrations") == 1)
-        #expect(try await database.count("SELECT count(*) FROM orders") == 0)
+        try await database.using {
+            let migrator = Migrator(directory: TestDatabase.migrationsDirectory)
+            let first = try await migrator.migrate(client: database.client, logger: quietLogger)
+            let second = try await migrator.migrate(client: database.client, logger: quietLogger)
+            #expect(first == ["001_core_schema.sql"])
+            #expect(second.isEmpty)
+            #expect(try await database.count("SELECT count(*) FROM schema_migrations") == 1)
+            #expect(try await database.count("SELECT count(*) FROM orders") == 0)
+        }
     }
 
     @Test("two concurrent migrate calls both succeed and apply each file once")
     func concurrent() async throws {
         let database = try await TestDatabase.create(migrate: false)
-        defer { Task { await database.drop() } }
-        let other = PostgresClient(configuration: try PostgresConfiguration(url: database.url), logger: quietLogger)
-        let migrator = Migrator(directory: TestDatabase.migrationsDirectory)
-        async let a = migrator.migrate(client: database.client, logger: quietLogger)
-        async let b = migrator.migrate(client: other, logger: quietLogger)
-        let (applied1, applied2) = try await (a, b)
-        await other.shutdown()
-        #expect((applied1 + applied2).sorted() == ["001_core_schema.sql"])
-        #expect(try await database.count("SELECT count(*) FROM schema_migrations") == 1)
+        try await database.using {
+            let other = PostgresClient(
+                configuration: try PostgresConfiguration(url: database.url), logger: quietLogger)
+            let migrator = Migrator(directory: TestDatabase.migrationsDirectory)
+            async let a = migrator.migrate(client: database.client, logger: quietLogger)
+            async let b = migrator.migrate(client: other, logger: quietLogger)
+            let (applied1, applied2) = try await (a, b)
+            await other.shutdown()
+            #expect((applied1 + applied2).sorted() == ["001_core_schema.sql"])
+            #expect(try await database.count("SELECT count(*) FROM schema_migrations") == 1)
+        }
     }
 
     @Test("a migration changed after it was applied is refused")
     func changedFile() async throws {
         let database = try await TestDatabase.create()
-        defer { Task { await database.drop() } }
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("sql"))
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        try Data("CREATE TABLE changed (id int);".utf8).write(to: folder.appendingPathComponent("001_core_schema.sql"))
-        await #expect(throws: LiveDeliveryError.self) {
-            try await Migrator(directory: folder.path).migrate(client: database.client, logger: quietLogger)
+        try await database.using {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+                TestEnvironment.uniqueName("sql"))
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: folder) }
+            try Data("CREATE TABLE changed (id int);".utf8).write(
+                to: folder.appendingPathComponent("001_core_schema.sql"))
+            await #expect(throws: LiveDeliveryError.self) {
+                try await Migrator(directory: folder.path).migrate(
+                    client: database.client, logger: quietLogger)
+            }
         }
     }
 }
 
 @Suite("Consumer batches", .timeLimit(.minutes(3)))
 struct BatchTests {
-    @Test("duplicates and an out-of-order event converge on the newest state; a redelivery changes nothing")
+    @Test(
+        "duplicates and an out-of-order event converge on the newest state; a redelivery changes nothing"
+    )
     func duplicatesAndOrder() async throws {
-        let harness = try await Harness.start()
-        let worker = try harness.worker()
-        defer { Task { await harness.stop(worker) } }
-        let order = TestEnvironment.uniqueName("A")
-        let token = Events.token()
-        let newest = Events.status(order, "out_for_delivery", sequence: 3, courier: "Sam")
-        let batch = [
-            Events.status(order, "confirmed", sequence: 1),
-            newest,
-            Events.activityToken(order, activity: "act-1", token: token),
-            Events.status(order, "preparing", sequence: 2),  // older than the newest: arrives late
-            newest,  // duplicate within the batch
-        ]
-        let first = try await worker.processor.process(batch)
-        #expect(first.applied == 4)
-        #expect(first.duplicates == 1)
-        #expect(try await harness.database.strings("SELECT status FROM orders WHERE order_id = \(order)") == ["out_for_delivery"])
-        #expect(try await harness.database.count("SELECT count(*) FROM outbox WHERE order_id = \(order)") == 1)
-        #expect(try await harness.database.count("SELECT count(*) FROM inbox") == 4)
+        try await withWorker { harness, worker in
+            let order = TestEnvironment.uniqueName("A")
+            let token = Events.token()
+            let newest = Events.status(order, "out_for_delivery", sequence: 3, courier: "Sam")
+            let batch = [
+                Events.status(order, "confirmed", sequence: 1),
+                newest,
+                Events.activityToken(order, activity: "act-1", token: token),
+                Events.status(order, "preparing", sequence: 2),  // older than the newest: arrives late
+                newest,  // duplicate within the batch
+            ]
+            let first = try await worker.processor.process(batch)
+            #expect(first.applied == 4)
+            #expect(first.duplicates == 1)
+            #expect(
+                try await harness.database.strings("SELECT status FROM orders WHERE order_id = \(order)")
+                    == ["out_for_delivery"])
+            #expect(
+                try await harness.database.count("SELECT count(*) FROM outbox WHERE order_id = \(order)")
+                    == 1)
+            #expect(try await harness.database.count("SELECT count(*) FROM inbox") == 4)
 
-        // Redelivered: nothing changes, nothing is planned.
-        let stateBefore = try await harness.database.strings("SELECT state::text FROM orders WHERE order_id = \(order)")
-        let generationBefore = try await harness.database.count("SELECT generation FROM outbox WHERE order_id = \(order)")
-        let again = try await worker.processor.process(batch)
-        #expect(again.applied == 0)
-        #expect(again.duplicates == 5)
-        #expect(try await harness.database.strings("SELECT state::text FROM orders WHERE order_id = \(order)") == stateBefore)
-        #expect(try await harness.database.count("SELECT generation FROM outbox WHERE order_id = \(order)") == generationBefore)
+            // Redelivered: nothing changes, nothing is planned.
+            let stateBefore = try await harness.database.strings(
+                "SELECT state::text FROM orders WHERE order_id = \(order)")
+            let generationBefore = try await harness.database.count(
+                "SELECT generation FROM outbox WHERE order_id = \(order)")
+            let again = try await worker.processor.process(batch)
+            #expect(again.applied == 0)
+            #expect(again.duplicates == 5)
+            #expect(
+                try await harness.database.strings(
+                    "SELECT state::text FROM orders WHERE order_id = \(order)") == stateBefore)
+            #expect(
+                try await harness.database.count("SELECT generation FROM outbox WHERE order_id = \(order)")
+                    == generationBefore)
 
-        // The dispatcher sends the newest state once.
-        try await eventually("the push is delivered") {
-            try await worker.dispatcher.dispatchOnce()
-            return try await harness.database.count("SELECT count(*) FROM outbox") == 0
+            // The dispatcher sends the newest state once.
+            try await eventually("the push is delivered") {
+                try await worker.dispatcher.dispatchOnce()
+                return try await harness.database.count("SELECT count(*) FROM outbox") == 0
+            }
+            let pushes = harness.simulator.pushes(token: token)
+            #expect(pushes.count == 1)
+            let state = try contentState(try #require(pushes.first))
+            #expect(state["currentStep"] as? String == "delivering")
+            #expect(state["driverName"] as? String == "Sam")
+            #expect(
+                try await harness.database.count(
+                    "SELECT count(*) FROM push_attempts WHERE outcome = 'delivered'") == 1)
+            _ = try await worker.processor.process(batch)
+            #expect(try await worker.dispatcher.dispatchOnce() == 0)
+            #expect(harness.simulator.pushes(token: token).count == 1)
         }
-        let pushes = harness.simulator.pushes(token: token)
-        #expect(pushes.count == 1)
-        let state = try contentState(try #require(pushes.first))
-        #expect(state["currentStep"] as? String == "delivering")
-        #expect(state["driverName"] as? String == "Sam")
-        #expect(try await harness.database.count("SELECT count(*) FROM push_attempts WHERE outcome = 'delivered'") == 1)
-        _ = try await worker.processor.process(batch)
-        #expect(try await worker.dispatcher.dispatchOnce() == 0)
-        #expect(harness.simulator.pushes(token: token).count == 1)
     }
 
     @Test("malformed input lands in dead_letters with its reason; the rest of the batch is applied")
     func malformed() async throws {
-        let harness = try await Harness.start()
-        let worker = try harness.worker()
-        defer { Task { await harness.stop(worker) } }
-        let order = TestEnvironment.uniqueName("B")
-        let badJSON = InboundMessage(body: Array("{not json".utf8), routingKey: "order.status", messageID: "bad-1")
-        let badStatus = InboundMessage(
-            body: Array(
-                """
-                {"type":"order.status","version":1,"event_id":"bad-2","occurred_at":"2026-11-21T10:04:05Z",\
-                "order_id":"\(order)","user_id":"u","status":"teleported"}
-                """.utf8), routingKey: "order.status", messageID: "bad-2")
-        let outcome = try await worker.processor.process([badJSON, Events.status(order, "confirmed", sequence: 1), badStatus])
-        #expect(outcome.rejected == 2)
-        #expect(outcome.applied == 1)
-        #expect(try await harness.database.strings("SELECT reason FROM dead_letters ORDER BY id") == ["malformed_json", "unknown_status"])
-        #expect(try await harness.database.strings("SELECT status FROM orders WHERE order_id = \(order)") == ["confirmed"])
-        // Redelivered, the same refused messages are not recorded twice.
-        _ = try await worker.processor.process([badJSON, badStatus])
-        #expect(try await harness.database.count("SELECT count(*) FROM dead_letters") == 2)
+        try await withWorker { harness, worker in
+            let order = TestEnvironment.uniqueName("B")
+            let badJSON = InboundMessage(
+                body: Array("{not json".utf8), routingKey: "order.status", messageID: "bad-1")
+            let badStatus = InboundMessage(
+                body: Array(
+                    """
+                    {"type":"order.status","version":1,"event_id":"bad-2","occurred_at":"2026-11-21T10:04:05Z",\
+                    "order_id":"\(order)","user_id":"u","status":"teleported"}
+                    """.utf8), routingKey: "order.status", messageID: "bad-2")
+            let outcome = try await worker.processor.process([
+                badJSON, Events.status(order, "confirmed", sequence: 1), badStatus,
+            ])
+            #expect(outcome.rejected == 2)
+            #expect(outcome.applied == 1)
+            #expect(
+                try await harness.database.strings("SELECT reason FROM dead_letters ORDER BY id") == [
+                    "malformed_json", "unknown_status",
+                ])
+            #expect(
+                try await harness.database.strings("SELECT status FROM orders WHERE order_id = \(order)")
+                    == ["confirmed"])
+            // Redelivered, the same refused messages are not recorded twice.
+            _ = try await worker.processor.process([badJSON, badStatus])
+            #expect(try await harness.database.count("SELECT count(*) FROM dead_letters") == 2)
+        }
+    }
+}
+
+@Suite("Horizontal scale", .timeLimit(.minutes(3)))
+struct ScaleTests {
+    @Test(
+        "two workers applying shuffled, overlapping batches of the same orders at once converge without errors"
+    )
+    func concurrentBatches() async throws {
+        try await withWorker { harness, worker in
+            let second = try harness.worker()
+            var events: [InboundMessage] = []
+            var orders: [String] = []
+            for index in 0..<30 {
+                let order = TestEnvironment.uniqueName("S\(index)")
+                orders.append(order)
+                let user = "user-\(index % 4)"  // several orders per user: user locks overlap too
+                events.append(Events.status(order, "confirmed", sequence: 1, user: user))
+                events.append(Events.activityToken(order, activity: "act-\(order)", token: Events.token()))
+                events.append(Events.status(order, "preparing", sequence: 2, user: user))
+                events.append(Events.status(order, "delivered", sequence: 3, user: user))
+            }
+            // Every event reaches both workers (at-least-once), in different orders and batch cuts.
+            let a = events.shuffled()
+            let b = events.shuffled()
+            async let first: Void = {
+                for batch in stride(from: 0, to: a.count, by: 17).map({
+                    Array(a[$0..<min($0 + 17, a.count)])
+                }) {
+                    _ = try await worker.processor.process(batch)
+                }
+            }()
+            async let other: Void = {
+                for batch in stride(from: 0, to: b.count, by: 11).map({
+                    Array(b[$0..<min($0 + 11, b.count)])
+                }) {
+                    _ = try await second.processor.process(batch)
+                }
+            }()
+            _ = try await (first, other)
+            await second.client.shutdown()
+            await second.dispatcher.sender.shutdown()
+            #expect(try await harness.database.count("SELECT count(*) FROM inbox") == events.count)
+            #expect(
+                try await harness.database.count(
+                    "SELECT count(*) FROM orders WHERE order_id = ANY(\(orders)::text[]) AND status = 'delivered'"
+                ) == 30)
+            #expect(try await harness.database.count("SELECT count(*) FROM outbox") <= 30)
+        }
     }
 }

@@ -1,0 +1,74 @@
+import Foundation
+import LiveDelivery
+import TestSupport
+import Testing
+
+@Suite("Configuration")
+struct ConfigurationTests {
+    /// A config folder with the shipped policy and mapping, an apps file and a key file.
+    func folder(fileJSON: String? = nil) throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("cfg"))
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let shipped = TestEnvironment.projectRoot.appendingPathComponent("Config")
+        for name in ["policy.json", "content-mapping.json"] {
+            try FileManager.default.copyItem(
+                at: shipped.appendingPathComponent(name), to: folder.appendingPathComponent(name))
+        }
+        try Data("not checked here".utf8).write(to: folder.appendingPathComponent("key.p8"))
+        try Data(
+            #"[{"bundleID":"com.example.delivery","teamID":"T1","keyID":"K1","keyFile":"key.p8","environment":"production"}]"#
+                .utf8
+        ).write(to: folder.appendingPathComponent("apns-apps.json"))
+        if let fileJSON { try Data(fileJSON.utf8).write(to: folder.appendingPathComponent("livedelivery.json")) }
+        return folder
+    }
+
+    @Test("precedence: overrides > environment > livedelivery.json > defaults; URLs are redacted in the summary")
+    func precedence() async throws {
+        let directory = try folder(
+            fileJSON: #"{"amqp": {"prefetch": 17, "queue": "from-file"}, "http": {"port": 7000}}"#)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let environment = [
+            "LIVEDELIVERY_CONFIG_DIR": directory.path,
+            "LIVEDELIVERY_AMQP_URL": "amqp://user:s3cret@127.0.0.1:5672/%2F",
+            "LIVEDELIVERY_POSTGRES_URL": "postgresql://user:pw-secret@127.0.0.1:5432/db",
+            "LIVEDELIVERY_AMQP_QUEUE": "from-env",
+            "LIVEDELIVERY_APNS_BASE_URL": "https://127.0.0.1:8443",
+        ]
+        let reader = try await WorkerConfiguration.makeReader(environment: environment, overrides: ["http.port": "0"])
+        let configuration: WorkerConfiguration
+        do {
+            configuration = try WorkerConfiguration.load(config: reader)
+        } catch {
+            Issue.record("\(error)")
+            return
+        }
+        #expect(configuration.amqp.prefetch == 17)
+        #expect(configuration.amqp.queue == "from-env")
+        #expect(configuration.amqp.exchange == "delivery.events")
+        #expect(configuration.http.port == 0)
+        #expect(configuration.apns.baseURL == "https://127.0.0.1:8443")
+        #expect(configuration.apns.apps.map(\.bundleID) == ["com.example.delivery"])
+        let summary = configuration.summary.joined(separator: "\n")
+        #expect(!summary.contains("s3cret"))
+        #expect(!summary.contains("pw-secret"))
+    }
+
+    @Test("every problem is reported at once, with the environment variable to set")
+    func problems() async throws {
+        let directory = try folder()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let environment = [
+            "LIVEDELIVERY_CONFIG_DIR": directory.path,
+            "LIVEDELIVERY_AMQP_PREFETCH": "lots",
+            "LIVEDELIVERY_DISPATCHER_MAX_ATTEMPTS": "0",
+        ]
+        let reader = try await WorkerConfiguration.makeReader(environment: environment)
+        let error = try #require(throws: LiveDeliveryError.self) { try WorkerConfiguration.load(config: reader) }
+        let text = error.problems.joined(separator: "\n")
+        #expect(text.contains("LIVEDELIVERY_AMQP_URL"))
+        #expect(text.contains("LIVEDELIVERY_POSTGRES_URL"))
+        #expect(text.contains("amqp.prefetch"))
+        #expect(text.contains("dispatcher.maxAttempts"))
+    }
+}
