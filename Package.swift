@@ -180,6 +180,14 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "ReportingTests",
+            dependencies: [
+                "LiveDelivery", "LiveDeliveryCore", "Postgres", "RabbitMQ", "APNs", "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .testTarget(
             name: "APNsSimulatorTests",
             dependencies: [
                 "APNsSimulator", "TestSupport",

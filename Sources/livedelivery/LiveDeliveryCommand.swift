@@ -7,7 +7,8 @@ struct LiveDeliveryCommand: AsyncParsableCommand {
         commandName: "livedelivery",
         abstract: "Keeps delivery Live Activities true: RabbitMQ order events → PostgreSQL → APNs.",
         subcommands: [
-            RunCommand.self, MigrateCommand.self, CheckConfigCommand.self, RenderCommand.self, PublishCommand.self,
+            RunCommand.self, MigrateCommand.self, CheckConfigCommand.self, PublishCommand.self, RenderCommand.self,
+            ReportCommand.self, DeadLettersCommand.self, FailedPushesCommand.self,
         ]
     )
 }

@@ -1,0 +1,216 @@
+public import Foundation
+public import Logging
+public import Postgres
+import RabbitMQ
+
+/// One row of `dead_letters`: a message the worker refused, or the broker gave up on.
+public struct DeadLetter: Sendable, Hashable {
+    public var id: Int64
+    public var eventID: String?
+    public var routingKey: String
+    public var reason: String
+    public var field: String?
+    public var message: String
+    public var body: [UInt8]
+    public var receivedAt: Date
+    public var replayedAt: Date?
+
+    public init(
+        id: Int64, eventID: String?, routingKey: String, reason: String, field: String?, message: String,
+        body: [UInt8], receivedAt: Date, replayedAt: Date?
+    ) {
+        self.id = id
+        self.eventID = eventID
+        self.routingKey = routingKey
+        self.reason = reason
+        self.field = field
+        self.message = message
+        self.body = body
+        self.receivedAt = receivedAt
+        self.replayedAt = replayedAt
+    }
+
+    /// The body for people: UTF-8 text with every run of 32 or more hex digits (device tokens)
+    /// cut to its first 8 digits; a body that is not UTF-8 as a hex preview.
+    public var displayBody: String {
+        guard let text = String(validating: body, as: UTF8.self) else {
+            let preview = body.prefix(256).map { String(format: "%02x", $0) }.joined()
+            return "(\(body.count) bytes, not UTF-8) \(preview)" + (body.count > 256 ? "…" : "")
+        }
+        return Self.redactingHexRuns(text)
+    }
+
+    static func redactingHexRuns(_ text: String) -> String {
+        var result = ""
+        var run = ""
+        func flush() {
+            if run.count >= 32 {
+                result += run.prefix(8) + "…(\(run.count) hex digits)"
+            } else {
+                result += run
+            }
+            run = ""
+        }
+        for character in text {
+            if character.isHexDigit {
+                run.append(character)
+            } else {
+                flush()
+                result.append(character)
+            }
+        }
+        flush()
+        return result
+    }
+}
+
+/// Lists, shows, purges and marks `dead_letters` rows (the operator's side of the dead-letter path).
+///
+/// Retention: ``purge(olderThan:replayedOnly:)`` deletes old rows; run it from cron
+/// (`livedelivery dead-letters purge --older-than 30d`). The worker has no retention setting.
+public struct DeadLetterStore: Sendable {
+    public let client: PostgresClient
+
+    public init(client: PostgresClient) { self.client = client }
+
+    /// Rows of `report_dead_letters`, newest first; replayed rows only with `includeReplayed`.
+    public func list(reason: String? = nil, limit: Int? = 100, includeReplayed: Bool = false) async throws
+        -> ReportTable
+    {
+        let rows = try await client.query(
+            """
+            SELECT * FROM report_dead_letters
+            WHERE (\(reason)::text IS NULL OR reason = \(reason)) AND (\(includeReplayed) OR replayed_at IS NULL)
+            ORDER BY id DESC
+            LIMIT \(limit)
+            """)
+        return ReportTable(rows)
+    }
+
+    /// One row with its body; nil when there is no such row.
+    public func get(_ id: Int64) async throws -> DeadLetter? {
+        let rows = try await client.query(
+            """
+            SELECT id, event_id, routing_key, reason, field, message, body, received_at, replayed_at
+            FROM dead_letters WHERE id = \(id)
+            """)
+        guard let row = rows.first else { return nil }
+        return DeadLetter(
+            id: try row.decode(Int64.self, "id"),
+            eventID: try row.decode(String?.self, "event_id"),
+            routingKey: try row.decode(String.self, "routing_key"),
+            reason: try row.decode(String.self, "reason"),
+            field: try row.decode(String?.self, "field"),
+            message: try row.decode(String.self, "message"),
+            body: try row.decode([UInt8].self, "body"),
+            receivedAt: try row.decode(Date.self, "received_at"),
+            replayedAt: try row.decode(Date?.self, "replayed_at"))
+    }
+
+    /// Ids of the rows not replayed yet, oldest first (optionally of one reason).
+    public func pendingIDs(reason: String? = nil) async throws -> [Int64] {
+        let rows = try await client.query(
+            """
+            SELECT id FROM dead_letters
+            WHERE replayed_at IS NULL AND (\(reason)::text IS NULL OR reason = \(reason))
+            ORDER BY id
+            """)
+        return try rows.map { try $0.decode(Int64.self, "id") }
+    }
+
+    /// Sets `replayed_at` to now.
+    public func markReplayed(_ id: Int64) async throws {
+        try await client.query("UPDATE dead_letters SET replayed_at = now() WHERE id = \(id)")
+    }
+
+    /// Deletes rows received more than `age` seconds ago (only replayed ones with `replayedOnly`);
+    /// returns how many.
+    @discardableResult
+    public func purge(olderThan age: TimeInterval, replayedOnly: Bool = false) async throws -> Int {
+        let rows = try await client.query(
+            """
+            DELETE FROM dead_letters
+            WHERE received_at < now() - make_interval(secs => \(age))
+              AND (NOT \(replayedOnly) OR replayed_at IS NOT NULL)
+            """)
+        return rows.affectedRows
+    }
+}
+
+/// Republishes dead letters to the events exchange with publisher confirms: the original body,
+/// routing key and `message_id` (the event id), persistent, `application/json`. A row is marked
+/// `replayed_at` only after the broker confirmed it. Replaying twice is harmless: the worker's
+/// inbox applies each event once.
+public final class DeadLetterReplayer: Sendable {
+    public enum Result: Sendable, Hashable {
+        case replayed(id: Int64, routingKey: String)
+        case notFound(id: Int64)
+    }
+
+    let store: DeadLetterStore
+    let publisher: RabbitMQPublisher
+    let exchange: String
+    let logger: Logger
+
+    private init(store: DeadLetterStore, publisher: RabbitMQPublisher, exchange: String, logger: Logger) {
+        self.store = store
+        self.publisher = publisher
+        self.exchange = exchange
+        self.logger = logger
+    }
+
+    /// Connects a confirming publisher to the broker at `amqpURL`.
+    public static func connect(
+        store: DeadLetterStore, amqpURL: String, exchange: String, logger: Logger
+    ) async throws(LiveDeliveryError) -> DeadLetterReplayer {
+        let configuration: AMQPConfiguration
+        do {
+            configuration = try AMQPConfiguration(url: amqpURL)
+        } catch {
+            throw LiveDeliveryError(.invalidConfiguration, "amqp.url is not a valid amqp:// URL")
+        }
+        do {
+            let publisher = try await RabbitMQPublisher.connect(configuration, logger: logger)
+            return DeadLetterReplayer(store: store, publisher: publisher, exchange: exchange, logger: logger)
+        } catch {
+            throw LiveDeliveryError(.broker, "cannot connect to RabbitMQ: \(error.code)", isRetriable: true)
+        }
+    }
+
+    /// Replays the rows, in the order given; stops at the first broker or database failure.
+    public func replay(_ ids: [Int64]) async throws -> [Result] {
+        var results: [Result] = []
+        for id in ids {
+            guard let letter = try await store.get(id) else {
+                results.append(.notFound(id: id))
+                continue
+            }
+            let properties = RabbitMQMessageProperties(
+                contentType: "application/json",
+                headers: ["x-livedelivery-replay-of": .int64(letter.id)],
+                deliveryMode: .persistent,
+                messageID: letter.eventID)
+            do {
+                try await publisher.publish(
+                    exchange: exchange, routingKey: letter.routingKey, body: letter.body, properties: properties,
+                    mandatory: true)
+            } catch {
+                throw LiveDeliveryError(
+                    .broker, "dead letter \(id) was not replayed: \(error.code)", isRetriable: error.isRetriable)
+            }
+            try await store.markReplayed(id)
+            logger.info(
+                "dead letter replayed",
+                metadata: [
+                    LiveDeliveryLoggingKeys.eventID: "\(letter.eventID ?? "")",
+                    LiveDeliveryLoggingKeys.reason: "\(letter.reason)",
+                ])
+            results.append(.replayed(id: id, routingKey: letter.routingKey))
+        }
+        return results
+    }
+
+    public func close() async {
+        await publisher.close()
+    }
+}

@@ -1,0 +1,136 @@
+import ArgumentParser
+import Foundation
+import LiveDelivery
+import LiveDeliveryCore
+
+/// `livedelivery dead-letters list|show|replay|purge`.
+struct DeadLettersCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dead-letters",
+        abstract: "Lists, shows, replays and purges dead-lettered messages.",
+        subcommands: [List.self, Show.self, Replay.self, Purge.self])
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Lists dead letters not replayed yet, newest first.")
+
+        @OptionGroup var options: AdminOptions
+        @Option(name: .long, help: "Only this reason (e.g. invalid_json, delivery_limit).") var reason: String?
+        @Option(name: .long, help: "At most N rows; 0 = all.") var limit: Int = 100
+        @Flag(name: .long, help: "Include rows already replayed.") var replayed = false
+
+        func run() async throws {
+            let table = try await withAdminContext(options) { context in try await context.withPostgres { client in
+                try await DeadLetterStore(client: client).list(
+                    reason: reason, limit: limit == 0 ? nil : limit, includeReplayed: replayed)
+            } }
+            print(table.render())
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Shows one dead letter with its body (device tokens cut to 8 hex digits unless --raw).")
+
+        @OptionGroup var options: AdminOptions
+        @Argument(help: "The dead letter's id.") var id: Int64
+        @Flag(name: .long, help: "Write the exact body bytes to stdout, nothing else.") var raw = false
+
+        func run() async throws {
+            let letter = try await withAdminContext(options) { context in try await context.withPostgres { client in
+                try await DeadLetterStore(client: client).get(id)
+            } }
+            guard let letter else { throw adminFailure(NotFound(what: "dead letter \(id)")) }
+            if raw {
+                FileHandle.standardOutput.write(Data(letter.body))
+                return
+            }
+            print("id:          \(letter.id)")
+            print("received:    \(RFC3339.format(letter.receivedAt, fractional: true))")
+            print("reason:      \(letter.reason)" + (letter.field.map { " (field \($0))" } ?? ""))
+            print("message:     \(letter.message)")
+            print("routing key: \(letter.routingKey)")
+            print("event id:    \(letter.eventID ?? "")")
+            print("replayed:    \(letter.replayedAt.map { RFC3339.format($0, fractional: true) } ?? "no")")
+            print("body (\(letter.body.count) bytes):")
+            print(letter.displayBody)
+        }
+    }
+
+    struct Replay: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Republishes dead letters to the events exchange (confirmed) and marks them replayed.",
+            discussion: """
+                The original body and routing key are published with message_id = event_id. The worker's \
+                inbox applies each event once, so replaying twice is harmless. Fix the cause first: a \
+                message the worker still refuses is dead-lettered again.
+                """)
+
+        @OptionGroup var options: AdminOptions
+        @Argument(help: "Dead letter ids.") var ids: [Int64] = []
+        @Flag(name: .long, help: "Every dead letter not replayed yet (optionally of --reason).") var all = false
+        @Option(name: .long, help: "With --all: only this reason.") var reason: String?
+
+        func validate() throws {
+            guard all != !ids.isEmpty else { throw ValidationError("give dead letter ids or --all, not both") }
+            if reason != nil && !all { throw ValidationError("--reason goes with --all") }
+        }
+
+        func run() async throws {
+            let results = try await withAdminContext(options) { context in try await context.withPostgres { client in
+                let store = DeadLetterStore(client: client)
+                let targets = all ? try await store.pendingIDs(reason: reason) : ids
+                guard !targets.isEmpty else { return [DeadLetterReplayer.Result]() }
+                let broker = try context.broker()
+                let replayer = try await DeadLetterReplayer.connect(
+                    store: store, amqpURL: broker.url, exchange: broker.exchange, logger: context.logger)
+                do {
+                    let results = try await replayer.replay(targets)
+                    await replayer.close()
+                    return results
+                } catch {
+                    await replayer.close()
+                    throw error
+                }
+            } }
+            var missing = 0
+            for result in results {
+                switch result {
+                case .replayed(let id, let routingKey): print("replayed \(id) (\(routingKey))")
+                case .notFound(let id):
+                    print("no dead letter \(id)")
+                    missing += 1
+                }
+            }
+            print("dead-letters replay: \(results.count - missing) replayed")
+            if missing > 0 { throw ExitCode(1) }
+        }
+    }
+
+    struct Purge: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Deletes dead letters older than an age (the retention rule; run it from cron).")
+
+        @OptionGroup var options: AdminOptions
+        @Option(name: .long, help: "Age: 30d, 12h, 2w …") var olderThan: String
+        @Flag(name: .long, help: "Only rows already replayed.") var replayedOnly = false
+
+        func validate() throws {
+            guard ReportQuery.parseAge(olderThan) != nil else {
+                throw ValidationError("--older-than must be an age like 30d, 12h or 2w")
+            }
+        }
+
+        func run() async throws {
+            let age = ReportQuery.parseAge(olderThan) ?? 0
+            let deleted = try await withAdminContext(options) { context in try await context.withPostgres { client in
+                try await DeadLetterStore(client: client).purge(olderThan: age, replayedOnly: replayedOnly)
+            } }
+            print("dead-letters purge: \(deleted) deleted")
+        }
+    }
+}
+
+struct NotFound: Error, CustomStringConvertible {
+    var what: String
+    var description: String { "\(what) not found" }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import LiveDelivery
+import Postgres
+import Testing
+import TestSupport
+
+@Suite("The reporting role and the report views", .timeLimit(.minutes(3)))
+struct ReportingRoleTests {
+    static let role = "livedelivery_reporting"
+
+    /// Runs `sql` as the reporting role; returns the SQLSTATE it failed with, or nil.
+    func asReportingRole(_ database: ReportDatabase, _ sql: String) async throws -> SQLState? {
+        do {
+            try await database.client.withTransaction { connection in
+                try await connection.execute(unsafeSQL: "SET LOCAL ROLE \(Self.role)")
+                try await connection.execute(unsafeSQL: sql)
+            }
+            return nil
+        } catch let error as PostgresError where error.code == .server {
+            return error.sqlState
+        }
+    }
+
+    @Test("the migration creates a NOLOGIN role that can read every report_ view")
+    func readsViews() async throws {
+        try await ReportDatabase.with { database in
+            let role = try await database.client.query(
+                "SELECT rolcanlogin, rolsuper FROM pg_roles WHERE rolname = \(Self.role)")
+            let row = try #require(role.first)
+            #expect(try row.decode(Bool.self, "rolcanlogin") == false)
+            #expect(try row.decode(Bool.self, "rolsuper") == false)
+
+            let views = try await database.strings(
+                "SELECT viewname::text FROM pg_views WHERE schemaname = current_schema() AND viewname LIKE 'report\\_%' ORDER BY 1")
+            #expect(views == Report.all.map(\.view).sorted(), "the CLI's catalogue lists every view")
+            for view in views {
+                #expect(try await asReportingRole(database, "SELECT * FROM \(view)") == nil, "\(view)")
+            }
+        }
+    }
+
+    @Test("the role cannot read or write any table, nor write through a view")
+    func cannotTouchTables() async throws {
+        try await ReportDatabase.with { database in
+            let tables = try await database.strings(
+                "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1")
+            #expect(tables.contains("inbox") && tables.contains("dead_letters") && tables.contains("schema_migrations"))
+            for table in tables {
+                #expect(try await asReportingRole(database, "SELECT * FROM \(table)") == SQLState("42501"), "\(table)")
+                #expect(
+                    try await asReportingRole(database, "DELETE FROM \(table)") == SQLState("42501"), "\(table)")
+            }
+            #expect(
+                try await asReportingRole(
+                    database,
+                    "INSERT INTO inbox (event_id, event_type, occurred_at) VALUES ('x', 'order.status', now())")
+                    == SQLState("42501"))
+            // report_dead_letters is a simple (auto-updatable) view: writing through it is refused too.
+            #expect(
+                try await asReportingRole(database, "UPDATE report_dead_letters SET replayed_at = now()")
+                    == SQLState("42501"))
+            #expect(try await asReportingRole(database, "DELETE FROM report_dead_letters") == SQLState("42501"))
+            #expect(
+                try await asReportingRole(database, "CREATE TABLE report_mine (x int)") == SQLState("42501"))
+        }
+    }
+
+    @Test("the migration is idempotent: running its SQL again (role and grants exist) succeeds")
+    func idempotent() async throws {
+        try await ReportDatabase.with { database in
+            let file = try #require(
+                try Migrator(directory: ReportDatabase.migrationsDirectory).migrations().first {
+                    $0.name.hasSuffix("_reports.sql")
+                })
+            try await database.client.withTransaction { try await $0.execute(unsafeSQL: file.sql) }
+            try await database.client.withTransaction { try await $0.execute(unsafeSQL: file.sql) }
+            #expect(try await asReportingRole(database, "SELECT * FROM report_activities_by_state") == nil)
+        }
+    }
+
+    @Test("databases migrated at the same time on one server all get the views and the grants")
+    func concurrentMigrations() async throws {
+        let databases = try await withThrowingTaskGroup(of: ReportDatabase.self) { group in
+            for _ in 0..<3 { group.addTask { try await ReportDatabase.create() } }
+            var databases: [ReportDatabase] = []
+            for try await database in group { databases.append(database) }
+            return databases
+        }
+        for database in databases {
+            #expect(try await asReportingRole(database, "SELECT * FROM report_failed_pushes") == nil)
+            await database.drop()
+        }
+    }
+}
