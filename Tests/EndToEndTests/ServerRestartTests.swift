@@ -4,7 +4,7 @@ import Testing
 
 /// The broker and the database restart under running workers (on the fault pair, which only this suite
 /// restarts): the workers reconnect and the result is the same as without the restarts.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .exclusiveFaultServers, .timeLimit(.minutes(8)))
 struct ServerRestartTests {
     @Test func brokerRestartMidRunIsSurvived() async throws {
         try await Fixture.with("rmq-restart", servers: .fault) { fixture in
