@@ -12,7 +12,7 @@ RUN swift build -c release --product livedelivery && swift build -c release --pr
 
 FROM swift:6.3-bookworm-slim
 RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends \
-        librabbitmq4 libpq5 libcurl4 ca-certificates && rm -rf /var/lib/apt/lists/*
+        librabbitmq4 libpq5 libcurl4 ca-certificates openssl && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/ /usr/local/bin/
 COPY Config /etc/livedelivery/Config
 COPY sql /etc/livedelivery/sql
