@@ -135,7 +135,7 @@ let package = Package(
             name: "livedelivery-bench",
             dependencies: [
                 "RabbitMQ", "Postgres", "HTTP2",
-                "APNs", "APNsSimulator",
+                "APNs", "APNsSimulator", "ChildProcesses",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -144,6 +144,8 @@ let package = Package(
 
         // MARK: Tests
         .target(name: "TestSupport"),
+        // Child processes with a clean signal mask, for the end-to-end tests and the benchmarks.
+        .target(name: "ChildProcesses"),
         .testTarget(
             name: "RabbitMQTests",
             dependencies: ["RabbitMQ", "TestSupport", .product(name: "Logging", package: "swift-log")]
@@ -204,7 +206,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "APNsSimulator", "Postgres", "RabbitMQ", "TestSupport",
+                "APNsSimulator", "ChildProcesses", "Postgres", "RabbitMQ", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]

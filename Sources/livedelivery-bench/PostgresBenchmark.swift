@@ -1,4 +1,5 @@
 import ArgumentParser
+import ChildProcesses
 import Foundation
 import Logging
 import Postgres
@@ -127,16 +128,15 @@ struct PostgresBenchmark: AsyncParsableCommand {
         environment["PGPASSWORD"] = configuration.password
         let outputPath = script.path + ".out"
         defer { try? FileManager.default.removeItem(atPath: outputPath) }
-        let status = try await spawnAndWait(
-            pgbench,
-            [
+        let child = try ChildProcess(
+            name: "pgbench", executable: pgbench,
+            arguments: [
                 "-n", "-c", String(connections), "-j", "2", "-T", String(seconds), "-M", pgbenchMode,
                 "-f", script.path, "-h", configuration.host, "-p", String(configuration.port),
                 "-U", configuration.user, configuration.database,
             ],
-            environment: environment,
-            outputPath: outputPath
-        )
+            environment: environment, outputPath: outputPath, truncateOutput: true)
+        let status = try await child.waitForExit(timeout: .seconds(seconds + 120))
         let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
         guard status == 0,
             let line = text.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
@@ -145,56 +145,6 @@ struct PostgresBenchmark: AsyncParsableCommand {
             throw ValidationError("pgbench failed (status \(status)):\n\(text)")
         }
         return tps
-    }
-}
-
-/// Runs a program with stdout and stderr going to a file and waits for it, on a dedicated thread.
-///
-/// Not Foundation's `Process`: a child started from a Dispatch thread inherits that thread's signal mask, where
-/// SIGALRM is blocked, and `pgbench -T` relies on SIGALRM to stop. `posix_spawn` resets the mask and handlers.
-private func spawnAndWait(
-    _ executable: String,
-    _ arguments: [String],
-    environment: [String: String],
-    outputPath: String
-) async throws -> Int32 {
-    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
-        let thread = Thread {
-            var fileActions = posix_spawn_file_actions_t()
-            posix_spawn_file_actions_init(&fileActions)
-            defer { posix_spawn_file_actions_destroy(&fileActions) }
-            posix_spawn_file_actions_addopen(&fileActions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-            posix_spawn_file_actions_adddup2(&fileActions, 1, 2)
-            var attributes = posix_spawnattr_t()
-            posix_spawnattr_init(&attributes)
-            defer { posix_spawnattr_destroy(&attributes) }
-            var noSignals = sigset_t()
-            sigemptyset(&noSignals)
-            posix_spawnattr_setsigmask(&attributes, &noSignals)
-            var defaults = sigset_t()
-            sigemptyset(&defaults)
-            for signal in [SIGALRM, SIGPIPE, SIGINT, SIGTERM, SIGCHLD] { sigaddset(&defaults, signal) }
-            posix_spawnattr_setsigdefault(&attributes, &defaults)
-            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-            let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-            let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-            defer {
-                for pointer in argv { free(pointer) }
-                for pointer in envp { free(pointer) }
-            }
-            var pid: pid_t = 0
-            let spawned = posix_spawn(&pid, executable, &fileActions, &attributes, argv, envp)
-            guard spawned == 0 else {
-                continuation.resume(throwing: ValidationError("cannot start \(executable) (errno \(spawned))"))
-                return
-            }
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-            // WIFEXITED / WEXITSTATUS are macros: exit code in bits 8-15 when the low 7 bits are 0.
-            continuation.resume(returning: status & 0x7f == 0 ? (status >> 8) & 0xff : -1)
-        }
-        thread.start()
     }
 }
 

@@ -1,5 +1,6 @@
 import APNsSimulator
 import ArgumentParser
+import ChildProcesses
 import Crypto
 import Foundation
 import Logging
@@ -121,7 +122,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
                     rate, latencySeconds, percentile(0.5) * 1000, percentile(0.99) * 1000, sorted.last! * 1000, sorted.count))
         }
         for worker in bench.workers {
-            let (rss, peak) = worker.memory
+            let (rss, peak) = worker.memoryKilobytes ?? (0, 0)
             print("RSS      \(worker.name): \(rss / 1024) MB now, peak \(peak / 1024) MB (VmRSS / VmHWM)")
         }
         if pgbenchSeconds > 0 {
@@ -151,7 +152,7 @@ private final class BenchEnvironment: @unchecked Sendable {
     let executable: String
     let logger: Logger
     let workerCount: Int
-    var workers: [BenchChild] = []
+    var workers: [ChildProcess] = []
     private var sequences: [Int: Int] = [:]
 
     private init(
@@ -207,8 +208,12 @@ private final class BenchEnvironment: @unchecked Sendable {
         let bench = BenchEnvironment(
             databaseName: name, directory: directory, simulator: simulator, database: database, serverURL: postgresURL,
             databaseURL: databaseURL, amqpURL: amqpURL, executable: executable, logger: logger, workerCount: workers)
-        let migrate = try BenchChild(name: "migrate", executable: executable, arguments: ["migrate"], environment: bench.environment("migrate", port: 0), directory: directory)
-        guard try await migrate.waitForExit() == 0 else { throw ValidationError("livedelivery migrate failed:\n\(migrate.tail)") }
+        let migrate = try ChildProcess(
+            name: "migrate", executable: executable, arguments: ["migrate"],
+            environment: bench.environment("migrate", port: 0), outputPath: directory.appendingPathComponent("migrate.log").path)
+        guard try await migrate.waitForExit(timeout: .seconds(120)) == 0 else {
+            throw ValidationError("livedelivery migrate failed:\n\(migrate.tail())")
+        }
         // Let the workers declare the topology once, so that backlogs can be published while none runs.
         try await bench.startWorkers()
         try await bench.stopWorkers()
@@ -241,12 +246,12 @@ private final class BenchEnvironment: @unchecked Sendable {
             let name = "worker-\(index)"
             let portFile = directory.appendingPathComponent("\(name).port")
             try? FileManager.default.removeItem(at: portFile)
-            let child = try BenchChild(
+            let child = try ChildProcess(
                 name: name, executable: executable, arguments: ["run"], environment: environment(name, port: 0),
-                directory: directory)
+                outputPath: directory.appendingPathComponent("\(name).log").path)
             workers.append(child)
             let port = try await poll("\(name) to report its port", timeout: 120) { () -> Int? in
-                if let status = child.exitStatus { throw ValidationError("\(name) exited \(status):\n\(child.tail)") }
+                if let status = child.exitStatus { throw ValidationError("\(name) exited \(status):\n\(child.tail())") }
                 return (try? String(contentsOf: portFile, encoding: .utf8)).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
             }
             _ = try await poll("\(name) to be ready", timeout: 120) { () -> Bool? in
@@ -261,7 +266,7 @@ private final class BenchEnvironment: @unchecked Sendable {
     func stopWorkers() async throws {
         for worker in workers { worker.signal(SIGTERM) }
         for worker in workers {
-            let status = try await worker.waitForExit()
+            let status = try await worker.waitForExit(timeout: .seconds(120))
             if status != 0 { print("note: \(worker.name) exited \(status) on SIGTERM") }
         }
         workers = []
@@ -453,18 +458,18 @@ private final class BenchEnvironment: @unchecked Sendable {
         let configuration = try PostgresConfiguration(url: databaseURL)
         var environment = ProcessInfo.processInfo.environment
         environment["PGPASSWORD"] = configuration.password
-        let child = try BenchChild(
+        let child = try ChildProcess(
             name: "pgbench", executable: "/usr/bin/pgbench",
             arguments: [
                 "-n", "-c", "4", "-j", "2", "-T", String(seconds), "-M", "extended", "-f", script.path,
                 "-h", configuration.host, "-p", String(configuration.port), "-U", configuration.user, configuration.database,
             ],
-            environment: environment, directory: directory)
-        let status = try await child.waitForExit(timeout: Double(seconds) + 120)
+            environment: environment, outputPath: directory.appendingPathComponent("pgbench.log").path)
+        let status = try await child.waitForExit(timeout: .seconds(seconds + 120))
         guard status == 0,
             let line = child.output.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
             let tps = line.dropFirst("tps = ".count).split(separator: " ").first.flatMap({ Double($0) })
-        else { throw ValidationError("pgbench failed (\(status)):\n\(child.tail)") }
+        else { throw ValidationError("pgbench failed (\(status)):\n\(child.tail())") }
         return tps
     }
 
@@ -474,7 +479,7 @@ private final class BenchEnvironment: @unchecked Sendable {
 
     func shutdown(keep: Bool) async {
         for worker in workers { worker.signal(SIGKILL) }
-        for worker in workers { _ = try? await worker.waitForExit(timeout: 10) }
+        for worker in workers { _ = try? await worker.waitForExit(timeout: .seconds(10)) }
         await database.shutdown()
         try? await simulator.shutdown()
         guard !keep else { return }
@@ -526,77 +531,5 @@ private struct SplitMix: RandomNumberGenerator {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
-    }
-}
-
-/// A child process (posix_spawn: empty signal mask, so SIGTERM and pgbench's SIGALRM work) with output in a file.
-private final class BenchChild: @unchecked Sendable {
-    // `status` is written once by the waiting thread and read under the lock.
-    let name: String
-    let pid: pid_t
-    let logPath: String
-    private let lock = NSLock()
-    private var status: Int32?
-
-    init(name: String, executable: String, arguments: [String], environment: [String: String], directory: URL) throws {
-        self.name = name
-        logPath = directory.appendingPathComponent("\(name).log").path
-        var fileActions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&fileActions)
-        defer { posix_spawn_file_actions_destroy(&fileActions) }
-        posix_spawn_file_actions_addopen(&fileActions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&fileActions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        posix_spawn_file_actions_adddup2(&fileActions, 1, 2)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var mask = sigset_t()
-        sigemptyset(&mask)
-        posix_spawnattr_setsigmask(&attributes, &mask)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for number in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGALRM, SIGCHLD] { sigaddset(&defaults, number) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0)=\($1)") } + [nil]
-        defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
-        }
-        var pid: pid_t = 0
-        let result = posix_spawn(&pid, executable, &fileActions, &attributes, argv, envp)
-        guard result == 0 else { throw ValidationError("cannot start \(executable): \(String(cString: strerror(result)))") }
-        self.pid = pid
-        let child = pid
-        let thread = Thread { [self] in
-            var raw: Int32 = 0
-            while waitpid(child, &raw, 0) < 0 && errno == EINTR {}
-            let code = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
-            lock.withLock { status = code }
-        }
-        thread.start()
-    }
-
-    var exitStatus: Int32? { lock.withLock { status } }
-    var output: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
-    var tail: String { output.split(separator: "\n").suffix(20).joined(separator: "\n") }
-
-    func signal(_ number: Int32) {
-        if exitStatus == nil { kill(pid, number) }
-    }
-
-    func waitForExit(timeout: Double = 120) async throws -> Int32 {
-        try await poll("\(name) to exit", timeout: timeout, interval: 0.05) { exitStatus }
-    }
-
-    /// (VmRSS, VmHWM) in kB from /proc/<pid>/status.
-    var memory: (Int, Int) {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return (0, 0) }
-        func value(_ key: String) -> Int {
-            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(key) }) else { return 0 }
-            return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
-        }
-        return (value("VmRSS:"), value("VmHWM:"))
     }
 }

@@ -1,3 +1,4 @@
+import ChildProcesses
 import APNsSimulator
 import Foundation
 import Testing
@@ -16,7 +17,7 @@ struct ProcessLevelTests {
             let file = fixture.directory.appendingPathComponent("events.jsonl")
             try lines.joined(separator: "\n").write(to: file, atomically: true, encoding: .utf8)
 
-            let publish = try ChildProcess(
+            let publish = try ChildProcess.livedelivery(
                 name: "publish",
                 arguments: ["publish", "--shuffle", "--duplicate-rate", "0.3", "--seed", "42", file.path],
                 environment: fixture.environment(worker: "publish"), logDirectory: fixture.directory)

@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import Logging
 import RabbitMQ
@@ -22,7 +23,7 @@ struct PublishCommandTests {
         let file = directory.appendingPathComponent("events.jsonl")
         try scenario.events.map { String(decoding: $0.body, as: UTF8.self) }.joined(separator: "\n")
             .write(to: file, atomically: true, encoding: .utf8)
-        let child = try ChildProcess(
+        let child = try ChildProcess.livedelivery(
             name: "publish",
             arguments: [
                 "publish", "--url", TestEnvironment.amqpURL, "--exchange", name, "--shuffle", "--duplicate-rate", "0.5",

@@ -1,3 +1,4 @@
+import ChildProcesses
 import APNsSimulator
 import Crypto
 import Foundation
@@ -120,7 +121,7 @@ final class Fixture: Sendable {
 
     /// `livedelivery migrate` on this test's database.
     func migrate() async throws {
-        let child = try ChildProcess(
+        let child = try ChildProcess.livedelivery(
             name: "migrate-\(UUID().uuidString.prefix(4))", arguments: ["migrate"],
             environment: environment(worker: "migrate"), logDirectory: directory)
         let status = try await child.waitForExit(timeout: .seconds(120))
@@ -132,7 +133,7 @@ final class Fixture: Sendable {
     func startWorker(_ worker: String, extraEnvironment: [String: String] = [:]) async throws -> Worker {
         let portFile = directory.appendingPathComponent("\(worker).port")
         try? FileManager.default.removeItem(at: portFile)
-        let child = try ChildProcess(
+        let child = try ChildProcess.livedelivery(
             name: worker, arguments: ["run"], environment: environment(worker: worker).merging(extraEnvironment) { $1 },
             logDirectory: directory)
         workers.withLock { $0.append(child) }
