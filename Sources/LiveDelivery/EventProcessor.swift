@@ -224,17 +224,17 @@ public final class EventProcessor: Sendable {
             metrics.event(type: event.type.rawValue, outcome: "applied")
         }
 
-        // 6. Write each order, in a stable order.
-        for orderID in changes.keys.sorted() {
-            guard let change = changes[orderID], change.changed || !change.decisions.isEmpty else { continue }
-            try await OrderStore.write(change, kind: "event", on: connection)
-            outcome.pushesPlanned += change.pushes.count
-            if logger.logLevel <= .debug {
+        // 6. Write every changed order at once (set-based, in a stable order).
+        let written = changes.values.filter { $0.changed || !$0.decisions.isEmpty }
+        try await OrderStore.write(Array(written), kind: "event", on: connection)
+        outcome.pushesPlanned += written.reduce(0) { $0 + $1.pushes.count }
+        if logger.logLevel <= .debug {
+            for change in written {
                 for decision in change.decisions {
                     logger.debug(
                         "decision",
                         metadata: [
-                            LiveDeliveryLoggingKeys.orderID: "\(orderID)",
+                            LiveDeliveryLoggingKeys.orderID: "\(change.state.orderID)",
                             LiveDeliveryLoggingKeys.activityKey: "\(decision.activityKey ?? "")",
                             LiveDeliveryLoggingKeys.decision: "\(decision.code)",
                         ])

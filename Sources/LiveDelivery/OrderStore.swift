@@ -109,43 +109,61 @@ enum OrderStore {
     static func write(
         _ change: OrderChange, kind: String, on connection: PostgresConnection
     ) async throws -> Bool {
-        let state = change.state
-        let orderID = state.orderID
-        if change.original != state {
-            let record = state.record
+        try await write([change], kind: kind, on: connection)
+    }
+
+    /// Writes everything several orders' changes imply with a fixed number of statements, whatever
+    /// the number of orders (set-based: the cost of a batch is a handful of round trips, not a few
+    /// per order). Each order appears at most once; returns whether an outbox row was written.
+    @discardableResult
+    static func write(
+        _ changes: [OrderChange], kind: String, on connection: PostgresConnection
+    ) async throws -> Bool {
+        let changes = changes.sorted { $0.state.orderID < $1.state.orderID }
+        let changedStates = changes.filter { $0.original != $0.state }.map(\.state)
+        if !changedStates.isEmpty {
+            let rows = changedStates.map(OrderRow.init)
             try await connection.query(
                 """
-                UPDATE orders SET
-                    state = \(try PostgresJSON(state, encoder: encoder)),
-                    user_id = COALESCE(\(record?.userID), user_id),
-                    status = \(record?.status.rawValue),
-                    terminal = \(record?.isTerminal ?? false),
-                    settled = \(state.isSettled),
-                    last_sequence = \(record?.newest.sequence),
-                    last_occurred_at = \(record?.newest.occurredAt),
-                    last_event_id = \(record?.newest.eventID),
-                    next_sweep_at = \(state.nextSweepAt),
-                    updated_at = now()
-                WHERE order_id = \(orderID)
+                UPDATE orders AS o SET
+                    state = r.state, user_id = COALESCE(r.user_id, o.user_id), status = r.status,
+                    terminal = r.terminal, settled = r.settled, last_sequence = r.last_sequence,
+                    last_occurred_at = r.last_occurred_at, last_event_id = r.last_event_id,
+                    next_sweep_at = r.next_sweep_at, updated_at = now()
+                FROM jsonb_to_recordset(\(try PostgresJSON(rows, encoder: encoder))) AS r(
+                    order_id text, state jsonb, user_id text, status text, terminal boolean, settled boolean,
+                    last_sequence bigint, last_occurred_at timestamptz, last_event_id text,
+                    next_sweep_at timestamptz)
+                WHERE o.order_id = r.order_id
                 """)
-            try await writeActivities(state, on: connection)
+            try await writeActivities(changedStates, on: connection)
         }
-        if !change.withdrawn.isEmpty {
+        let withdrawn = changes.flatMap { change in change.withdrawn.sorted().map { (change.state.orderID, $0) } }
+        if !withdrawn.isEmpty {
             try await connection.query(
                 """
-                DELETE FROM outbox
-                WHERE order_id = \(orderID) AND activity_key = ANY(\(change.withdrawn.sorted())::text[])
+                DELETE FROM outbox AS o
+                USING unnest(\(withdrawn.map(\.0))::text[], \(withdrawn.map(\.1))::text[]) AS w(order_id, activity_key)
+                WHERE o.order_id = w.order_id AND o.activity_key = w.activity_key
                 """)
         }
-        for push in change.orderedPushes {
-            let notBefore = max(push.notBefore, change.notBefore[push.activityKey] ?? push.notBefore)
+        let pushes = changes.flatMap { change in
+            change.orderedPushes.map { push in
+                OutboxRow(
+                    orderID: change.state.orderID, push: push,
+                    notBefore: max(push.notBefore, change.notBefore[push.activityKey] ?? push.notBefore))
+            }
+        }
+        if !pushes.isEmpty {
             try await connection.query(
                 """
                 INSERT INTO outbox (order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push,
                                     reason, not_before)
-                VALUES (\(orderID), \(push.activityKey), \(push.kind.rawValue), \(push.bundleID),
-                        \(push.environment.rawValue), \(push.priority), \(push.apnsID)::uuid,
-                        \(try PostgresJSON(push, encoder: encoder)), \(push.reason), \(notBefore))
+                SELECT r.order_id, r.activity_key, r.kind, r.bundle_id, r.environment, r.priority, r.apns_id::uuid,
+                       r.push, r.reason, r.not_before
+                FROM jsonb_to_recordset(\(try PostgresJSON(pushes, encoder: encoder))) AS r(
+                    order_id text, activity_key text, kind text, bundle_id text, environment text, priority integer,
+                    apns_id text, push jsonb, reason text, not_before timestamptz)
                 ON CONFLICT (order_id, activity_key) DO UPDATE SET
                     kind = EXCLUDED.kind, bundle_id = EXCLUDED.bundle_id, environment = EXCLUDED.environment,
                     priority = EXCLUDED.priority, apns_id = EXCLUDED.apns_id, push = EXCLUDED.push,
@@ -153,7 +171,7 @@ enum OrderStore {
                     generation = outbox.generation + 1, updated_at = now()
                 """)
         }
-        for registration in change.retired {
+        for registration in changes.flatMap(\.retired) {
             try await connection.query(
                 """
                 UPDATE push_to_start_tokens SET invalidated_at = now(), invalid_reason = 'token_gone'
@@ -161,26 +179,82 @@ enum OrderStore {
                   AND event_id = \(registration.key.eventID)
                 """)
         }
-        if !change.decisions.isEmpty {
-            let decisions = change.decisions
+        let decisions = changes.flatMap { change in change.decisions.map { (change.state.orderID, $0) } }
+        if !decisions.isEmpty {
             try await connection.query(
                 """
                 INSERT INTO timeline (order_id, activity_key, kind, code, message)
-                SELECT \(orderID), NULLIF(k, ''), \(kind), c, m
-                FROM unnest(\(decisions.map { $0.activityKey ?? "" })::text[],
-                            \(decisions.map(\.code.rawValue))::text[],
-                            \(decisions.map(\.message))::text[]) AS t(k, c, m)
+                SELECT o, NULLIF(k, ''), \(kind), c, m
+                FROM unnest(\(decisions.map(\.0))::text[], \(decisions.map { $0.1.activityKey ?? "" })::text[],
+                            \(decisions.map(\.1.code.rawValue))::text[],
+                            \(decisions.map(\.1.message))::text[]) AS t(o, k, c, m)
                 """)
         }
-        if !change.pushes.isEmpty {
+        if !pushes.isEmpty {
             try await connection.query("SELECT pg_notify(\(notifyChannel), '')")
             return true
         }
         return false
     }
 
-    /// The activity projection rows of one order.
+    /// One order row's new values (`jsonb_to_recordset` input).
+    private struct OrderRow: Encodable {
+        var order_id: String
+        var state: OrderState
+        var user_id: String?
+        var status: String?
+        var terminal: Bool
+        var settled: Bool
+        var last_sequence: Int?
+        var last_occurred_at: String?
+        var last_event_id: String?
+        var next_sweep_at: String?
+
+        init(_ state: OrderState) {
+            let record = state.record
+            order_id = state.orderID
+            self.state = state
+            user_id = record?.userID
+            status = record?.status.rawValue
+            terminal = record?.isTerminal ?? false
+            settled = state.isSettled
+            last_sequence = record?.newest.sequence
+            last_occurred_at = record.map { RFC3339.format($0.newest.occurredAt) }
+            last_event_id = record?.newest.eventID
+            next_sweep_at = state.nextSweepAt.map { RFC3339.format($0) }
+        }
+    }
+
+    /// One outbox row (`jsonb_to_recordset` input).
+    private struct OutboxRow: Encodable {
+        var order_id: String
+        var activity_key: String
+        var kind: String
+        var bundle_id: String
+        var environment: String
+        var priority: Int
+        var apns_id: String
+        var push: PlannedPush
+        var reason: String
+        var not_before: String
+
+        init(orderID: String, push: PlannedPush, notBefore: Date) {
+            order_id = orderID
+            activity_key = push.activityKey
+            kind = push.kind.rawValue
+            bundle_id = push.bundleID
+            environment = push.environment.rawValue
+            priority = push.priority
+            apns_id = push.apnsID
+            self.push = push
+            reason = push.reason
+            not_before = RFC3339.format(notBefore)
+        }
+    }
+
+    /// The activity projection rows.
     struct ActivityRow: Encodable {
+        var order_id: String
         var activity_key: String
         var activity_id: String?
         var device_id: String?
@@ -200,13 +274,14 @@ enum OrderStore {
         var ended_at: String?
     }
 
-    static func writeActivities(_ state: OrderState, on connection: PostgresConnection) async throws {
-        guard !state.activities.isEmpty else { return }
-        let rows = state.activities.map { activity -> ActivityRow in
+    static func writeActivities(_ states: [OrderState], on connection: PostgresConnection) async throws {
+        let rows = states.flatMap { state in state.activities.map { activity in (state.orderID, activity) } }
+            .map { orderID, activity -> ActivityRow in
             let target =
                 activity.updateToken.map { ($0.token, $0.bundleID, $0.environment) }
                 ?? activity.startToken.map { ($0.token, $0.bundleID, $0.environment) }
             return ActivityRow(
+                order_id: orderID,
                 activity_key: activity.key,
                 activity_id: activity.activityID,
                 device_id: activity.deviceID,
@@ -225,18 +300,19 @@ enum OrderStore {
                 started_at: activity.startedAt.map { RFC3339.format($0) },
                 ended_at: activity.endedAt.map { RFC3339.format($0) })
         }
+        guard !rows.isEmpty else { return }
         try await connection.query(
             """
             INSERT INTO activities (order_id, activity_key, activity_id, device_id, bundle_id, environment, state,
                                     end_reason, token_prefix, token_received_at, last_sent_timestamp,
                                     last_sent_content, last_sent_step, relevance_score, alert_count, pending_kind,
                                     started_at, ended_at)
-            SELECT \(state.orderID), r.activity_key, r.activity_id, r.device_id, r.bundle_id, r.environment, r.state,
+            SELECT r.order_id, r.activity_key, r.activity_id, r.device_id, r.bundle_id, r.environment, r.state,
                    r.end_reason, r.token_prefix, r.token_received_at, r.last_sent_timestamp,
                    r.last_sent_content::jsonb, r.last_sent_step, r.relevance_score, r.alert_count, r.pending_kind,
                    r.started_at, r.ended_at
             FROM jsonb_to_recordset(\(try PostgresJSON(rows, encoder: encoder))) AS r(
-                activity_key text, activity_id text, device_id text, bundle_id text, environment text, state text,
+                order_id text, activity_key text, activity_id text, device_id text, bundle_id text, environment text, state text,
                 end_reason text, token_prefix text, token_received_at timestamptz, last_sent_timestamp bigint,
                 last_sent_content text, last_sent_step text, relevance_score double precision, alert_count integer,
                 pending_kind text, started_at timestamptz, ended_at timestamptz)
