@@ -37,13 +37,15 @@ public final class EventProcessor: Sendable {
     let tracker: OrderTracker
     let metrics: WorkerMetrics
     let logger: Logger
+    let pushToStart: WorkerConfiguration.PushToStart
     let now: @Sendable () -> Date
 
     public init(
         client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
-        now: @escaping @Sendable () -> Date = { Date() }
+        pushToStart: WorkerConfiguration.PushToStart = .init(), now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.client = client
+        self.pushToStart = pushToStart
         self.tracker = OrderTracker(configuration: tracking)
         self.metrics = metrics
         self.logger = logger
@@ -174,6 +176,9 @@ public final class EventProcessor: Sendable {
                 """)
         }
         let tokens = try await OrderStore.pushToStartTokens(users: users, on: connection)
+        var startLimit = try await StartLimit.load(
+            devices: tokens.values.flatMap { $0.map(\.deviceID) }, configuration: pushToStart, now: now,
+            on: connection)
 
         // 4. The orders concerned: each event's order; for a push-to-start token, every open order of
         //    the user (stored, or created by this batch).
@@ -215,8 +220,10 @@ public final class EventProcessor: Sendable {
                         state: (stored[orderID] ?? nil) ?? OrderState(orderID: orderID, now: now))
                 if case .pushToStartToken = event, change.state.isSettled { continue }
                 let userID = change.state.record?.userID ?? event.userID
-                let context = TrackingContext(pushToStartTokens: userID.flatMap { tokens[$0] } ?? [])
+                let context = TrackingContext(
+                    pushToStartTokens: userID.flatMap { tokens[$0] } ?? [], startRefusedDevices: startLimit.refused)
                 let step = tracker.apply(event, to: change.state, context: context, now: now)
+                startLimit.count(step, before: change.state)
                 change.merge(step)
                 changes[orderID] = change
             }

@@ -327,3 +327,50 @@ enum OrderStore {
             """)
     }
 }
+
+/// The per-device push-to-start limit within one transaction: how many starts each device has
+/// had in the window (accepted by APNs, or waiting in the outbox), kept up to date as the
+/// transaction plans more. Read under the user's advisory lock, so concurrent workers agree.
+struct StartLimit: Sendable {
+    let maximum: Int
+    private(set) var used: [String: Int] = [:]
+
+    init(maximum: Int) { self.maximum = maximum }
+
+    /// The devices that must not be started now.
+    var refused: Set<String> { Set(used.filter { $0.value >= maximum }.keys) }
+
+    static func load(
+        devices: [String], configuration: WorkerConfiguration.PushToStart, now: Date,
+        on connection: PostgresConnection
+    ) async throws -> StartLimit {
+        var limit = StartLimit(maximum: configuration.maxStartsPerDevice)
+        let sorted = Array(Set(devices)).sorted()
+        guard !sorted.isEmpty else { return limit }
+        let since = now.addingTimeInterval(-configuration.window.seconds)
+        let keys = sorted.map { "device:" + $0 }
+        let rows = try await connection.query(
+            """
+            SELECT k, (SELECT count(*) FROM push_attempts a
+                       WHERE a.activity_key = k AND a.kind = 'start' AND a.outcome = 'delivered'
+                         AND a.attempted_at > \(since))
+                    + (SELECT count(*) FROM outbox o WHERE o.activity_key = k AND o.kind = 'start') AS n
+            FROM unnest(\(keys)::text[]) AS k
+            """)
+        for row in rows {
+            let key = try row.decode(String.self, "k")
+            limit.used[String(key.dropFirst("device:".count))] = try row.decode(Int.self, "n")
+        }
+        return limit
+    }
+
+    /// Counts the starts a step planned that were not already pending.
+    mutating func count(_ step: Step, before: OrderState) {
+        for push in step.pushes where push.kind == .start {
+            guard before.activity(push.activityKey)?.pending?.kind != .start,
+                let device = step.state.activity(push.activityKey)?.deviceID
+            else { continue }
+            used[device, default: 0] += 1
+        }
+    }
+}

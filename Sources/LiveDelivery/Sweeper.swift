@@ -4,10 +4,37 @@ public import Logging
 public import Postgres
 public import ServiceLifecycle
 
+/// What one sweep pass did.
+public struct SweepSummary: Sendable, Hashable {
+    /// One sweeper decision about one activity.
+    public struct Action: Sendable, Hashable {
+        public var orderID: String
+        public var activityKey: String
+        /// `sweep_lifetime`, `sweep_idle`, `sweep_never_adopted`, `sweep_terminal_not_ended`.
+        public var reason: String
+    }
+
+    /// Orders looked at (due and not locked by another worker).
+    public var orders = 0
+    public var actions: [Action] = []
+    public init() {}
+
+    /// How many actions per reason.
+    public var reasonCounts: [String: Int] { actions.reduce(into: [:]) { $0[$1.reason, default: 0] += 1 } }
+
+    mutating func add(_ other: SweepSummary) {
+        orders += other.orders
+        actions += other.actions
+    }
+}
+
 /// Time-based decisions: every `interval`, locks due orders (`next_sweep_at <= now()`, `FOR UPDATE
 /// SKIP LOCKED`, so workers share the work) and runs the core's sweep through the same write path.
+/// Each decision is counted (`livedelivery_sweeps_total{reason}`) and written to the timeline
+/// (kind `sweep`). Starts waiting for the per-device limit are planned again here.
 public final class Sweeper: Service {
     let configuration: WorkerConfiguration.Sweeper
+    let pushToStart: WorkerConfiguration.PushToStart
     let client: PostgresClient
     let tracker: OrderTracker
     let metrics: WorkerMetrics
@@ -16,9 +43,11 @@ public final class Sweeper: Service {
 
     public init(
         configuration: WorkerConfiguration.Sweeper, client: PostgresClient, tracking: TrackingConfiguration,
-        metrics: WorkerMetrics, logger: Logger, now: @escaping @Sendable () -> Date = { Date() }
+        metrics: WorkerMetrics, logger: Logger, pushToStart: WorkerConfiguration.PushToStart = .init(),
+        now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.configuration = configuration
+        self.pushToStart = pushToStart
         self.client = client
         self.tracker = OrderTracker(configuration: tracking)
         self.metrics = metrics
@@ -43,6 +72,23 @@ public final class Sweeper: Service {
     /// Sweeps one batch of due orders; returns how many.
     @discardableResult
     public func sweepOnce() async throws -> Int {
+        try await sweepBatch().orders
+    }
+
+    /// Sweeps batches until nothing is due now (or `maxBatches` were swept); what `livedelivery
+    /// sweep --once` runs.
+    public func sweepAll(maxBatches: Int = 1000) async throws -> SweepSummary {
+        var summary = SweepSummary()
+        for _ in 0..<maxBatches {
+            let batch = try await sweepBatch()
+            summary.add(batch)
+            if batch.orders < configuration.batchSize { break }
+        }
+        return summary
+    }
+
+    /// Sweeps one batch of due orders; returns what it did.
+    public func sweepBatch() async throws -> SweepSummary {
         let now = self.now()
         return try await client.withTransaction { connection in
             let rows = try await connection.query(
@@ -54,25 +100,52 @@ public final class Sweeper: Service {
                 FOR UPDATE SKIP LOCKED
                 """)
             var states: [OrderState] = []
-            var users: [String] = []
             for row in rows {
                 guard let state = try OrderStore.decodeState(try row.decode(PostgresJSON?.self, "state")) else {
                     continue
                 }
                 states.append(state)
-                if let user = try row.decode(String?.self, "user_id") { users.append(user) }
             }
-            let tokens = try await OrderStore.pushToStartTokens(users: users, on: connection)
+            // The users' advisory locks (as the consumer takes them), without waiting: an order
+            // whose user is busy elsewhere is swept next time. Under them the start limit holds.
+            let users = Array(Set(states.compactMap { $0.record?.userID })).sorted()
+            var lockedUsers = Set<String>()
+            if !users.isEmpty {
+                let locks = try await connection.query(
+                    """
+                    SELECT u, pg_try_advisory_xact_lock(hashtextextended('user:' || u, 0)) AS locked
+                    FROM unnest(\(users)::text[]) AS u ORDER BY u
+                    """)
+                for lock in locks {
+                    if try lock.decode(Bool.self, "locked") { lockedUsers.insert(try lock.decode(String.self, "u")) }
+                }
+            }
+            states.removeAll { state in state.record.map { !lockedUsers.contains($0.userID) } ?? false }
+            let tokens = try await OrderStore.pushToStartTokens(
+                users: states.compactMap { $0.record?.userID }, on: connection)
+            var startLimit = try await StartLimit.load(
+                devices: tokens.values.flatMap { $0.map(\.deviceID) }, configuration: pushToStart, now: now,
+                on: connection)
+            var summary = SweepSummary()
+            summary.orders = states.count
             for state in states {
-                let context = TrackingContext(pushToStartTokens: state.record.flatMap { tokens[$0.userID] } ?? [])
+                let context = TrackingContext(
+                    pushToStartTokens: state.record.flatMap { tokens[$0.userID] } ?? [],
+                    startRefusedDevices: startLimit.refused)
                 var change = OrderChange(original: state, state: state)
-                change.merge(tracker.sweep(state, context: context, now: now))
+                let step = tracker.sweep(state, context: context, now: now)
+                startLimit.count(step, before: state)
+                change.merge(step)
                 if change.state.nextSweepAt == state.nextSweepAt, change.state.nextSweepAt.map({ $0 <= now }) == true {
                     // Nothing more to do now: look again after the interval (never a hot loop).
                     change.state.nextSweepAt = now.addingTimeInterval(max(configuration.interval.seconds, 60))
                 }
                 for decision in change.decisions where decision.code.rawValue.hasPrefix("sweep_") {
                     metrics.sweep(reason: decision.code.rawValue)
+                    summary.actions.append(
+                        .init(
+                            orderID: state.orderID, activityKey: decision.activityKey ?? "",
+                            reason: decision.code.rawValue))
                     logger.info(
                         "sweep",
                         metadata: [
@@ -83,7 +156,7 @@ public final class Sweeper: Service {
                 }
                 try await OrderStore.write(change, kind: "sweep", on: connection)
             }
-            return states.count
+            return summary
         }
     }
 }

@@ -46,7 +46,8 @@ public struct Worker: Sendable {
         self.metrics = metrics
         self.health = health
         self.processor = EventProcessor(
-            client: client, tracking: configuration.tracking, metrics: metrics, logger: logger, now: now)
+            client: client, tracking: configuration.tracking, metrics: metrics, logger: logger,
+            pushToStart: configuration.pushToStart, now: now)
         self.consumer = try EventConsumer(
             configuration: configuration.amqp, processor: processor, client: client, health: health, metrics: metrics,
             logger: logger)
@@ -56,7 +57,7 @@ public struct Worker: Sendable {
             tracking: configuration.tracking, health: health, metrics: metrics, logger: logger, now: now)
         self.sweeper = Sweeper(
             configuration: configuration.sweeper, client: client, tracking: configuration.tracking, metrics: metrics,
-            logger: logger, now: now)
+            logger: logger, pushToStart: configuration.pushToStart, now: now)
         self.http = HTTPEndpoint(
             host: configuration.http.host, port: configuration.http.port, portFile: configuration.http.portFile,
             metrics: metrics, health: health, logger: logger)
@@ -135,4 +136,31 @@ public func checkConfiguration(config: ConfigReader, logger: Logger) throws -> [
         throw LiveDeliveryError(.invalidConfiguration, "the configuration is not valid", problems: problems)
     }
     return configuration.summary
+}
+
+/// `livedelivery sweep --once`: one sweep pass over everything due now, with the normal
+/// configuration (policy `sweep.*`, `sweeper.*`, `pushToStart.*`); the pushes it plans are sent
+/// by the running workers' dispatchers.
+public func sweepOnce(config: ConfigReader, logger: Logger) async throws -> SweepSummary {
+    let configuration = try WorkerConfiguration.load(config: config)
+    var postgres: PostgresConfiguration
+    do {
+        postgres = try PostgresConfiguration(url: configuration.postgres.url)
+    } catch {
+        throw LiveDeliveryError(.invalidConfiguration, "postgres.url is not a valid postgresql:// URL")
+    }
+    postgres.poolSize = 2
+    postgres.applicationName = "livedelivery sweep \(configuration.workerID)"
+    let client = PostgresClient(configuration: postgres, logger: logger)
+    let sweeper = Sweeper(
+        configuration: configuration.sweeper, client: client, tracking: configuration.tracking,
+        metrics: WorkerMetrics(), logger: logger, pushToStart: configuration.pushToStart)
+    do {
+        let summary = try await sweeper.sweepAll()
+        await client.shutdown()
+        return summary
+    } catch {
+        await client.shutdown()
+        throw error
+    }
 }

@@ -33,6 +33,9 @@ import Synchronization
 ///   `dispatcher.maxAttempts` (int, default 8), `dispatcher.backoffBaseSeconds` (double, default 1),
 ///   `dispatcher.backoffMaxSeconds` (double, default 300), `dispatcher.pauseSeconds` (double, default 300).
 /// - `sweeper.intervalSeconds` (double, default 5), `sweeper.batchSize` (int, default 200).
+/// - `pushToStart.maxStartsPerDevice` (int, default 5), `pushToStart.windowSeconds` (double, default 600):
+///   at most that many remote starts per device in the window (APNs refuses about ten in quick
+///   succession); a start over the limit waits and the sweeper or the next event tries again.
 /// - `migrations.dir` (string, optional, default `sql`).
 public struct WorkerConfiguration: Sendable {
     public struct AMQP: Sendable {
@@ -98,6 +101,14 @@ public struct WorkerConfiguration: Sendable {
         public init() {}
     }
 
+    /// The per-device push-to-start limit, counted from the starts APNs accepted in the window
+    /// plus the starts waiting in the outbox.
+    public struct PushToStart: Sendable, Hashable {
+        public var maxStartsPerDevice: Int = 5
+        public var window: Duration = .seconds(600)
+        public init() {}
+    }
+
     public struct Sweeper: Sendable {
         public var interval: Duration = .seconds(5)
         public var batchSize: Int = 200
@@ -113,6 +124,7 @@ public struct WorkerConfiguration: Sendable {
     public var logLevel: String = "info"
     public var dispatcher = Dispatcher()
     public var sweeper = Sweeper()
+    public var pushToStart = PushToStart()
     public var migrationsDirectory: String = "sql"
     public var tracking: TrackingConfiguration
 
@@ -259,6 +271,10 @@ public struct WorkerConfiguration: Sendable {
         sweeper.interval = seconds("sweeper.intervalSeconds", sweeper.interval, 0.01...3600)
         sweeper.batchSize = int("sweeper.batchSize", sweeper.batchSize, 1...10_000)
 
+        var pushToStart = PushToStart()
+        pushToStart.maxStartsPerDevice = int("pushToStart.maxStartsPerDevice", pushToStart.maxStartsPerDevice, 1...1000)
+        pushToStart.window = seconds("pushToStart.windowSeconds", pushToStart.window, 1...86_400)
+
         let tracking = loadTracking(directory: directory, problems: problems)
         let level = config.string(forKey: "log.level", default: "info")
         if !["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) {
@@ -276,6 +292,7 @@ public struct WorkerConfiguration: Sendable {
         configuration.logLevel = level
         configuration.dispatcher = dispatcher
         configuration.sweeper = sweeper
+        configuration.pushToStart = pushToStart
         configuration.migrationsDirectory = config.string(forKey: "migrations.dir", default: "sql")
         return configuration
     }
@@ -372,6 +389,7 @@ public struct WorkerConfiguration: Sendable {
             "dispatcher: batch \(dispatcher.batchSize), concurrency \(dispatcher.concurrency), max attempts \(dispatcher.maxAttempts)"
         )
         lines.append("sweeper: every \(sweeper.interval), batch \(sweeper.batchSize)")
+        lines.append("push-to-start: at most \(pushToStart.maxStartsPerDevice) starts per device in \(pushToStart.window)")
         lines.append("policy: \(tracking.policy.statuses.count) statuses; mapping: \(tracking.mapping.attributesType)")
         return lines
     }

@@ -8,7 +8,7 @@ struct LiveDeliveryCommand: AsyncParsableCommand {
         abstract: "Keeps delivery Live Activities true: RabbitMQ order events → PostgreSQL → APNs.",
         subcommands: [
             RunCommand.self, MigrateCommand.self, CheckConfigCommand.self, PublishCommand.self, RenderCommand.self,
-            ReportCommand.self, DeadLettersCommand.self, FailedPushesCommand.self,
+            ReportCommand.self, DeadLettersCommand.self, FailedPushesCommand.self, SweepCommand.self,
         ]
     )
 }

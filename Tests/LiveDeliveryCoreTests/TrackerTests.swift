@@ -500,6 +500,31 @@ struct OutcomeSweepTests {
         #expect(run.activity.closeReason == "sweep_never_adopted")
     }
 
+    @Test func anEndNotAcceptedIsSweptOnceMoreThenGivenUp() throws {
+        var run = Fixtures.Run()
+        run.apply(Fixtures.token(minute: 0))
+        run.apply(Fixtures.status("preparing", seq: 1, minute: 1))
+        run.accept = false
+        let end = try #require(run.apply(Fixtures.status("delivered", seq: 2, minute: 5)).pushes.first)
+        #expect(end.kind == .end)
+        let dropped = run.tracker.record(
+            .dropped(reason: "retries exhausted"), for: end, in: run.state, now: Fixtures.at(6))
+        #expect(dropped.state.activities[0].phase == .ending)
+        #expect(dropped.state.nextSweepAt == Fixtures.at(6))
+        let swept = run.tracker.sweep(dropped.state, now: Fixtures.at(7))
+        let again = try #require(swept.pushes.first)
+        #expect(again.kind == .end)
+        #expect(swept.decisions.codes().contains("sweep_terminal_not_ended"))
+        #expect(swept.state.activities[0].closeReason == "sweep_terminal_not_ended")
+        let accepted = run.tracker.record(.accepted, for: again, in: swept.state, now: Fixtures.at(8))
+        #expect(accepted.state.activities[0].phase == .ended)
+        #expect(accepted.state.activities[0].closeReason == "sweep_terminal_not_ended")
+        let givenUp = run.tracker.record(
+            .dropped(reason: "retries exhausted"), for: again, in: swept.state, now: Fixtures.at(8))
+        #expect(givenUp.state.activities[0].phase == .ended)
+        #expect(givenUp.state.nextSweepAt == nil)
+    }
+
     @Test func anActivityOfAFinishedOrderIsEndedWhenItsTokenArrives() {
         var run = Fixtures.Run(context: TrackingContext(pushToStartTokens: [Fixtures.registration()]))
         run.apply(Fixtures.status("confirmed", seq: 1, minute: 0))

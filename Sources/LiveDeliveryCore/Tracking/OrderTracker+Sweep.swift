@@ -26,6 +26,14 @@ extension OrderTracker {
                 } else if idle {
                     sweepEnds[activity.key] = .sweepIdle
                 }
+            case .ending where activity.pending == nil:
+                if activity.closeReason?.hasPrefix(Self.endNotAccepted) ?? true {
+                    step.decisions.append(
+                        Decision(
+                            .sweepTerminalNotEnded, activity: activity.key,
+                            "the end was not accepted (\(activity.closeReason ?? "no end pending")); sending it once more"))
+                    activity.closeReason = Decision.Code.sweepTerminalNotEnded.rawValue
+                }
             case .starting:
                 if now >= started.addingTimeInterval(sweep.adoptionTimeout) {
                     activity.phase = .failed
@@ -47,6 +55,9 @@ extension OrderTracker {
         reconcile(&step, context: context, now: now, announce: false, rebuild: [], sweepEnds: sweepEnds)
         return finish(step, from: state, now: now)
     }
+
+    /// The close reason of an activity whose end APNs did not accept (the sweeper retries it once).
+    static let endNotAccepted = "end_not_accepted: "
 
     // MARK: - Outcomes
 
@@ -166,9 +177,15 @@ extension OrderTracker {
                 activity.closeReason = "start_dropped: \(reason)"
                 activity.endedAt = now
             case .end where activity.phase == .ending:
-                activity.phase = .ended
-                activity.closeReason = "end_dropped: \(reason)"
-                activity.endedAt = now
+                if activity.closeReason == Decision.Code.sweepTerminalNotEnded.rawValue {
+                    // The sweeper's second try failed too: give up (the system ends it within 8 hours).
+                    activity.phase = .ended
+                    activity.closeReason = "end_dropped: \(reason)"
+                    activity.endedAt = now
+                } else {
+                    // Still up on the device: the sweeper sends the end once more.
+                    activity.closeReason = Self.endNotAccepted + reason
+                }
             default:
                 break
             }

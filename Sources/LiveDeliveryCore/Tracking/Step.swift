@@ -83,6 +83,8 @@ public struct Decision: Hashable, Sendable, Codable, CustomStringConvertible {
         public static let sweepLifetime = Code(rawValue: "sweep_lifetime")
         public static let sweepIdle = Code(rawValue: "sweep_idle")
         public static let sweepNeverAdopted = Code(rawValue: "sweep_never_adopted")
+        /// The order is over but APNs never accepted the activity's end: the sweeper sends it once more.
+        public static let sweepTerminalNotEnded = Code(rawValue: "sweep_terminal_not_ended")
         // Outcomes
         public static let pushAccepted = Code(rawValue: "push_accepted")
         public static let tokenGone = Code(rawValue: "token_gone")
