@@ -20,7 +20,7 @@ extension Fixture {
 
     /// Checks the converged outcome: the device shows each order's newest content and has ended the activity;
     /// per token, accepted pushes carry strictly increasing `aps.timestamp` (never older after newer); no
-    /// forbidden verdict; the database agrees (every activity ended, every order in its final status); and the
+    /// forbidden verdict, except for an identical resend after a crash, which the device must ignore; the database agrees (every activity ended, every order in its final status); and the
     /// inbox holds each published event exactly once.
     func verifyConverged(_ scenario: Scenario, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         for order in scenario.orders {
@@ -39,13 +39,29 @@ extension Fixture {
 
             var previous: Double?
             var applied = Set<String>()
+            var accepted: [String: Double?] = [:]  // apns-id → aps.timestamp of pushes APNs accepted
             for push in pushes(token: order.deviceToken) {
+                // A worker killed after APNs accepted a push but before it recorded the outcome: the
+                // survivor sends the identical push again (at-least-once towards APNs). It must be the
+                // very same payload, and the device must ignore it: no effect is duplicated.
+                if push.status == 200, let original = accepted[push.apnsID] {
+                    #expect(
+                        apsTimestamp(push.payload) == original,
+                        "\(order.orderID): a resend of apns-id \(push.apnsID) changed its payload",
+                        sourceLocation: sourceLocation)
+                    #expect(
+                        [.staleTimestamp, .afterEnd].contains(push.verdict.kind),
+                        "\(order.orderID): a resend of apns-id \(push.apnsID) was applied (\(push.verdict.kind.rawValue))",
+                        sourceLocation: sourceLocation)
+                    continue
+                }
                 #expect(
                     !forbiddenVerdicts.contains(push.verdict.kind),
                     "\(order.orderID): push #\(push.sequence) \(push.verdict.kind.rawValue) \(push.verdict.detail ?? "")",
                     sourceLocation: sourceLocation)
                 guard push.status == 200 else { continue }
                 let timestamp = apsTimestamp(push.payload)
+                accepted[push.apnsID] = timestamp
                 if let previous, let timestamp {
                     #expect(timestamp > previous, "\(order.orderID): timestamp \(timestamp) after \(previous)", sourceLocation: sourceLocation)
                 }
