@@ -16,7 +16,7 @@ extension Policy {
     /// - `staleDate.afterETASeconds`, `staleDate.withoutETASeconds`, `staleDate.minimumAheadSeconds`
     /// - `expiration.startSeconds`, `expiration.updateSeconds`, `expiration.endSeconds`
     /// - `sweep.lifetimeSeconds` (≤ 28800), `sweep.lifetimeMarginSeconds`, `sweep.idleSeconds`,
-    ///   `sweep.adoptionTimeoutSeconds`, `sweep.dismissAfterSeconds` (≤ 14400)
+    ///   `sweep.adoptionTimeoutSeconds` (10 … 28800), `sweep.dismissAfterSeconds` (≤ 14400)
     /// - `payload.maxBytes` (256…4096), `payload.inputPushToken` (bool)
     ///
     /// A template is `{"title": T, "subtitle": T, "body": T}` (title required), where T is a string
@@ -136,7 +136,7 @@ extension Policy {
                 sweep.lifetimeMargin = v
             }
             if let v = r.number(object, "idleSeconds", at: "sweep", in: 60...86_400) { sweep.idleTimeout = v }
-            if let v = r.number(object, "adoptionTimeoutSeconds", at: "sweep", in: 60...28_800) {
+            if let v = r.number(object, "adoptionTimeoutSeconds", at: "sweep", in: 10...28_800) {
                 sweep.adoptionTimeout = v
             }
             if let v = r.number(object, "dismissAfterSeconds", at: "sweep", in: 0...14_400) { sweep.dismissAfter = v }
