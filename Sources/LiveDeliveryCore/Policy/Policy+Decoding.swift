@@ -135,7 +135,7 @@ extension Policy {
             if let v = r.number(object, "lifetimeMarginSeconds", at: "sweep", in: 0...14_400) {
                 sweep.lifetimeMargin = v
             }
-            if let v = r.number(object, "idleSeconds", at: "sweep", in: 60...86_400) { sweep.idleTimeout = v }
+            if let v = r.number(object, "idleSeconds", at: "sweep", in: 10...86_400) { sweep.idleTimeout = v }
             if let v = r.number(object, "adoptionTimeoutSeconds", at: "sweep", in: 10...28_800) {
                 sweep.adoptionTimeout = v
             }
