@@ -141,20 +141,6 @@ struct Harness {
     }
 }
 
-/// Waits for an observable condition: checks it, with short pauses between, failing after `limit`.
-func eventually(
-    _ what: String, limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation,
-    _ condition: () async throws -> Bool
-) async throws {
-    let deadline = ContinuousClock.now + limit
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-    Issue.record("timed out waiting until \(what)", sourceLocation: sourceLocation)
-    throw CancellationError()
-}
-
 /// Event bodies (events.md).
 enum Events {
     static func token() -> String { (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined() }

@@ -166,20 +166,6 @@ struct Pipeline {
     }
 }
 
-/// Waits for an observable condition, checking it with short pauses, failing after `limit`.
-func eventually(
-    _ what: String, limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation,
-    _ condition: () async throws -> Bool
-) async throws {
-    let deadline = ContinuousClock.now + limit
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-    Issue.record("timed out waiting until \(what)", sourceLocation: sourceLocation)
-    throw CancellationError()
-}
-
 /// Event bodies (events.md).
 enum Events {
     static func token() -> String {
