@@ -4,10 +4,12 @@ public import LiveDeliveryCore
 public import Logging
 public import Postgres
 public import ServiceLifecycle
+import Synchronization
 
 /// Sends the outbox: claims due rows with `FOR UPDATE SKIP LOCKED` and a lease (safe across
-/// processes), sends them concurrently (bounded), and records each outcome in its own
-/// transaction under the order's row lock.
+/// processes), sends them concurrently (bounded), and records the outcomes set-based: every
+/// answer that arrived while the previous recording ran goes into one transaction (group
+/// commit), so the database cost of a push falls as the load rises.
 ///
 /// - One row per activity and a lease: at most one push in flight per activity. A row replaced
 ///   while in flight (its generation changed) is not deleted but released, so the newer state
@@ -28,6 +30,7 @@ public final class PushDispatcher: Service {
     let metrics: WorkerMetrics
     let logger: Logger
     let now: @Sendable () -> Date
+    /// New outbox rows, or rows released for resending.
     let wakeup = Wakeup()
 
     public init(
@@ -46,32 +49,67 @@ public final class PushDispatcher: Service {
         self.now = now
     }
 
+    /// Claims while fewer than `concurrency` pushes are in flight (sent or awaiting their
+    /// recording), sends each claim at once, and lets one recorder task write the answers in
+    /// groups. On graceful shutdown it stops claiming, waits for the answers in flight and
+    /// records them.
     public func run() async throws {
+        let answers = Answers()
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.listen() }
+            async let recorded: Void = recordAnswers(answers)
             await withGracefulShutdownHandler {
-                var backoff = Backoff(base: .milliseconds(100), maximum: .seconds(5))
-                while !Task.isShuttingDownGracefully && !Task.isCancelled {
-                    do {
-                        let claimed = try await dispatchOnce()
-                        health.update { $0.database = true }
-                        backoff.reset()
-                        if claimed < configuration.batchSize { await wakeup.wait(timeout: configuration.poll) }
-                    } catch {
-                        health.update { $0.database = false }
-                        logger.warning(
-                            "dispatcher cannot reach the database; retrying",
-                            metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
-                        await sleepUnlessShuttingDown(backoff.next())
-                    }
+                await withDiscardingTaskGroup { sends in
+                    await claimLoop(answers, sends: &sends)
                 }
             } onGracefulShutdown: {
                 self.wakeup.signal()
+                answers.room.signal()
             }
+            answers.finish()
+            await recorded
             group.cancelAll()
         }
         await sender.shutdown()
         logger.info("dispatcher stopped")
+    }
+
+    private func claimLoop(_ answers: Answers, sends: inout DiscardingTaskGroup) async {
+        var backoff = Backoff(base: .milliseconds(100), maximum: .seconds(5))
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            let room = configuration.concurrency - answers.inFlight
+            guard room > 0 else {
+                await answers.room.wait(timeout: configuration.poll)
+                continue
+            }
+            let limit = min(room, configuration.batchSize)
+            do {
+                let claims = try await claim(limit: limit)
+                health.update { $0.database = true }
+                backoff.reset()
+                answers.add(inFlight: claims.count)
+                for claim in claims {
+                    sends.addTask { answers.append(await self.send(claim)) }
+                }
+                if claims.count < limit { await wakeup.wait(timeout: configuration.poll) }
+            } catch {
+                health.update { $0.database = false }
+                logger.warning(
+                    "dispatcher cannot reach the database; retrying",
+                    metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
+                await sleepUnlessShuttingDown(backoff.next())
+            }
+        }
+    }
+
+    /// Writes the answers that have arrived, all at once, until the claim loop has finished and
+    /// nothing is left.
+    private func recordAnswers(_ answers: Answers) async {
+        while let sent = await answers.next(limit: configuration.batchSize) {
+            let released = await recordWithRetries(sent)
+            answers.remove(inFlight: sent.count)
+            if released { wakeup.signal() }
+        }
     }
 
     /// LISTEN for new outbox rows; every notification (and every re-LISTEN) wakes the loop.
@@ -89,9 +127,39 @@ public final class PushDispatcher: Service {
         var push: PlannedPush
     }
 
-    /// Claims one batch of due rows, sends them, records the outcomes; returns how many it claimed.
+    /// A push and APNs' answer.
+    struct Sent: Sendable {
+        var claim: Claim
+        var outcome: APNsOutcome
+        var latency: Duration
+    }
+
+    /// Claims one batch of due rows, sends them, records the outcomes in one transaction; returns
+    /// how many it claimed. (The service itself pipelines these steps; tests drive this one.)
     @discardableResult
     public func dispatchOnce() async throws -> Int {
+        let claims = try await claim(limit: configuration.batchSize)
+        guard !claims.isEmpty else { return 0 }
+        let sent = await withTaskGroup(of: Sent.self, returning: [Sent].self) { group in
+            var running = 0
+            var sent: [Sent] = []
+            for claim in claims {
+                if running >= configuration.concurrency, let next = await group.next() {
+                    sent.append(next)
+                    running -= 1
+                }
+                group.addTask { await self.send(claim) }
+                running += 1
+            }
+            for await next in group { sent.append(next) }
+            return sent
+        }
+        _ = await recordWithRetries(sent)
+        return claims.count
+    }
+
+    /// Leases up to `limit` due rows of apps not paused, oldest first.
+    private func claim(limit: Int) async throws -> [Claim] {
         let leaseSeconds = configuration.lease.seconds
         let rows = try await client.query(
             """
@@ -104,7 +172,7 @@ public final class PushDispatcher: Service {
                   AND NOT EXISTS (SELECT 1 FROM app_pauses AS p
                                   WHERE p.bundle_id = d.bundle_id AND p.paused_until > now())
                 ORDER BY d.not_before
-                LIMIT \(configuration.batchSize)
+                LIMIT \(limit)
                 FOR UPDATE SKIP LOCKED
             ) AS c
             WHERE o.order_id = c.order_id AND o.activity_key = c.activity_key
@@ -120,48 +188,41 @@ public final class PushDispatcher: Service {
                     attempts: try row.decode(Int.self, "attempts"),
                     push: try row.decode(PostgresJSON.self, "push").decode(PlannedPush.self)))
         }
-        guard !claims.isEmpty else { return 0 }
-        await withTaskGroup(of: Void.self) { group in
-            var running = 0
-            for claim in claims {
-                if running >= configuration.concurrency {
-                    await group.next()
-                    running -= 1
-                }
-                group.addTask { await self.sendAndRecord(claim) }
-                running += 1
-            }
-        }
-        return claims.count
+        return claims
     }
 
-    private func sendAndRecord(_ claim: Claim) async {
+    private func send(_ claim: Claim) async -> Sent {
         let started = ContinuousClock.now
         let outcome = await sender.send(claim.push)
         let latency = ContinuousClock.now - started
-        var logger = self.logger
-        logger[metadataKey: LiveDeliveryLoggingKeys.orderID] = "\(claim.orderID)"
-        logger[metadataKey: LiveDeliveryLoggingKeys.activityKey] = "\(claim.activityKey)"
-        logger[metadataKey: LiveDeliveryLoggingKeys.apnsID] = "\(claim.push.apnsID)"
         metrics.push(
             app: claim.push.bundleID, kind: claim.push.kind.rawValue, outcome: Self.outcomeName(outcome),
             reason: outcome.reason?.rawValue ?? "", latency: latency)
+        return Sent(claim: claim, outcome: outcome, latency: latency)
+    }
+
+    /// Records the answers; returns whether a row was released for sending again. After the
+    /// retries the leases expire and the pushes are claimed again (the core's timestamps keep
+    /// that safe).
+    private func recordWithRetries(_ sent: [Sent]) async -> Bool {
         var backoff = Backoff(base: .milliseconds(50), maximum: .seconds(2))
         for attempt in 1...5 {
             do {
-                try await record(claim, outcome: outcome, latency: latency, logger: logger)
-                return
+                return try await record(sent)
             } catch {
                 logger.warning(
-                    "cannot record a push outcome; retrying",
+                    "cannot record push outcomes; retrying",
                     metadata: [
                         LiveDeliveryLoggingKeys.error: "\(error)", LiveDeliveryLoggingKeys.attempt: "\(attempt)",
+                        LiveDeliveryLoggingKeys.count: "\(sent.count)",
                     ])
                 await sleepUnlessShuttingDown(backoff.next())
             }
         }
-        // The lease expires and the push is claimed again (the core's timestamps keep it safe).
-        logger.error("push outcome not recorded; the push will be sent again after its lease")
+        logger.error(
+            "push outcomes not recorded; the pushes will be sent again after their lease",
+            metadata: [LiveDeliveryLoggingKeys.count: "\(sent.count)"])
+        return false
     }
 
     static func outcomeName(_ outcome: APNsOutcome) -> String {
@@ -175,108 +236,204 @@ public final class PushDispatcher: Service {
         }
     }
 
-    private func record(_ claim: Claim, outcome: APNsOutcome, latency: Duration, logger: Logger) async throws {
+    /// What the core makes of one answer, and when to send again.
+    private func interpret(_ sent: Sent, logger: Logger) -> (outcome: PushOutcome?, retryDelay: Duration?) {
+        let claim = sent.claim
+        switch sent.outcome {
+        case .delivered:
+            return (.accepted, nil)
+        case .tokenGone(let reason, let unregisteredAt):
+            logger.info("token gone", metadata: [LiveDeliveryLoggingKeys.apnsReason: "\(reason)"])
+            return (.tokenRejected(reason: reason.rawValue, unregisteredAt: unregisteredAt), nil)
+        case .payloadFault(let reason, let status):
+            logger.error(
+                "APNs refused the push as malformed; dropped",
+                metadata: [
+                    LiveDeliveryLoggingKeys.apnsReason: "\(reason)",
+                    LiveDeliveryLoggingKeys.apnsStatus: "\(status)",
+                ])
+            return (.dropped(reason: "\(status) \(reason.rawValue)"), nil)
+        case .retryLater(let reason, _, let after):
+            guard claim.attempts < configuration.maxAttempts else {
+                logger.warning(
+                    "push given up after retries",
+                    metadata: [
+                        LiveDeliveryLoggingKeys.apnsReason: "\(reason)",
+                        LiveDeliveryLoggingKeys.attempt: "\(claim.attempts)",
+                    ])
+                return (.dropped(reason: "retries exhausted: \(reason.rawValue)"), nil)
+            }
+            let backoff = Backoff.delay(
+                attempt: claim.attempts - 1, base: configuration.backoffBase, maximum: configuration.backoffMax)
+            return (.retryLater(reason: reason.rawValue), max(backoff, min(after, configuration.backoffMax)))
+        case .refreshAuth(let reason):
+            guard claim.attempts < configuration.maxAttempts else {
+                return (.dropped(reason: "retries exhausted: \(reason.rawValue)"), nil)
+            }
+            return (.retryLater(reason: reason.rawValue), .zero)
+        case .configurationFault:
+            return (nil, nil)
+        }
+    }
+
+    /// Records a group of answers in one transaction with a fixed number of statements: the
+    /// orders locked in sorted order, every attempt, the core's outcome per push (several pushes
+    /// of one order applied in turn to the same state), the outbox rows deleted or released, and
+    /// the orders written set-based. Returns whether a row was released for sending again.
+    private func record(_ sent: [Sent]) async throws -> Bool {
         let now = self.now()
-        let push = claim.push
-        try await client.withTransaction { connection in
-            let state = try await OrderStore.lockOrder(claim.orderID, on: connection)
-            let rows = try await connection.query(
+        let sent = sent.sorted { ($0.claim.orderID, $0.claim.activityKey) < ($1.claim.orderID, $1.claim.activityKey) }
+        return try await client.withTransaction { connection in
+            let orderIDs = Array(Set(sent.map(\.claim.orderID))).sorted()
+            var states: [String: OrderState] = [:]
+            for row in try await connection.query(
                 """
-                SELECT generation FROM outbox
-                WHERE order_id = \(claim.orderID) AND activity_key = \(claim.activityKey) FOR UPDATE
+                SELECT order_id, state FROM orders WHERE order_id = ANY(\(orderIDs)::text[])
+                ORDER BY order_id FOR UPDATE
                 """)
-            let current = try rows.first.map { try $0.decode(Int64.self, "generation") }
+            {
+                if let state = try OrderStore.decodeState(try row.decode(PostgresJSON?.self, "state")) {
+                    states[try row.decode(String.self, "order_id")] = state
+                }
+            }
+            var generations: [OutboxKey: Int64] = [:]
+            for row in try await connection.query(
+                """
+                SELECT o.order_id, o.activity_key, o.generation FROM outbox AS o
+                JOIN unnest(\(sent.map(\.claim.orderID))::text[], \(sent.map(\.claim.activityKey))::text[])
+                    AS k(order_id, activity_key) USING (order_id, activity_key)
+                ORDER BY o.order_id, o.activity_key FOR UPDATE OF o
+                """)
+            {
+                let key = OutboxKey(
+                    orderID: try row.decode(String.self, "order_id"),
+                    activityKey: try row.decode(String.self, "activity_key"))
+                generations[key] = try row.decode(Int64.self, "generation")
+            }
             try await connection.query(
                 """
-                INSERT INTO push_attempts (order_id, activity_key, kind, bundle_id, priority, generation, apns_id, status,
-                                           outcome, reason, latency_ms, worker_id)
-                VALUES (\(claim.orderID), \(claim.activityKey), \(push.kind.rawValue), \(push.bundleID), \(push.priority),
-                        \(claim.generation), \(push.apnsID)::uuid, \(outcome.status), \(Self.outcomeName(outcome)),
-                        \(outcome.reason?.rawValue), \(latency.seconds * 1000), \(workerID))
+                INSERT INTO push_attempts (order_id, activity_key, kind, bundle_id, priority, generation, apns_id,
+                                           status, outcome, reason, latency_ms, worker_id)
+                SELECT r.order_id, r.activity_key, r.kind, r.bundle_id, r.priority, r.generation, r.apns_id::uuid,
+                       r.status, r.outcome, r.reason, r.latency_ms, \(workerID)
+                FROM jsonb_to_recordset(\(try PostgresJSON(sent.map(AttemptRow.init), encoder: OrderStore.encoder)))
+                    AS r(order_id text, activity_key text, kind text, bundle_id text, priority integer,
+                         generation bigint, apns_id text, status integer, outcome text, reason text,
+                         latency_ms double precision)
                 """)
 
-            var coreOutcome: PushOutcome?
-            var retryDelay: Duration?
-            switch outcome {
-            case .delivered:
-                coreOutcome = .accepted
-            case .tokenGone(let reason, let unregisteredAt):
-                coreOutcome = .tokenRejected(reason: reason.rawValue, unregisteredAt: unregisteredAt)
-                logger.info("token gone", metadata: [LiveDeliveryLoggingKeys.apnsReason: "\(reason)"])
-            case .payloadFault(let reason, let status):
-                coreOutcome = .dropped(reason: "\(status) \(reason.rawValue)")
-                logger.error(
-                    "APNs refused the push as malformed; dropped",
-                    metadata: [
-                        LiveDeliveryLoggingKeys.apnsReason: "\(reason)",
-                        LiveDeliveryLoggingKeys.apnsStatus: "\(status)",
-                    ])
-            case .retryLater(let reason, _, let after):
-                if claim.attempts >= configuration.maxAttempts {
-                    coreOutcome = .dropped(reason: "retries exhausted: \(reason.rawValue)")
-                    logger.warning(
-                        "push given up after retries",
+            var changes: [String: OrderChange] = [:]
+            var settled: [OutboxKey] = []
+            var released: [(key: OutboxKey, replaced: Bool, uncounted: Bool)] = []
+            var paused = Set<String>()
+            for answer in sent {
+                let claim = answer.claim
+                let push = claim.push
+                var logger = self.logger
+                logger[metadataKey: LiveDeliveryLoggingKeys.orderID] = "\(claim.orderID)"
+                logger[metadataKey: LiveDeliveryLoggingKeys.activityKey] = "\(claim.activityKey)"
+                logger[metadataKey: LiveDeliveryLoggingKeys.apnsID] = "\(push.apnsID)"
+                if case .configurationFault(let reason, let status) = answer.outcome,
+                    paused.insert(push.bundleID).inserted
+                {
+                    try await pause(push.bundleID, reason: reason.rawValue, status: status, on: connection)
+                    logger.error(
+                        "APNs configuration fault: sending for this app is paused; its pushes are kept",
                         metadata: [
+                            LiveDeliveryLoggingKeys.bundleID: "\(push.bundleID)",
                             LiveDeliveryLoggingKeys.apnsReason: "\(reason)",
-                            LiveDeliveryLoggingKeys.attempt: "\(claim.attempts)",
+                            LiveDeliveryLoggingKeys.apnsStatus: "\(status.map { String($0) } ?? "")",
+                            LiveDeliveryLoggingKeys.delay: "\(configuration.pause)",
                         ])
-                } else {
-                    coreOutcome = .retryLater(reason: reason.rawValue)
-                    let backoff = Backoff.delay(
-                        attempt: claim.attempts - 1, base: configuration.backoffBase, maximum: configuration.backoffMax)
-                    retryDelay = max(backoff, min(after, configuration.backoffMax))
                 }
-            case .refreshAuth(let reason):
-                if claim.attempts >= configuration.maxAttempts {
-                    coreOutcome = .dropped(reason: "retries exhausted: \(reason.rawValue)")
-                } else {
-                    coreOutcome = .retryLater(reason: reason.rawValue)
-                    retryDelay = .zero
-                }
-            case .configurationFault(let reason, let status):
-                try await pause(push.bundleID, reason: reason.rawValue, status: status, on: connection)
-                logger.error(
-                    "APNs configuration fault: sending for this app is paused; its pushes are kept",
-                    metadata: [
-                        LiveDeliveryLoggingKeys.bundleID: "\(push.bundleID)",
-                        LiveDeliveryLoggingKeys.apnsReason: "\(reason)",
-                        LiveDeliveryLoggingKeys.apnsStatus: "\(status.map { String($0) } ?? "")",
-                        LiveDeliveryLoggingKeys.delay: "\(configuration.pause)",
-                    ])
-            }
+                let (coreOutcome, retryDelay) = interpret(answer, logger: logger)
 
-            var change: OrderChange?
-            if let coreOutcome, let state {
-                var merged = OrderChange(original: state, state: state)
-                merged.merge(tracker.record(coreOutcome, for: push, in: state, now: now))
-                if let retryDelay {
-                    merged.merge(tracker.retry(merged.state, now: now))
-                    let notBefore = now.addingTimeInterval(retryDelay.seconds)
-                    for key in merged.pushes.keys { merged.notBefore[key] = notBefore }
+                var resend = false
+                if let coreOutcome, let state = changes[claim.orderID]?.state ?? states[claim.orderID] {
+                    var change = changes[claim.orderID] ?? OrderChange(original: state, state: state)
+                    let recorded = tracker.record(coreOutcome, for: push, in: change.state, now: now)
+                    change.merge(recorded)
+                    if let retryDelay {
+                        let retried = tracker.retry(change.state, now: now)
+                        change.merge(retried)
+                        let notBefore = now.addingTimeInterval(retryDelay.seconds)
+                        for key in Set((recorded.pushes + retried.pushes).map(\.activityKey)) {
+                            change.notBefore[key] = notBefore
+                        }
+                        resend = change.pushes[claim.activityKey] != nil
+                    }
+                    changes[claim.orderID] = change
                 }
-                change = merged
-            }
 
-            // The outbox row: delete when settled and not replaced meanwhile, else release it.
-            if let current {
-                let resend = retryDelay != nil && change?.pushes[claim.activityKey] != nil
+                // The outbox row: delete when settled and not replaced meanwhile, else release it.
+                let key = OutboxKey(orderID: claim.orderID, activityKey: claim.activityKey)
+                guard let current = generations[key] else { continue }
                 if current == claim.generation && coreOutcome != nil && !resend {
-                    try await connection.query(
-                        "DELETE FROM outbox WHERE order_id = \(claim.orderID) AND activity_key = \(claim.activityKey)")
+                    settled.append(key)
                 } else {
-                    let replaced = current != claim.generation
-                    try await connection.query(
-                        """
-                        UPDATE outbox SET lease_owner = NULL, lease_until = NULL,
-                            attempts = CASE WHEN \(replaced) THEN 0
-                                            WHEN \(coreOutcome == nil) THEN greatest(attempts - 1, 0)
-                                            ELSE attempts END
-                        WHERE order_id = \(claim.orderID) AND activity_key = \(claim.activityKey)
-                        """)
+                    released.append((key, current != claim.generation, coreOutcome == nil))
                 }
             }
-            guard let change else { return }
-            try await OrderStore.write(change, kind: "outcome", on: connection)
+            if !settled.isEmpty {
+                try await connection.query(
+                    """
+                    DELETE FROM outbox AS o
+                    USING unnest(\(settled.map(\.orderID))::text[], \(settled.map(\.activityKey))::text[])
+                        AS k(order_id, activity_key)
+                    WHERE o.order_id = k.order_id AND o.activity_key = k.activity_key
+                    """)
+            }
+            if !released.isEmpty {
+                try await connection.query(
+                    """
+                    UPDATE outbox AS o SET lease_owner = NULL, lease_until = NULL,
+                        attempts = CASE WHEN k.replaced THEN 0
+                                        WHEN k.uncounted THEN greatest(o.attempts - 1, 0)
+                                        ELSE o.attempts END
+                    FROM unnest(\(released.map(\.key.orderID))::text[], \(released.map(\.key.activityKey))::text[],
+                                \(released.map(\.replaced))::boolean[], \(released.map(\.uncounted))::boolean[])
+                        AS k(order_id, activity_key, replaced, uncounted)
+                    WHERE o.order_id = k.order_id AND o.activity_key = k.activity_key
+                    """)
+            }
+            if !changes.isEmpty {
+                try await OrderStore.write(Array(changes.values), kind: "outcome", on: connection)
+            }
+            return !released.isEmpty
+        }
+    }
+
+    private struct OutboxKey: Hashable {
+        var orderID: String
+        var activityKey: String
+    }
+
+    /// One `push_attempts` row (`jsonb_to_recordset` input).
+    private struct AttemptRow: Encodable {
+        var order_id: String
+        var activity_key: String
+        var kind: String
+        var bundle_id: String
+        var priority: Int
+        var generation: Int64
+        var apns_id: String
+        var status: Int?
+        var outcome: String
+        var reason: String?
+        var latency_ms: Double
+
+        init(_ sent: Sent) {
+            order_id = sent.claim.orderID
+            activity_key = sent.claim.activityKey
+            kind = sent.claim.push.kind.rawValue
+            bundle_id = sent.claim.push.bundleID
+            priority = sent.claim.push.priority
+            generation = sent.claim.generation
+            apns_id = sent.claim.push.apnsID
+            status = sent.outcome.status
+            outcome = PushDispatcher.outcomeName(sent.outcome)
+            reason = sent.outcome.reason?.rawValue
+            latency_ms = sent.latency.seconds * 1000
         }
     }
 
@@ -295,6 +452,54 @@ public final class PushDispatcher: Service {
         metrics.paused(app: bundleID, reason: reason)
         health.update { snapshot in
             if !snapshot.pausedApps.contains(bundleID) { snapshot.pausedApps.append(bundleID) }
+        }
+    }
+}
+
+/// The dispatcher's answers awaiting their recording, and the count of pushes in flight (claimed
+/// and not yet recorded), which bounds the claims.
+final class Answers: Sendable {
+    private struct State {
+        var pending: [PushDispatcher.Sent] = []
+        var inFlight = 0
+        var finished = false
+    }
+    private let state = Mutex(State())
+    /// Answers arrived (or the claim loop finished).
+    let arrived = Wakeup()
+    /// Room for more claims.
+    let room = Wakeup()
+
+    var inFlight: Int { state.withLock { $0.inFlight } }
+
+    func add(inFlight count: Int) { state.withLock { $0.inFlight += count } }
+
+    func remove(inFlight count: Int) {
+        state.withLock { $0.inFlight -= count }
+        room.signal()
+    }
+
+    func append(_ sent: PushDispatcher.Sent) {
+        state.withLock { $0.pending.append(sent) }
+        arrived.signal()
+    }
+
+    func finish() {
+        state.withLock { $0.finished = true }
+        arrived.signal()
+    }
+
+    /// Up to `limit` answers, waiting for the first; nil once finished and drained.
+    func next(limit: Int) async -> [PushDispatcher.Sent]? {
+        while true {
+            let (taken, finished) = state.withLock { state in
+                let taken = Array(state.pending.prefix(limit))
+                state.pending.removeFirst(taken.count)
+                return (taken, state.finished)
+            }
+            if !taken.isEmpty { return taken }
+            if finished { return nil }
+            await arrived.wait(timeout: .seconds(1))
         }
     }
 }
