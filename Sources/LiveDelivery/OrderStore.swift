@@ -45,11 +45,8 @@ struct OrderChange: Sendable {
 enum OrderStore {
     static let notifyChannel = "livedelivery_outbox"
 
-    static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return encoder
-    }()
+    /// For `jsonb` parameters: no key sorting (jsonb keeps its own order), which is cheaper.
+    static let encoder = JSONEncoder()
 
     static func decodeState(_ json: PostgresJSON?) throws -> OrderState? {
         try json.map { try $0.decode(OrderState.self) }

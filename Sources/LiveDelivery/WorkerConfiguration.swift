@@ -15,9 +15,9 @@ import Synchronization
 /// - `amqp.url` (string, required, secret): the broker.
 /// - `amqp.exchange` (string, optional, default `delivery.events`): topic exchange of the events.
 /// - `amqp.queue` (string, optional, default `livedelivery.events`): the quorum work queue.
-/// - `amqp.prefetch` (int, optional, default 200, 1…65535).
+/// - `amqp.prefetch` (int, optional, default 500, 1…65535).
 /// - `amqp.deliveryLimit` (int, optional, default 5): `x-delivery-limit` of the queue.
-/// - `amqp.batchSize` (int, optional, default 100): deliveries applied in one transaction.
+/// - `amqp.batchSize` (int, optional, default 250): deliveries applied in one transaction at most.
 /// - `postgres.url` (string, required, secret): the database.
 /// - `postgres.poolSize` (int, optional, default 8).
 /// - `apns.appsFile` (string, optional, default `$CONFIG_DIR/apns-apps.json`).
@@ -28,7 +28,8 @@ import Synchronization
 ///   0 = any free port), `http.portFile` (string, optional): where to write the chosen port.
 /// - `worker.id` (string, optional, default hostname-pid): in logs and outbox leases.
 /// - `log.level` (string, optional, default `info`).
-/// - `dispatcher.batchSize` (int, default 200), `dispatcher.concurrency` (int, default 64),
+/// - `dispatcher.batchSize` (int, default 250: rows per claim, answers per recording),
+///   `dispatcher.concurrency` (int, default 256: pushes in flight, sent or awaiting their recording),
 ///   `dispatcher.leaseSeconds` (double, default 60), `dispatcher.pollSeconds` (double, default 1),
 ///   `dispatcher.maxAttempts` (int, default 8), `dispatcher.backoffBaseSeconds` (double, default 1),
 ///   `dispatcher.backoffMaxSeconds` (double, default 300), `dispatcher.pauseSeconds` (double, default 300).
@@ -42,9 +43,9 @@ public struct WorkerConfiguration: Sendable {
         public var url: String
         public var exchange: String = "delivery.events"
         public var queue: String = "livedelivery.events"
-        public var prefetch: Int = 200
+        public var prefetch: Int = 500
         public var deliveryLimit: Int = 5
-        public var batchSize: Int = 100
+        public var batchSize: Int = 250
 
         public init(url: String) { self.url = url }
         public var deadLetterExchange: String { exchange + ".dlx" }
@@ -90,8 +91,8 @@ public struct WorkerConfiguration: Sendable {
     }
 
     public struct Dispatcher: Sendable {
-        public var batchSize: Int = 200
-        public var concurrency: Int = 64
+        public var batchSize: Int = 250
+        public var concurrency: Int = 256
         public var lease: Duration = .seconds(60)
         public var poll: Duration = .seconds(1)
         public var maxAttempts: Int = 8
