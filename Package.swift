@@ -134,7 +134,7 @@ let package = Package(
         .executableTarget(
             name: "livedelivery-bench",
             dependencies: [
-                "RabbitMQ", "Postgres", "HTTP2",
+                "RabbitMQ", "Postgres", "HTTP2", "LiveDeliveryCore",
                 "APNs", "APNsSimulator", "ChildProcesses",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

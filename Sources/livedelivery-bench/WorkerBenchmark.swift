@@ -3,6 +3,7 @@ import ArgumentParser
 import ChildProcesses
 import Crypto
 import Foundation
+import LiveDeliveryCore
 import Logging
 import Postgres
 import RabbitMQ
@@ -385,29 +386,48 @@ private final class BenchEnvironment: @unchecked Sendable {
         let publisher = try await RabbitMQPublisher.connect(try AMQPConfiguration(url: amqpURL), logger: logger)
         let exchange = self.exchange
         var published: [Int: Date] = [:]
+        // The messages are built before the clock starts (each carries its planned publish time as
+        // occurred_at), so that building them does not load the machine while latency is measured.
+        let lead = 1.0
+        let planned = Date().addingTimeInterval(lead)
+        let messages = picked.enumerated().map { index, order in
+            statusUpdate(order: order, at: planned.addingTimeInterval(Double(index) / Double(rate)))
+        }
         let clock = ContinuousClock()
-        let start = clock.now
+        let start = clock.now + .milliseconds(Int(lead * 1000))
         let tick = 0.01
         let perTick = max(1, Int(Double(rate) * tick))
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        var confirms: [Double] = []
+        try await withThrowingTaskGroup(of: Double.self) { group in
             var index = 0
             var tickNumber = 0
             while index < picked.count {
                 let due = start + .milliseconds(Int(Double(tickNumber) * tick * 1000))
                 try await Task.sleep(until: due, clock: clock)  // pacing the offered rate, not synchronisation
-                for order in picked[index..<min(index + perTick, picked.count)] {
-                    let message = statusUpdate(order: order)
-                    published[order] = Date()
+                for position in index..<min(index + perTick, picked.count) {
+                    let order = picked[position]
+                    let message = messages[position]
+                    let sent = Date()
+                    published[order] = sent
                     group.addTask {
                         try await publisher.publish(
                             exchange: exchange, routingKey: message.0, body: message.1,
                             properties: RabbitMQMessageProperties(contentType: "application/json", messageID: message.2))
+                        return Date().timeIntervalSince(sent)
                     }
                 }
                 index += perTick
                 tickNumber += 1
             }
-            try await group.waitForAll()
+            for try await confirm in group { confirms.append(confirm) }
+        }
+        confirms.sort()
+        if !confirms.isEmpty {
+            func percentile(_ p: Double) -> Double { confirms[min(confirms.count - 1, Int(Double(confirms.count) * p))] }
+            print(
+                String(
+                    format: "         (publish → broker confirm: p50 %.1f ms, p99 %.1f ms)", percentile(0.5) * 1000,
+                    percentile(0.99) * 1000))
         }
         await publisher.close()
         let tokens = Dictionary(uniqueKeysWithValues: picked.map { (token($0), $0) })
@@ -517,9 +537,7 @@ private func poll<Value>(
 }
 
 private func rfc3339(_ date: Date) -> String {
-    let formatter = ISO8601DateFormatter()
-    formatter.formatOptions = [.withInternetDateTime]
-    return formatter.string(from: date)
+    RFC3339.format(date, fractional: true)
 }
 
 private struct SplitMix: RandomNumberGenerator {
