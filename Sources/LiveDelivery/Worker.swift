@@ -32,6 +32,7 @@ public struct Worker: Sendable {
             throw LiveDeliveryError(.invalidConfiguration, "postgres.url is not a valid postgresql:// URL")
         }
         postgres.poolSize = configuration.postgres.poolSize
+        postgres.statementCacheSize = configuration.postgres.statementCacheSize
         postgres.applicationName = "livedelivery \(configuration.workerID)"
         let client = PostgresClient(configuration: postgres, logger: logger)
         let metrics = WorkerMetrics()

@@ -20,6 +20,8 @@ import Synchronization
 /// - `amqp.batchSize` (int, optional, default 250): deliveries applied in one transaction at most.
 /// - `postgres.url` (string, required, secret): the database.
 /// - `postgres.poolSize` (int, optional, default 8).
+/// - `postgres.statementCacheSize` (int, optional, default 256; 0 = prepare nothing): statements each
+///   connection prepares once and then runs by name.
 /// - `apns.appsFile` (string, optional, default `$CONFIG_DIR/apns-apps.json`).
 /// - `apns.baseURL` (string, optional): send every app's pushes here (the simulator).
 /// - `apns.caFile` (string, optional): a CA/certificate PEM to trust for APNs.
@@ -55,6 +57,7 @@ public struct WorkerConfiguration: Sendable {
     public struct Postgres: Sendable {
         public var url: String
         public var poolSize: Int = 8
+        public var statementCacheSize: Int = 256
         public init(url: String) { self.url = url }
     }
 
@@ -237,6 +240,7 @@ public struct WorkerConfiguration: Sendable {
 
         var postgres = Postgres(url: required("postgres.url", secret: true))
         postgres.poolSize = int("postgres.poolSize", postgres.poolSize, 1...256)
+        postgres.statementCacheSize = int("postgres.statementCacheSize", postgres.statementCacheSize, 0...10_000)
 
         let appsFile =
             optional("apns.appsFile")

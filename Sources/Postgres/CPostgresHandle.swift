@@ -16,9 +16,19 @@ import Darwin
 /// (`PostgresListener`); it is never used from two threads at once, and every method must run there.
 final class CPostgresHandle: @unchecked Sendable {
     private var connection: OpaquePointer?
+    /// Statement text and parameter types → the name it was prepared under on this connection.
+    private var prepared: [PreparedKey: String] = [:]
+    private var preparedNames = 0
+    private let statementCacheSize: Int
 
-    private init(connection: OpaquePointer) {
+    private struct PreparedKey: Hashable {
+        var sql: String
+        var types: [PostgresDataType]
+    }
+
+    private init(connection: OpaquePointer, statementCacheSize: Int) {
         self.connection = connection
+        self.statementCacheSize = statementCacheSize
     }
 
     deinit {
@@ -26,7 +36,7 @@ final class CPostgresHandle: @unchecked Sendable {
     }
 
     /// Opens a connection with `PQconnectdb` (blocking; bounded by `connect_timeout`).
-    static func connect(conninfo: String) throws(PostgresError) -> CPostgresHandle {
+    static func connect(conninfo: String, statementCacheSize: Int = 0) throws(PostgresError) -> CPostgresHandle {
         guard let connection = PQconnectdb(conninfo) else {
             throw PostgresError(code: .connectionFailed, message: "libpq could not allocate a connection")
         }
@@ -38,7 +48,7 @@ final class CPostgresHandle: @unchecked Sendable {
         }
         // Notices (e.g. "there is no transaction in progress") go nowhere rather than to stderr.
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
-        return CPostgresHandle(connection: connection)
+        return CPostgresHandle(connection: connection, statementCacheSize: statementCacheSize)
     }
 
     /// Closes the connection now (`PQfinish`); later calls throw `.connectionClosed`.
@@ -92,12 +102,34 @@ final class CPostgresHandle: @unchecked Sendable {
     }
 
     /// Runs one statement with bind parameters (extended protocol, text format) and copies its result.
+    ///
+    /// The first `statementCacheSize` distinct statements are prepared once (`PQsendPrepare`) and then
+    /// executed by name, which saves the server parsing and planning them again: the worker runs the
+    /// same few statements all day.
     func query(_ query: PostgresQuery) throws(PostgresError) -> PostgresRows {
         try checkAliveIfIdled()
         let connection = try open()
         let binds = query.binds
+        let key = PreparedKey(sql: query.sql, types: binds.types)
+        var name = prepared[key]
+        if name == nil, prepared.count < statementCacheSize {
+            preparedNames += 1
+            let candidate = "ld_\(preparedNames)"
+            let sent = binds.types.withUnsafeBufferPointer { types in
+                types.withMemoryRebound(to: Oid.self) { oids in
+                    PQsendPrepare(connection, candidate, query.sql, Int32(binds.count), oids.baseAddress)
+                }
+            }
+            guard sent == 1 else { throw sendError(connection) }
+            _ = try collectResults(connection)
+            prepared[key] = candidate
+            name = candidate
+        }
         let sent: Int32 = try withParameterValues(binds.values) { values throws(PostgresError) in
-            binds.types.withUnsafeBufferPointer { types in
+            if let name {
+                return PQsendQueryPrepared(connection, name, Int32(binds.count), values, nil, nil, 0)
+            }
+            return binds.types.withUnsafeBufferPointer { types in
                 // `PostgresDataType` is a one-field struct around the OID.
                 types.withMemoryRebound(to: Oid.self) { oids in
                     PQsendQueryParams(
@@ -107,7 +139,13 @@ final class CPostgresHandle: @unchecked Sendable {
             }
         }
         guard sent == 1 else { throw sendError(connection) }
-        return try collectResults(connection)
+        do {
+            return try collectResults(connection)
+        } catch {
+            // A plan the server may no longer use (a table changed under it): prepare afresh next time.
+            if let state = error.sqlState?.rawValue, state == "0A000" || state == "26000" { prepared[key] = nil }
+            throw error
+        }
     }
 
     /// Runs SQL text that may hold several statements (simple protocol, no parameters). Returns the last result.

@@ -6,7 +6,7 @@ import Foundation
 /// `description` never shows the password.
 ///
 /// URL query parameters understood here: `application_name`, `sslmode`, `connect_timeout` (seconds),
-/// `statement_timeout` (milliseconds), `pool_size`. Other parameters are passed to libpq unchanged (it rejects
+/// `statement_timeout` (milliseconds), `pool_size`, `statement_cache_size`. Other parameters are passed to libpq unchanged (it rejects
 /// unknown ones when connecting).
 public struct PostgresConfiguration: Sendable, CustomStringConvertible {
     public var host: String
@@ -23,6 +23,10 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
     public var statementTimeout: Duration?
     /// Maximum number of connections `PostgresClient` opens.
     public var poolSize: Int
+    /// Statements each connection prepares once and then executes by name (server-side parse and
+    /// plan saved); the first this many distinct statements are kept, later ones run unprepared.
+    /// 0 prepares nothing (e.g. behind a pooler in transaction mode without prepared statements).
+    public var statementCacheSize: Int
     /// Further libpq conninfo keywords (e.g. `keepalives_idle`, `tcp_user_timeout`, `target_session_attrs`).
     public var extraOptions: [String: String]
 
@@ -37,6 +41,7 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
         connectTimeout: Duration = .seconds(5),
         statementTimeout: Duration? = nil,
         poolSize: Int = 8,
+        statementCacheSize: Int = 256,
         extraOptions: [String: String] = [:]
     ) {
         self.host = host
@@ -49,6 +54,7 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
         self.connectTimeout = connectTimeout
         self.statementTimeout = statementTimeout
         self.poolSize = poolSize
+        self.statementCacheSize = statementCacheSize
         self.extraOptions = extraOptions
     }
 
@@ -85,6 +91,9 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
             case "pool_size":
                 guard let size = Int(value), size > 0 else { throw Self.badValue(item.name) }
                 poolSize = size
+            case "statement_cache_size":
+                guard let size = Int(value), size >= 0 else { throw Self.badValue(item.name) }
+                statementCacheSize = size
             case "host" where !value.isEmpty: host = value  // a Unix socket folder
             case "user", "password", "dbname", "port", "options", "client_encoding":
                 throw PostgresError(

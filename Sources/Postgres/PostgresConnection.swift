@@ -38,10 +38,11 @@ public final class PostgresConnection: Sendable {
         logger[metadataKey: PostgresLoggingKeys.connectionID] = "\(id)"
         let thread = PostgresConnectionThread(name: "postgres.connection.\(id)")
         let conninfo = configuration.connectionString
+        let cacheSize = configuration.statementCacheSize
         let result: Result<CPostgresHandle, PostgresError> = await withUnsafeContinuation { continuation in
             thread.execute {
                 continuation.resume(returning: Result { () throws(PostgresError) in
-                    try CPostgresHandle.connect(conninfo: conninfo)
+                    try CPostgresHandle.connect(conninfo: conninfo, statementCacheSize: cacheSize)
                 })
             }
         }

@@ -394,7 +394,7 @@ private final class BenchEnvironment: @unchecked Sendable {
             statusUpdate(order: order, at: planned.addingTimeInterval(Double(index) / Double(rate)))
         }
         let clock = ContinuousClock()
-        let start = clock.now + .milliseconds(Int(lead * 1000))
+        let start = clock.now + .milliseconds(Int(max(0, planned.timeIntervalSinceNow) * 1000))
         let tick = 0.01
         let perTick = max(1, Int(Double(rate) * tick))
         var confirms: [Double] = []

@@ -296,3 +296,78 @@ struct PostgresIntegrationTests {
         await client.shutdown()
     }
 }
+
+@Suite("Prepared statement cache", .timeLimit(.minutes(2)))
+struct PreparedStatementCacheTests {
+    /// Runs `body` on the one connection of a client with this cache size, then shuts it down.
+    static func withConnection(
+        cacheSize: Int, _ body: (PostgresConnection) async throws -> Void
+    ) async throws {
+        var configuration = try PostgresConfiguration(url: TestEnvironment.postgresURL)
+        configuration.poolSize = 1
+        configuration.statementCacheSize = cacheSize
+        let client = PostgresClient(configuration: configuration, logger: PostgresTestSupport.logger)
+        do {
+            try await client.withConnection { connection in try await body(connection) }
+        } catch {
+            await client.shutdown()
+            throw error
+        }
+        await client.shutdown()
+    }
+
+    /// The statements this connection has prepared (protocol-level ones have no SQL-level name clash).
+    static func preparedCount(_ connection: PostgresConnection) async throws -> Int {
+        try await connection.query("SELECT count(*) AS n FROM pg_prepared_statements WHERE NOT from_sql")[0]
+            .decode(Int.self, "n")
+    }
+
+    @Test("a statement run many times is prepared once per connection, with any values")
+    func preparedOnce() async throws {
+        try await Self.withConnection(cacheSize: 8) { connection in
+            for value in 0..<20 {
+                let rows = try await connection.query("SELECT \(value)::int + 1 AS v")
+                #expect(try rows[0].decode(Int.self, "v") == value + 1)
+            }
+            // That statement and the count itself.
+            #expect(try await Self.preparedCount(connection) == 2)
+            // The same text with a NULL of another type is another statement.
+            let none: String? = nil
+            #expect(try await connection.query("SELECT \(none)::text IS NULL AS v")[0].decode(Bool.self, "v"))
+            #expect(try await Self.preparedCount(connection) == 3)
+        }
+    }
+
+    @Test("beyond the cache size statements run unprepared; size 0 prepares nothing")
+    func bounded() async throws {
+        for size in [0, 2] {
+            try await Self.withConnection(cacheSize: size) { connection in
+                for n in 0..<5 {
+                    let rows = try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(n) AS v"))
+                    #expect(try rows[0].decode(Int.self, "v") == n)
+                }
+                #expect(try await Self.preparedCount(connection) == size)
+            }
+        }
+    }
+
+    @Test("a table changed under a prepared statement fails that call only; the next is prepared afresh")
+    func replannedAfterSchemaChange() async throws {
+        let table = PostgresTestSupport.tableName("prep")
+        try await Self.withConnection(cacheSize: 8) { connection in
+            try await connection.query(PostgresQuery(unsafeSQL: "CREATE TABLE \(table) (a int)"))
+            try await connection.query(PostgresQuery(unsafeSQL: "INSERT INTO \(table) VALUES (1)"))
+            let select = PostgresQuery(unsafeSQL: "SELECT * FROM \(table)")
+            #expect(try await connection.query(select)[0].decode(Int.self, "a") == 1)
+            try await connection.query(PostgresQuery(unsafeSQL: "ALTER TABLE \(table) ADD COLUMN b int DEFAULT 2"))
+            do {
+                _ = try await connection.query(select)
+            } catch let error as PostgresError {
+                #expect(error.sqlState?.rawValue == "0A000")
+            }
+            let row = try await connection.query(select)[0]
+            #expect(try row.decode(Int.self, "b") == 2)
+            try await connection.query(PostgresQuery(unsafeSQL: "DROP TABLE \(table)"))
+        }
+    }
+}
