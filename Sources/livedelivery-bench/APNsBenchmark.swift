@@ -130,9 +130,12 @@ struct APNsBenchmark: AsyncParsableCommand {
         var delivered = 0
         try await withThrowingTaskGroup(of: (Double, Bool).self) { group in
             var started = 0
+            // Distinct apns-ids from a counter, as the worker's deterministic ids are: `UUID()` reads
+            // /dev/urandom on every call here and would be measured as client cost.
+            let base = UInt64.random(in: 0...UInt64.max)
             func addOne() {
                 var copy = notification
-                copy.apnsID = UUID()
+                copy.apnsID = Self.uuid(base, UInt64(started))
                 let pushed = copy
                 group.addTask {
                     let begin = clock.now
@@ -155,6 +158,22 @@ struct APNsBenchmark: AsyncParsableCommand {
         latencies.sort()
         func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
         return RunResult(rate: Double(count) / seconds, p50: percentile(0.50), p99: percentile(0.99), delivered: delivered)
+    }
+
+    /// A version 8 (RFC 9562 custom) UUID from two 64-bit halves.
+    static func uuid(_ high: UInt64, _ low: UInt64) -> UUID {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for index in 0..<8 {
+            bytes[index] = UInt8(truncatingIfNeeded: high >> (56 - 8 * index))
+            bytes[8 + index] = UInt8(truncatingIfNeeded: low >> (56 - 8 * index))
+        }
+        bytes[6] = (bytes[6] & 0x0F) | 0x80
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],
+                bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            ))
     }
 
     private struct H2LoadResult {
