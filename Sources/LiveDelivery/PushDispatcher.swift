@@ -76,6 +76,8 @@ public final class PushDispatcher: Service {
 
     private func claimLoop(_ answers: Answers, sends: inout DiscardingTaskGroup) async {
         var backoff = Backoff(base: .milliseconds(100), maximum: .seconds(5))
+        // Expired leases are rare (a worker died) and wait a lease length anyway: looked for once per poll.
+        var expiredDue = ContinuousClock.now
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             let room = configuration.concurrency - answers.inFlight
             guard room > 0 else {
@@ -84,7 +86,9 @@ public final class PushDispatcher: Service {
             }
             let limit = min(room, configuration.batchSize)
             do {
-                let claims = try await claim(limit: limit)
+                let expired = ContinuousClock.now >= expiredDue
+                if expired { expiredDue = .now + configuration.poll }
+                let claims = try await claim(limit: limit, expired: expired)
                 health.update { $0.database = true }
                 backoff.reset()
                 answers.add(inFlight: claims.count)
@@ -158,17 +162,19 @@ public final class PushDispatcher: Service {
         return claims.count
     }
 
-    /// Leases up to `limit` due rows of apps not paused, oldest first.
-    private func claim(limit: Int) async throws -> [Claim] {
+    /// Leases up to `limit` due rows of apps not paused: free rows oldest first, then (when
+    /// `expired`) rows whose lease expired because their worker died, each through its own partial
+    /// index.
+    private func claim(limit: Int, expired includeExpired: Bool = true) async throws -> [Claim] {
         let leaseSeconds = configuration.lease.seconds
-        let rows = try await client.query(
+        let free = try await client.query(
             """
             UPDATE outbox AS o
             SET lease_owner = \(workerID), lease_until = now() + make_interval(secs => \(leaseSeconds)),
                 attempts = o.attempts + 1
             FROM (
                 SELECT order_id, activity_key FROM outbox AS d
-                WHERE d.not_before <= now() AND (d.lease_until IS NULL OR d.lease_until < now())
+                WHERE d.lease_until IS NULL AND d.not_before <= now()
                   AND NOT EXISTS (SELECT 1 FROM app_pauses AS p
                                   WHERE p.bundle_id = d.bundle_id AND p.paused_until > now())
                 ORDER BY d.not_before
@@ -178,6 +184,31 @@ public final class PushDispatcher: Service {
             WHERE o.order_id = c.order_id AND o.activity_key = c.activity_key
             RETURNING o.order_id, o.activity_key, o.generation, o.attempts, o.push
             """)
+        var claims = try Self.claims(free)
+        if includeExpired && claims.count < limit {
+            let expired = try await client.query(
+                """
+                UPDATE outbox AS o
+                SET lease_owner = \(workerID), lease_until = now() + make_interval(secs => \(leaseSeconds)),
+                    attempts = o.attempts + 1
+                FROM (
+                    SELECT order_id, activity_key FROM outbox AS d
+                    WHERE d.lease_until IS NOT NULL AND d.lease_until < now() AND d.not_before <= now()
+                      AND NOT EXISTS (SELECT 1 FROM app_pauses AS p
+                                      WHERE p.bundle_id = d.bundle_id AND p.paused_until > now())
+                    ORDER BY d.lease_until
+                    LIMIT \(limit - claims.count)
+                    FOR UPDATE SKIP LOCKED
+                ) AS c
+                WHERE o.order_id = c.order_id AND o.activity_key = c.activity_key
+                RETURNING o.order_id, o.activity_key, o.generation, o.attempts, o.push
+                """)
+            claims += try Self.claims(expired)
+        }
+        return claims
+    }
+
+    private static func claims(_ rows: PostgresRows) throws -> [Claim] {
         var claims: [Claim] = []
         for row in rows {
             claims.append(
