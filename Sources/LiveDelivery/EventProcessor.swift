@@ -163,7 +163,7 @@ public final class EventProcessor: Sendable {
                 """
                 INSERT INTO push_to_start_tokens (user_id, device_id, registration, bundle_id, attributes_type,
                                                   environment, token_prefix, occurred_at, event_id)
-                VALUES (\(e.userID), \(e.deviceID), \(try PostgresJSON(registration, encoder: OrderStore.encoder)),
+                VALUES (\(e.userID), \(e.deviceID), \(try OrderStore.json(registration)),
                         \(e.bundleID), \(e.attributesType), \(e.environment.rawValue), \(e.token.prefix),
                         \(e.occurredAt), \(e.eventID))
                 ON CONFLICT (user_id, device_id) DO UPDATE SET

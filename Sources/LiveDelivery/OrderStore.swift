@@ -45,8 +45,11 @@ struct OrderChange: Sendable {
 enum OrderStore {
     static let notifyChannel = "livedelivery_outbox"
 
-    /// For `jsonb` parameters: no key sorting (jsonb keeps its own order), which is cheaper.
-    static let encoder = JSONEncoder()
+    /// A `jsonb` parameter, written by ``JSONStreamEncoder`` (an order's state is encoded twice per
+    /// event; `JSONEncoder` made that the largest cost of a worker).
+    static func json<Value: Encodable>(_ value: Value) throws -> PostgresJSON {
+        PostgresJSON(bytes: try JSONStreamEncoder.encode(value))
+    }
 
     static func decodeState(_ json: PostgresJSON?) throws -> OrderState? {
         try json.map { try $0.decode(OrderState.self) }
@@ -127,7 +130,7 @@ enum OrderStore {
                     terminal = r.terminal, settled = r.settled, last_sequence = r.last_sequence,
                     last_occurred_at = r.last_occurred_at, last_event_id = r.last_event_id,
                     next_sweep_at = r.next_sweep_at, updated_at = now()
-                FROM jsonb_to_recordset(\(try PostgresJSON(rows, encoder: encoder))) AS r(
+                FROM jsonb_to_recordset(\(try OrderStore.json(rows))) AS r(
                     order_id text, state jsonb, user_id text, status text, terminal boolean, settled boolean,
                     last_sequence bigint, last_occurred_at timestamptz, last_event_id text,
                     next_sweep_at timestamptz)
@@ -158,7 +161,7 @@ enum OrderStore {
                                     reason, not_before)
                 SELECT r.order_id, r.activity_key, r.kind, r.bundle_id, r.environment, r.priority, r.apns_id::uuid,
                        r.push, r.reason, r.not_before
-                FROM jsonb_to_recordset(\(try PostgresJSON(pushes, encoder: encoder))) AS r(
+                FROM jsonb_to_recordset(\(try OrderStore.json(pushes))) AS r(
                     order_id text, activity_key text, kind text, bundle_id text, environment text, priority integer,
                     apns_id text, push jsonb, reason text, not_before timestamptz)
                 ON CONFLICT (order_id, activity_key) DO UPDATE SET
@@ -308,7 +311,7 @@ enum OrderStore {
                    r.end_reason, r.token_prefix, r.token_received_at, r.last_sent_timestamp,
                    r.last_sent_content::jsonb, r.last_sent_step, r.relevance_score, r.alert_count, r.pending_kind,
                    r.started_at, r.ended_at
-            FROM jsonb_to_recordset(\(try PostgresJSON(rows, encoder: encoder))) AS r(
+            FROM jsonb_to_recordset(\(try OrderStore.json(rows))) AS r(
                 order_id text, activity_key text, activity_id text, device_id text, bundle_id text, environment text, state text,
                 end_reason text, token_prefix text, token_received_at timestamptz, last_sent_timestamp bigint,
                 last_sent_content text, last_sent_step text, relevance_score double precision, alert_count integer,

@@ -347,7 +347,7 @@ public final class PushDispatcher: Service {
                                            status, outcome, reason, latency_ms, worker_id)
                 SELECT r.order_id, r.activity_key, r.kind, r.bundle_id, r.priority, r.generation, r.apns_id::uuid,
                        r.status, r.outcome, r.reason, r.latency_ms, \(workerID)
-                FROM jsonb_to_recordset(\(try PostgresJSON(sent.map(AttemptRow.init), encoder: OrderStore.encoder)))
+                FROM jsonb_to_recordset(\(try OrderStore.json(sent.map(AttemptRow.init))))
                     AS r(order_id text, activity_key text, kind text, bundle_id text, priority integer,
                          generation bigint, apns_id text, status integer, outcome text, reason text,
                          latency_ms double precision)
