@@ -28,8 +28,11 @@ struct PostgresBenchmark: AsyncParsableCommand {
     var url = ProcessInfo.processInfo.environment["LIVEDELIVERY_POSTGRES_URL"]
         ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55432/livedelivery"
 
-    @Option(help: "pgbench query mode matching the module: extended (PQsendQueryParams, the module's mode).")
-    var pgbenchMode = "extended"
+    @Option(help: "pgbench query mode matching the module: prepared (its statement cache; extended when the cache size is 0).")
+    var pgbenchMode = "prepared"
+
+    @Option(help: "The module's statement cache size per connection (0 = unprepared, like pgbench -M extended).")
+    var statementCacheSize = 256
 
     @Option(help: "Path of pgbench.")
     var pgbench = "/usr/bin/pgbench"
@@ -37,6 +40,7 @@ struct PostgresBenchmark: AsyncParsableCommand {
     func run() async throws {
         var configuration = try PostgresConfiguration(url: url)
         configuration.poolSize = connections
+        configuration.statementCacheSize = statementCacheSize
         configuration.applicationName = "livedelivery-bench"
         let client = PostgresClient(configuration: configuration, logger: Logger(label: "livedelivery-bench"))
         let table = "bench_inserts_\(UInt32.random(in: 0...UInt32.max))"

@@ -128,7 +128,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
         }
         if pgbenchSeconds > 0 {
             let tps = try await bench.pgbench(seconds: pgbenchSeconds, orders: tracked)
-            print(String(format: "pgbench  the worker's per-event SQL (event + push transactions), 4 clients, %d s: %.0f events/s", pgbenchSeconds, tps))
+            print(String(format: "pgbench  the worker's per-event SQL (event + push transactions), prepared, 4 clients, %d s: %.0f events/s", pgbenchSeconds, tps))
         }
     }
 
@@ -481,7 +481,7 @@ private final class BenchEnvironment: @unchecked Sendable {
         let child = try ChildProcess(
             name: "pgbench", executable: "/usr/bin/pgbench",
             arguments: [
-                "-n", "-c", "4", "-j", "2", "-T", String(seconds), "-M", "extended", "-f", script.path,
+                "-n", "-c", "4", "-j", "2", "-T", String(seconds), "-M", "prepared", "-f", script.path,
                 "-h", configuration.host, "-p", String(configuration.port), "-U", configuration.user, configuration.database,
             ],
             environment: environment, outputPath: directory.appendingPathComponent("pgbench.log").path)
