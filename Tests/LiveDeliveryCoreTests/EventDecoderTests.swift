@@ -293,3 +293,41 @@ struct RFC3339Tests {
         #expect(RFC3339.format(Date(timeIntervalSince1970: -1)) == "1969-12-31T23:59:59Z")
     }
 }
+
+@Suite("JSON parser")
+struct JSONParserTests {
+    /// What decoding through `JSONDecoder` made of a document (the parser's reference).
+    static func reference(_ text: String) -> JSONValue? {
+        try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+    }
+
+    static let corpus: [String] = [
+        "{}", "[]", "null", "true", "false", "0", "-0", "-0.0", "1.0", "1e2", "1E+2", "1.5", "-12.25e-3",
+        "12345678901234567890", "9223372036854775807", "-9223372036854775808", "0.1", "1e-7",
+        #""plain""#, #""é 李 🚲""#, #""esc \" \\ \/ \b \f \n \r \t \u00e9 \ud83d\udeb2""#,
+        #"{"b": 1, "a": [1, 2, {"c": null}], "d": "x"}"#, #"{"a": 1, "a": 2}"#, "[1, 2,]", #"{"a": 1,}"#,
+        " \n\t {\"a\" : [ true , false ] } \r\n",
+        // Refused.
+        "", " ", "{", "[1 2]", "01", "1.", ".5", "-", "1e", "1e400", "tru", "nul", #"{"a"}"#, #"{a: 1}"#,
+        #""\ud800""#, #""\udc00""#, #""\x""#, "\"\u{01}\"", "\"open", "[1]]", "{} {}", "NaN", "Infinity",
+        String(repeating: "[", count: 600) + String(repeating: "]", count: 600),
+    ]
+
+    @Test("answers as JSONDecoder does, on tricky documents and on every example event")
+    func agreesWithJSONDecoder() throws {
+        var documents = Self.corpus
+        for file in ["examples/delivery-A-10023.jsonl", "examples/cancelled-B-20417.jsonl"] {
+            documents += String(decoding: Fixtures.bytes(file), as: UTF8.self).split(separator: "\n").map(String.init)
+        }
+        for document in documents {
+            #expect(JSONValue.parse(Array(document.utf8)) == Self.reference(document), "\(document.prefix(80))")
+        }
+    }
+
+    @Test("invalid UTF-8 is refused")
+    func invalidUTF8() {
+        #expect(JSONValue.parse([0x22, 0xFF, 0x22]) == nil)
+        #expect(JSONValue.parse([0x22, 0xC3, 0x22]) == nil)
+        #expect(JSONValue.parse([0x22, 0xC3, 0xA9, 0x22]) == .string("é"))
+    }
+}

@@ -105,8 +105,250 @@ extension JSONValue: Decodable {
     }
 
     /// Parses UTF-8 JSON text; nil when it is not valid JSON.
-    public static func parse(_ bytes: [UInt8]) -> JSONValue? {
-        try? JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+    ///
+    /// A direct parser (every event body and every simulated push goes through here), with the
+    /// same answers as decoding through `JSONDecoder`: members sorted by key, the first of
+    /// duplicate keys kept, a trailing comma accepted, integral numbers that fit as `.int`
+    /// (`1.0` and `1e2` too), non-finite numbers, lone surrogates and raw control characters refused.
+    public static func parse<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> JSONValue? {
+        let parsed = bytes.withContiguousStorageIfAvailable { buffer in
+            var parser = JSONParser(buffer)
+            return parser.document()
+        }
+        if let parsed { return parsed }
+        let copy = Array(bytes)
+        return copy.withUnsafeBufferPointer { buffer in
+            var parser = JSONParser(buffer)
+            return parser.document()
+        }
+    }
+}
+
+/// A recursive-descent JSON parser over UTF-8 bytes (RFC 8259, plus `JSONDecoder`'s leniencies).
+private struct JSONParser {
+    let bytes: UnsafeBufferPointer<UInt8>
+    var index = 0
+    var depth = 0
+    static let maximumDepth = 512
+
+    init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    mutating func document() -> JSONValue? {
+        guard let value = value() else { return nil }
+        skipWhitespace()
+        return index == bytes.count ? value : nil
+    }
+
+    mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x0A, 0x0D, 0x09: index += 1
+            default: return
+            }
+        }
+    }
+
+    mutating func value() -> JSONValue? {
+        skipWhitespace()
+        guard index < bytes.count else { return nil }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return object()
+        case UInt8(ascii: "["): return array()
+        case UInt8(ascii: "\""): return string().map(JSONValue.string)
+        case UInt8(ascii: "t"): return literal("true", .bool(true))
+        case UInt8(ascii: "f"): return literal("false", .bool(false))
+        case UInt8(ascii: "n"): return literal("null", .null)
+        default: return number()
+        }
+    }
+
+    mutating func literal(_ text: StaticString, _ value: JSONValue) -> JSONValue? {
+        let count = text.utf8CodeUnitCount
+        guard index + count <= bytes.count else { return nil }
+        for offset in 0..<count where bytes[index + offset] != text.utf8Start[offset] { return nil }
+        index += count
+        return value
+    }
+
+    mutating func object() -> JSONValue? {
+        depth += 1
+        defer { depth -= 1 }
+        guard depth <= Self.maximumDepth else { return nil }
+        index += 1
+        var members: [(key: String, value: JSONValue)] = []
+        var seen = Set<String>()
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return .object(JSONObject())
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), let key = string() else { return nil }
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
+            index += 1
+            guard let value = value() else { return nil }
+            if seen.insert(key).inserted { members.append((key, value)) }
+            skipWhitespace()
+            guard index < bytes.count else { return nil }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                skipWhitespace()
+                if index < bytes.count, bytes[index] == UInt8(ascii: "}") { break }
+                continue
+            }
+            guard bytes[index] == UInt8(ascii: "}") else { return nil }
+            break
+        }
+        index += 1
+        members.sort { $0.key < $1.key }
+        return .object(JSONObject(members.map { ($0.key, $0.value) }))
+    }
+
+    mutating func array() -> JSONValue? {
+        depth += 1
+        defer { depth -= 1 }
+        guard depth <= Self.maximumDepth else { return nil }
+        index += 1
+        var elements: [JSONValue] = []
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            return .array([])
+        }
+        while true {
+            guard let element = value() else { return nil }
+            elements.append(element)
+            skipWhitespace()
+            guard index < bytes.count else { return nil }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                skipWhitespace()
+                if index < bytes.count, bytes[index] == UInt8(ascii: "]") { break }
+                continue
+            }
+            guard bytes[index] == UInt8(ascii: "]") else { return nil }
+            break
+        }
+        index += 1
+        return .array(elements)
+    }
+
+    /// A string at `index` (its opening quote); nil when malformed or not valid UTF-8.
+    mutating func string() -> String? {
+        index += 1
+        let start = index
+        // Fast path: no escapes.
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let text = String(validating: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                index += 1
+                return text
+            }
+            if byte == UInt8(ascii: "\\") { break }
+            if byte < 0x20 { return nil }
+            index += 1
+        }
+        var scalars: [UInt8] = Array(bytes[start..<index])
+        while index < bytes.count {
+            let byte = bytes[index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                index += 1
+                return String(validating: scalars, as: UTF8.self)
+            case UInt8(ascii: "\\"):
+                index += 1
+                guard index < bytes.count else { return nil }
+                let escape = bytes[index]
+                index += 1
+                switch escape {
+                case UInt8(ascii: "\""): scalars.append(0x22)
+                case UInt8(ascii: "\\"): scalars.append(0x5C)
+                case UInt8(ascii: "/"): scalars.append(0x2F)
+                case UInt8(ascii: "b"): scalars.append(0x08)
+                case UInt8(ascii: "f"): scalars.append(0x0C)
+                case UInt8(ascii: "n"): scalars.append(0x0A)
+                case UInt8(ascii: "r"): scalars.append(0x0D)
+                case UInt8(ascii: "t"): scalars.append(0x09)
+                case UInt8(ascii: "u"):
+                    guard var code = hex4() else { return nil }
+                    if (0xD800...0xDBFF).contains(code) {
+                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
+                            bytes[index + 1] == UInt8(ascii: "u")
+                        else { return nil }
+                        index += 2
+                        guard let low = hex4(), (0xDC00...0xDFFF).contains(low) else { return nil }
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    } else if (0xDC00...0xDFFF).contains(code) {
+                        return nil
+                    }
+                    guard let scalar = Unicode.Scalar(code) else { return nil }
+                    scalars.append(contentsOf: String(Character(scalar)).utf8)
+                default: return nil
+                }
+            default:
+                if byte < 0x20 { return nil }
+                scalars.append(byte)
+                index += 1
+            }
+        }
+        return nil
+    }
+
+    mutating func hex4() -> UInt32? {
+        guard index + 4 <= bytes.count else { return nil }
+        var code: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[index]
+            let digit: UInt32
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
+            default: return nil
+            }
+            code = code << 4 | digit
+            index += 1
+        }
+        return code
+    }
+
+    /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`
+    mutating func number() -> JSONValue? {
+        let start = index
+        func digits() -> Int {
+            let from = index
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            return index - from
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
+        guard index < bytes.count else { return nil }
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+            if index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { return nil }
+        } else if digits() == 0 {
+            return nil
+        }
+        var integral = true
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            integral = false
+            guard digits() > 0 else { return nil }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            index += 1
+            integral = false
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            guard digits() > 0 else { return nil }
+        }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        if integral, let int = Int(text) { return .int(int) }
+        guard let double = Double(text), double.isFinite else { return nil }
+        // As JSONDecoder reads `1.0` or `1e2` as an Int; an integer literal too large stays a double.
+        if !integral, double == double.rounded(), let int = Int(exactly: double) { return .int(int) }
+        return .double(double)
     }
 }
 
