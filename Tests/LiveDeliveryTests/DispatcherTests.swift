@@ -43,6 +43,29 @@ func trackedOrder(_ worker: Worker, status: String = "confirmed") async throws -
 
 @Suite("Dispatcher", .timeLimit(.minutes(3)))
 struct DispatcherTests {
+    @Test("a batch that plans a push wakes the dispatchers (NOTIFY at commit); one that plans none does not")
+    func newOutboxRowsNotify() async throws {
+        try await withWorker { harness, worker in
+            var notifications = worker.client.notifications(channel: "livedelivery_outbox").makeAsyncIterator()
+            #expect(await notifications.next() == .listening)
+            let order = TestEnvironment.uniqueName("O")
+            let events = [
+                Events.status(order, "confirmed", sequence: 1),
+                Events.activityToken(order, activity: "act-" + order, token: Events.token()),
+            ]
+            _ = try await worker.processor.process(events)
+            _ = try await worker.processor.process(events)  // duplicates: nothing planned
+            try await worker.client.query("SELECT pg_notify('livedelivery_outbox', 'marker')")
+            _ = try await worker.processor.process([Events.status(order, "preparing", sequence: 2)])
+            var payloads: [String] = []
+            for _ in 0..<3 {
+                guard case .notification(let notification) = await notifications.next() else { break }
+                payloads.append(notification.payload)
+            }
+            #expect(payloads == ["", "marker", ""])
+        }
+    }
+
     @Test("a newer state replaces a pending one: only the newest is sent, and every attempt is recorded")
     func newestOnly() async throws {
         try await withWorker { harness, worker in
