@@ -320,12 +320,13 @@ private func withParameterValues<R>(
             continue
         }
         let start = storage + offset
-        var containsNUL = false
-        for byte in value.utf8 {
-            if byte == 0 { containsNUL = true }
-            storage[offset] = CChar(bitPattern: byte)
-            offset += 1
+        var utf8 = value
+        let containsNUL = utf8.withUTF8 { bytes in
+            guard let base = bytes.baseAddress, !bytes.isEmpty else { return false }
+            UnsafeMutableRawPointer(start).copyMemory(from: base, byteCount: bytes.count)
+            return memchr(base, 0, bytes.count) != nil
         }
+        offset += value.utf8.count
         guard !containsNUL else {
             throw PostgresError(code: .invalidParameter, message: "parameter $\(index + 1) contains a NUL character")
         }

@@ -371,3 +371,23 @@ struct PreparedStatementCacheTests {
         }
     }
 }
+
+@Suite("Parameters", .timeLimit(.minutes(1)))
+struct ParameterTests {
+    @Test("a NUL character in a parameter is refused before sending; the connection stays usable")
+    func nulIsRefused() async throws {
+        try await PostgresTestSupport.withClient { client in
+            let refused = await #expect(throws: PostgresError.self) {
+                try await client.query("SELECT \("a\u{0}b")::text AS v")
+            }
+            #expect(refused?.code == .invalidParameter)
+            let message = refused?.message ?? ""
+            #expect(message.contains("NUL"))
+            let unicode = "é 李 🚲 \"q\" \\ " + String(repeating: "x", count: 100_000)
+            let echoed = try await client.query("SELECT \(unicode)::text AS v")[0].decode(String.self, "v")
+            #expect(echoed == unicode)
+            let first = try await client.query("SELECT (\([unicode, "b"])::text[])[1] AS v")[0].decode(String.self, "v")
+            #expect(first == unicode)
+        }
+    }
+}
