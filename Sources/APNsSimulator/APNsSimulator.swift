@@ -212,6 +212,11 @@ public final class RunningSimulator: Sendable {
     public func markUnregistered(token: String, at date: Date? = nil) { store.markUnregistered(token: token, at: date) }
     /// From now on the token gets 410 `ExpiredToken`.
     public func markExpired(token: String) { store.markExpired(token: token) }
+    /// The phone rotated the update token of the activity behind `old` to `new` (as ActivityKit
+    /// does): later pushes to `new` update the same activity. Returns its id; nil when `old` has no
+    /// activity yet.
+    @discardableResult
+    public func rotate(token old: String, to new: String) -> String? { store.rotate(token: old, to: new) }
     /// Adds a fault rule (see ``FaultRule``).
     public func injectFault(_ rule: FaultRule) { store.addFault(rule) }
     /// Removes every fault rule.

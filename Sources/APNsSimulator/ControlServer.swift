@@ -91,6 +91,14 @@ struct ControlRouter: Sendable {
             store.markUnregistered(
                 token: segments[1], at: milliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) })
             return json(store.device(token: segments[1]))
+        case (.POST, "tokens", 3) where segments[2] == "rotate":
+            guard let rotation = try? JSONDecoder().decode(Rotation.self, from: body),
+                rotation.token.count == 64, rotation.token.allSatisfy(\.isHexDigit)
+            else { return badRequest("body is {\"token\": \"<64 hex digits>\"}") }
+            guard let activityID = store.rotate(token: segments[1], to: rotation.token.lowercased()) else {
+                return notFound("no activity has this update token yet")
+            }
+            return json(store.activity(id: activityID))
         case (.POST, "tokens", 3) where segments[2] == "expire":
             store.markExpired(token: segments[1])
             return json(store.device(token: segments[1]))
@@ -116,6 +124,10 @@ struct ControlRouter: Sendable {
     private struct Registration: Decodable {
         var bundleID: String?
         var environment: SimulatorConfiguration.Environment?
+    }
+
+    private struct Rotation: Decodable {
+        var token: String
     }
 
     private struct Unregistration: Decodable {

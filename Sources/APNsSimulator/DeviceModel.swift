@@ -74,6 +74,22 @@ struct DeviceModel: Sendable {
         tokens[token] = state
     }
 
+    /// The phone rotated an activity's update token (ActivityKit's `pushTokenUpdates`): pushes to the
+    /// new token update the same activity, whose view shows the new token; the old one still reaches it.
+    /// Returns the activity's id, or nil when no activity has `old` as its token yet.
+    mutating func rotate(token old: String, to new: String) -> String? {
+        guard let state = tokens[old], state.kind == .activity, let activityID = state.activityIDs.first,
+            activities[activityID] != nil
+        else { return nil }
+        var rotated = tokens[new] ?? TokenState(bundleID: state.bundleID, environment: state.environment)
+        rotated.bundleID = rotated.bundleID ?? state.bundleID
+        rotated.kind = .activity
+        rotated.activityIDs = [activityID]
+        tokens[new] = rotated
+        activities[activityID]?.view.updateToken = new
+        return activityID
+    }
+
     mutating func markExpired(token: String) {
         var state = tokens[token] ?? TokenState(bundleID: nil, environment: environment)
         state.expired = true

@@ -103,6 +103,10 @@ final class SimulatorStore: Sendable {
 
     func markExpired(token: String) { state.withLockedValue { $0.devices.markExpired(token: token) } }
 
+    func rotate(token old: String, to new: String) -> String? {
+        state.withLockedValue { $0.devices.rotate(token: old, to: new) }
+    }
+
     // MARK: Faults
 
     func addFault(_ rule: FaultRule) {

@@ -38,6 +38,14 @@ struct SimulatorControlTests {
         #expect(try await control(simulator, "GET", "/healthz").status == 200)
         #expect(try await push().status == 200)
 
+        // The phone rotates the activity's update token.
+        let newToken = SimulatorFixture.token()
+        #expect(try await control(simulator, "POST", "/tokens/\(token)/rotate", #"{"token":"abc"}"#).status == 400)
+        #expect(try await control(simulator, "POST", "/tokens/\(newToken)/rotate", #"{"token":"\#(token)"}"#).status == 404)
+        let rotated = try await control(simulator, "POST", "/tokens/\(token)/rotate", #"{"token":"\#(newToken)"}"#)
+        #expect(rotated.status == 200)
+        #expect((rotated.json as? [String: Any])?["updateToken"] as? String == newToken)
+
         // A fault for the next two requests.
         let fault = try await control(simulator, "POST", "/faults", #"{"status":503,"reason":"ServiceUnavailable","count":2}"#)
         #expect(fault.status == 200)

@@ -38,6 +38,31 @@ struct SimulatorDeviceTests {
         try await fixture.simulator.shutdown()
     }
 
+    @Test func aRotatedTokenUpdatesTheSameActivityAndOlderStatesStayDropped() async throws {
+        let fixture = try await SimulatorFixture.start()
+        let connection = try await fixture.connect()
+        let first = SimulatorFixture.token()
+        let second = SimulatorFixture.token()
+        let now = Int(Date().timeIntervalSince1970)
+        func push(_ token: String, _ timestamp: Int, _ step: String) async throws -> Int {
+            try await connection.send(
+                path: "/3/device/\(token)", headers: try fixture.headers(),
+                body: SimulatorFixture.payload(event: "update", timestamp: timestamp, step: step)
+            ).status
+        }
+        #expect(fixture.simulator.rotate(token: first, to: second) == nil)  // no activity yet
+        #expect(try await push(first, now, "preparing") == 200)
+        let activityID = try #require(fixture.simulator.rotate(token: first, to: second))
+        #expect(fixture.simulator.activity(id: activityID)?.updateToken == second)
+        #expect(try await push(second, now + 10, "delivering") == 200)
+        #expect(try await push(first, now + 5, "preparing") == 200)  // the old token, an older state: dropped
+        let records = fixture.simulator.pushes(activity: activityID)
+        #expect(records.map(\.verdict.kind) == [.displayed, .displayed, .staleTimestamp])
+        #expect(Set(records.map(\.deviceToken)) == [first, second])
+        #expect(fixture.simulator.activity(id: activityID)?.contentState?["currentStep"] == .string("delivering"))
+        try await fixture.simulator.shutdown()
+    }
+
     @Test func pushToStartCreatesAnActivityAndIssuesItsUpdateToken() async throws {
         let fixture = try await SimulatorFixture.start()
         let connection = try await fixture.connect()
