@@ -15,6 +15,7 @@ public struct Worker: Sendable {
     public let consumer: EventConsumer
     public let dispatcher: PushDispatcher
     public let sweeper: Sweeper
+    public let retention: Retention
     public let http: HTTPEndpoint
 
     /// Builds every part; nothing connects before `run()`.
@@ -59,6 +60,7 @@ public struct Worker: Sendable {
         self.sweeper = Sweeper(
             configuration: configuration.sweeper, client: client, tracking: configuration.tracking, metrics: metrics,
             logger: logger, pushToStart: configuration.pushToStart, now: now)
+        self.retention = Retention(configuration: configuration.retention, client: client, logger: logger)
         self.http = HTTPEndpoint(
             host: configuration.http.host, port: configuration.http.port, portFile: configuration.http.portFile,
             metrics: metrics, health: health, logger: logger)
@@ -74,6 +76,7 @@ public struct Worker: Sendable {
                 .init(service: http),
                 .init(service: dispatcher),
                 .init(service: sweeper),
+                .init(service: retention),
                 .init(service: consumer),
             ],
             logger: logger)

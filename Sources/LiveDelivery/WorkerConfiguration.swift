@@ -36,6 +36,9 @@ import Synchronization
 ///   `dispatcher.maxAttempts` (int, default 8), `dispatcher.backoffBaseSeconds` (double, default 1),
 ///   `dispatcher.backoffMaxSeconds` (double, default 300), `dispatcher.pauseSeconds` (double, default 300).
 /// - `sweeper.intervalSeconds` (double, default 5), `sweeper.batchSize` (int, default 200).
+/// - `retention.days` (int, default 30; 0 keeps everything): `inbox`, `push_attempts` and `timeline`
+///   rows older than this are deleted; `retention.intervalSeconds` (double, default 3600),
+///   `retention.batchSize` (int, default 5000).
 /// - `pushToStart.maxStartsPerDevice` (int, default 5), `pushToStart.windowSeconds` (double, default 600):
 ///   at most that many remote starts per device in the window (APNs refuses about ten in quick
 ///   succession); a start over the limit waits and the sweeper or the next event tries again.
@@ -113,6 +116,13 @@ public struct WorkerConfiguration: Sendable {
         public init() {}
     }
 
+    public struct Retention: Sendable {
+        public var days: Int = 30
+        public var interval: Duration = .seconds(3600)
+        public var batchSize: Int = 5000
+        public init() {}
+    }
+
     public struct Sweeper: Sendable {
         public var interval: Duration = .seconds(5)
         public var batchSize: Int = 200
@@ -128,6 +138,7 @@ public struct WorkerConfiguration: Sendable {
     public var logLevel: String = "info"
     public var dispatcher = Dispatcher()
     public var sweeper = Sweeper()
+    public var retention = Retention()
     public var pushToStart = PushToStart()
     public var migrationsDirectory: String = "sql"
     public var tracking: TrackingConfiguration
@@ -275,6 +286,10 @@ public struct WorkerConfiguration: Sendable {
         var sweeper = Sweeper()
         sweeper.interval = seconds("sweeper.intervalSeconds", sweeper.interval, 0.01...3600)
         sweeper.batchSize = int("sweeper.batchSize", sweeper.batchSize, 1...10_000)
+        var retention = Retention()
+        retention.days = int("retention.days", retention.days, 0...36_500)
+        retention.interval = seconds("retention.intervalSeconds", retention.interval, 1...86_400)
+        retention.batchSize = int("retention.batchSize", retention.batchSize, 1...100_000)
 
         var pushToStart = PushToStart()
         pushToStart.maxStartsPerDevice = int("pushToStart.maxStartsPerDevice", pushToStart.maxStartsPerDevice, 1...1000)
@@ -297,6 +312,7 @@ public struct WorkerConfiguration: Sendable {
         configuration.logLevel = level
         configuration.dispatcher = dispatcher
         configuration.sweeper = sweeper
+        configuration.retention = retention
         configuration.pushToStart = pushToStart
         configuration.migrationsDirectory = config.string(forKey: "migrations.dir", default: "sql")
         return configuration
@@ -394,6 +410,10 @@ public struct WorkerConfiguration: Sendable {
             "dispatcher: batch \(dispatcher.batchSize), concurrency \(dispatcher.concurrency), max attempts \(dispatcher.maxAttempts)"
         )
         lines.append("sweeper: every \(sweeper.interval), batch \(sweeper.batchSize)")
+        lines.append(
+            retention.days > 0
+                ? "retention: \(retention.days) days (inbox, push_attempts, timeline), every \(retention.interval)"
+                : "retention: off (history kept)")
         lines.append("push-to-start: at most \(pushToStart.maxStartsPerDevice) starts per device in \(pushToStart.window)")
         lines.append("policy: \(tracking.policy.statuses.count) statuses; mapping: \(tracking.mapping.attributesType)")
         return lines
