@@ -360,10 +360,13 @@ public final class PushDispatcher: Service {
             for answer in sent {
                 let claim = answer.claim
                 let push = claim.push
+                // Only an answer other than "delivered" is logged: the common case skips the metadata.
                 var logger = self.logger
-                logger[metadataKey: LiveDeliveryLoggingKeys.orderID] = "\(claim.orderID)"
-                logger[metadataKey: LiveDeliveryLoggingKeys.activityKey] = "\(claim.activityKey)"
-                logger[metadataKey: LiveDeliveryLoggingKeys.apnsID] = "\(push.apnsID)"
+                if case .delivered = answer.outcome {} else {
+                    logger[metadataKey: LiveDeliveryLoggingKeys.orderID] = "\(claim.orderID)"
+                    logger[metadataKey: LiveDeliveryLoggingKeys.activityKey] = "\(claim.activityKey)"
+                    logger[metadataKey: LiveDeliveryLoggingKeys.apnsID] = "\(push.apnsID)"
+                }
                 if case .configurationFault(let reason, let status) = answer.outcome,
                     paused.insert(push.bundleID).inserted
                 {

@@ -35,7 +35,7 @@ public final class Retention: Service {
                 if deleted.values.reduce(0, +) > 0 {
                     logger.info(
                         "history older than the retention deleted",
-                        metadata: deleted.mapValues { "\($0)" }.reduce(into: [:]) { $0[$1.key] = .string($1.value) })
+                        metadata: deleted.reduce(into: Logger.Metadata()) { $0[$1.key] = "\($1.value)" })
                 }
             } catch {
                 logger.warning(

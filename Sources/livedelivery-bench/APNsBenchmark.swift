@@ -156,8 +156,9 @@ struct APNsBenchmark: AsyncParsableCommand {
         let total = start.duration(to: clock.now)
         let seconds = Double(total.components.seconds) + Double(total.components.attoseconds) / 1e18
         latencies.sort()
-        func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
-        return RunResult(rate: Double(count) / seconds, p50: percentile(0.50), p99: percentile(0.99), delivered: delivered)
+        return RunResult(
+            rate: Double(count) / seconds, p50: percentile(latencies, 0.50), p99: percentile(latencies, 0.99),
+            delivered: delivered)
     }
 
     /// A version 8 (RFC 9562 custom) UUID from two 64-bit halves.

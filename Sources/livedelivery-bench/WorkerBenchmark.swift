@@ -116,11 +116,11 @@ struct WorkerBenchmark: AsyncParsableCommand {
             print("latency: no samples")
         } else {
             let sorted = latencies.sorted()
-            func percentile(_ p: Double) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
             print(
                 String(
                     format: "latency  publish → push at %d events/s offered, %d s: p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d samples)",
-                    rate, latencySeconds, percentile(0.5) * 1000, percentile(0.99) * 1000, sorted.last! * 1000, sorted.count))
+                    rate, latencySeconds, percentile(sorted, 0.5) * 1000, percentile(sorted, 0.99) * 1000,
+                    sorted.last! * 1000, sorted.count))
         }
         for worker in bench.workers {
             let (rss, peak) = worker.memoryKilobytes ?? (0, 0)
@@ -423,11 +423,10 @@ private final class BenchEnvironment: @unchecked Sendable {
         }
         confirms.sort()
         if !confirms.isEmpty {
-            func percentile(_ p: Double) -> Double { confirms[min(confirms.count - 1, Int(Double(confirms.count) * p))] }
             print(
                 String(
-                    format: "         (publish → broker confirm: p50 %.1f ms, p99 %.1f ms)", percentile(0.5) * 1000,
-                    percentile(0.99) * 1000))
+                    format: "         (publish → broker confirm: p50 %.1f ms, p99 %.1f ms)",
+                    percentile(confirms, 0.5) * 1000, percentile(confirms, 0.99) * 1000))
         }
         await publisher.close()
         let tokens = Dictionary(uniqueKeysWithValues: picked.map { (token($0), $0) })
@@ -534,6 +533,11 @@ private func poll<Value>(
         try await Task.sleep(for: .milliseconds(Int(interval * 1000)))
     }
     throw ValidationError("timed out waiting for \(what)" + (last.map { " (\($0))" } ?? ""))
+}
+
+/// The `p` quantile (0…1) of sorted, non-empty samples.
+func percentile(_ sorted: [Double], _ p: Double) -> Double {
+    sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
 }
 
 private func rfc3339(_ date: Date) -> String {
