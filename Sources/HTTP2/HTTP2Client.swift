@@ -26,19 +26,24 @@ public final class HTTP2Client: Sendable {
     }
 
     public let configuration: Configuration
-    private let loop: CurlEventLoop
+    private let loops: [CurlEventLoop]
     private let nextRequestID = Atomic<UInt64>(0)
 
     /// Starts the client's thread; no connection is opened until the first request.
     public init(configuration: Configuration = Configuration(), logger: Logger) throws(HTTP2Error) {
         try configuration.validate()
         self.configuration = configuration
-        loop = try CurlEventLoop(configuration: configuration, logger: logger)
-        loop.start()
+        let count = configuration.resolvedEventLoops
+        var loops: [CurlEventLoop] = []
+        for index in 0..<count {
+            loops.append(try CurlEventLoop(configuration: configuration.share(index, of: count), logger: logger))
+        }
+        self.loops = loops
+        for loop in loops { loop.start() }
     }
 
     deinit {
-        loop.requestShutdown()
+        for loop in loops { loop.requestShutdown() }
     }
 
     /// Sends `request` and returns the complete response, whatever its status.
@@ -53,6 +58,11 @@ public final class HTTP2Client: Sendable {
         let context = try RequestContext(id: id, request: request)
         if Task.isCancelled { throw .cancelledError(mayHaveBeenSent: false) }
 
+        // The loop with the fewest requests, the first on a tie: a quiet client keeps reusing one
+        // connection, a busy one spreads over every loop's connections.
+        let loop = loops.count == 1 ? loops[0] : loops.min { $0.load < $1.load }!
+        loop.assign()
+        defer { loop.unassign() }
         if case .failed(let error) = await loop.acquireSlot(id: id) { throw error }
         // The wait for a slot counts against the request's timeout.
         let remaining = (timeout - (ContinuousClock.now - started)).milliseconds
@@ -66,7 +76,6 @@ public final class HTTP2Client: Sendable {
         }
         context.timeoutMilliseconds = remaining
 
-        let loop = self.loop
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 context.continuation = continuation
@@ -79,12 +88,21 @@ public final class HTTP2Client: Sendable {
     }
 
     /// A snapshot of the counters.
-    public var statistics: Statistics { loop.statistics }
+    public var statistics: Statistics {
+        loops.map(\.statistics).reduce(Statistics(connectionsOpened: 0, requestsCompleted: 0, requestsFailed: 0, inFlight: 0)) {
+            Statistics(
+                connectionsOpened: $0.connectionsOpened + $1.connectionsOpened,
+                requestsCompleted: $0.requestsCompleted + $1.requestsCompleted,
+                requestsFailed: $0.requestsFailed + $1.requestsFailed, inFlight: $0.inFlight + $1.inFlight)
+        }
+    }
 
     /// Stops taking requests (they throw ``HTTP2Error/Code/shutdown``), fails those waiting for a
     /// slot, waits for the ones in flight (each bounded by its timeout), then closes the
     /// connections and stops the thread. Safe to call more than once.
     public func shutdown() async {
-        await loop.shutdown()
+        // Every loop stops taking requests first, then each drains.
+        for loop in loops { loop.requestShutdown() }
+        for loop in loops { await loop.shutdown() }
     }
 }

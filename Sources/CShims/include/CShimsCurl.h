@@ -27,4 +27,21 @@ CURLMcode CShims_curl_multi_setopt_long(CURLM *_Nonnull handle, CURLMoption opti
 /// The result of a CURLMSG_DONE message (`msg->data.result`), without touching the union from Swift.
 CURLcode CShims_curl_msg_result(const CURLMsg *_Nonnull message);
 
+/// The TCP sockets of one multi handle's connections, so that the event loop can cork them around
+/// each `curl_multi_perform` pass (libcurl 7.88 writes every HTTP/2 frame with its own `send`;
+/// corked, a pass's frames leave in as few segments as the kernel can make).
+/// Event-loop thread only: libcurl calls the callbacks from inside its own calls on that thread.
+typedef struct CShims_curl_socket_set CShims_curl_socket_set;
+
+CShims_curl_socket_set *_Nullable CShims_curl_socket_set_create(void);
+/// Call only after `curl_multi_cleanup`: libcurl closes sockets through the set.
+void CShims_curl_socket_set_destroy(CShims_curl_socket_set *_Nullable set);
+/// Makes the sockets `handle` opens known to `set` (CURLOPT_SOCKOPTFUNCTION and
+/// CURLOPT_CLOSESOCKETFUNCTION, which closes them as libcurl would).
+CURLcode CShims_curl_easy_track_sockets(CURL *_Nonnull handle, CShims_curl_socket_set *_Nonnull set);
+/// Sets or clears TCP_CORK on every socket of the set; clearing sends what was held back at once.
+void CShims_curl_socket_set_cork(CShims_curl_socket_set *_Nonnull set, int cork);
+/// How many sockets are open.
+int CShims_curl_socket_set_count(const CShims_curl_socket_set *_Nonnull set);
+
 #endif

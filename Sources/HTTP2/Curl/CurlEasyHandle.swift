@@ -9,6 +9,9 @@ final class CurlEasyHandle {
     let raw: UnsafeMutableRawPointer
     /// `CURLOPT_ERRORBUFFER` storage (`CURL_ERROR_SIZE` bytes), re-attached after every reset.
     let errorBuffer: UnsafeMutablePointer<CChar>
+    /// The method (and whether it sends a body) whose options, and the loop's fixed ones, are
+    /// set, so that the next request of the same shape sets only its own; nil after a reset.
+    var configuredShape: String?
 
     init() throws(HTTP2Error) {
         guard let raw = curl_easy_init() else {
@@ -28,6 +31,7 @@ final class CurlEasyHandle {
     func reset() {
         curl_easy_reset(raw)
         errorBuffer[0] = 0
+        configuredShape = nil
     }
 
     func set(_ option: CURLoption, _ value: Int) throws(HTTP2Error) {
@@ -62,6 +66,11 @@ final class CurlEasyHandle {
 
     func setHeaderFunction(_ callback: CShims_curl_data_callback) throws(HTTP2Error) {
         try check(CShims_curl_easy_setopt_header_function(raw, callback), CURLOPT_HEADERFUNCTION)
+    }
+
+    /// Registers the connections this handle opens in a multi handle's socket set.
+    func trackSockets(in set: OpaquePointer) throws(HTTP2Error) {
+        try check(CShims_curl_easy_track_sockets(raw, set), CURLOPT_SOCKOPTFUNCTION)
     }
 
     func info(_ info: CURLINFO) -> Int {
