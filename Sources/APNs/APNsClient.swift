@@ -44,6 +44,7 @@ public final class APNsClient: Sendable {
         transport.maxConnectionsPerHost = configuration.maxConnectionsPerHost
         transport.maxConcurrentStreamsPerConnection = configuration.maxConcurrentStreamsPerConnection
         transport.maxRequestsInFlight = configuration.maxRequestsInFlight
+        transport.eventLoops = configuration.eventLoops
         transport.connectTimeout = configuration.connectTimeout
         transport.defaultRequestTimeout = configuration.requestTimeout
         transport.caFile = configuration.caFile
@@ -71,7 +72,7 @@ public final class APNsClient: Sendable {
     public var connectionsOpened: Int { routes.values.reduce(0) { $0 + $1.client.statistics.connectionsOpened } }
 
     /// Provider tokens signed so far.
-    public var providerTokensSigned: Int { get async { await tokens.tokensMinted } }
+    public var providerTokensSigned: Int { get async { tokens.tokensMinted } }
 
     /// Sends one push for the app with this bundle id and tells what to do next.
     public func send(_ notification: APNsNotification, app bundleID: String) async -> APNsOutcome {
@@ -80,16 +81,20 @@ public final class APNsClient: Sendable {
         else {
             return .configurationFault(reason: .unknownApp, status: nil)
         }
+        // The push's metadata only when something will be logged: building it cost as much as
+        // classifying the answer.
         var logger = self.logger
-        logger[metadataKey: APNsLoggingKeys.apnsID] = "\(notification.apnsID.uuidString.lowercased())"
-        logger[metadataKey: APNsLoggingKeys.bundleID] = "\(bundleID)"
-        logger[metadataKey: APNsLoggingKeys.tokenPrefix] = "\(notification.deviceToken.prefix(8))"
+        if logger.logLevel <= .debug {
+            logger[metadataKey: APNsLoggingKeys.apnsID] = "\(notification.apnsID.uuidString.lowercased())"
+            logger[metadataKey: APNsLoggingKeys.bundleID] = "\(bundleID)"
+            logger[metadataKey: APNsLoggingKeys.tokenPrefix] = "\(notification.deviceToken.prefix(8))"
+        }
 
         var attempt = 1
         while true {
             let token: String
             do {
-                token = try await tokens.token(key: app.key, teamID: app.teamID)
+                token = try tokens.token(key: app.key, teamID: app.teamID)
             } catch {
                 logger.debug("cannot sign a provider token", metadata: [APNsLoggingKeys.keyID: "\(app.key.keyID)"])
                 return .configurationFault(reason: .signingFailed, status: nil)
@@ -104,7 +109,7 @@ public final class APNsClient: Sendable {
                     retryAfter: response.header("retry-after").flatMap { Int($0) }.map { .seconds($0) },
                     delays: configuration.retryDelays)
                 if case .refreshAuth = outcome {
-                    await tokens.invalidate(token: token, key: app.key, teamID: app.teamID)
+                    tokens.invalidate(token: token, key: app.key, teamID: app.teamID)
                 }
                 logger.debug(
                     "APNs answered",

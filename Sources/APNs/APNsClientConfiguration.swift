@@ -15,6 +15,9 @@ public struct APNsClientConfiguration: Sendable {
     public var maxConcurrentStreamsPerConnection: Int = 100
     /// Requests in flight per host and team; further sends wait.
     public var maxRequestsInFlight: Int = 1000
+    /// libcurl threads per host and team, sharing its connections; `nil`: one per core, at most
+    /// one per connection.
+    public var eventLoops: Int?
     /// TCP plus TLS connect timeout.
     public var connectTimeout: Duration = .seconds(10)
     /// Whole-request timeout (including the wait for a stream).

@@ -1,26 +1,33 @@
 import Crypto
 import Foundation
+import Synchronization
 
 /// One cached provider token (ES256 JWT) per signing key and team, shared by every connection and task.
 ///
 /// A token is reused until it is `refreshInterval` old (Apple: refresh between 20 and 60 minutes; more often
 /// gets `TooManyProviderTokenUpdates`, less often `ExpiredProviderToken`). Ages are measured on the injected
 /// clock; `iat` comes from the injected wall clock.
-actor APNsTokenProvider {
+///
+/// A class behind a `Mutex` rather than an actor: every push asks for the token, and an actor hop
+/// per push was a measurable share of the client's cost. Signing (once per refresh interval) runs
+/// under the lock, so concurrent callers never mint twice.
+final class APNsTokenProvider: Sendable {
     private struct Entry {
         var token: String
         var mintedAt: Duration
     }
 
-    /// Apple refuses token changes on a connection more often than this.
+    private struct State {
+        var entries: [String: Entry] = [:]
+        var tokensMinted = 0
+    }
+
     static let minimumRefresh: Duration = .seconds(20 * 60)
 
     private let refreshInterval: Duration
     private let elapsed: @Sendable () -> Duration
     private let wallClock: @Sendable () -> Date
-    private var entries: [String: Entry] = [:]
-    /// Tokens signed so far (for tests and statistics).
-    private(set) var tokensMinted = 0
+    private let state = Mutex(State())
 
     init(refreshInterval: Duration, clock: any Clock<Duration>, wallClock: @escaping @Sendable () -> Date) {
         self.refreshInterval = refreshInterval
@@ -33,31 +40,32 @@ actor APNsTokenProvider {
         return { origin.duration(to: clock.now) }
     }
 
-    /// The current token for this key and team, signing a new one when none is cached or it is due.
+    var tokensMinted: Int { state.withLock { $0.tokensMinted } }
+
     func token(key: APNsSigningKey, teamID: String) throws(APNsError) -> String {
         let cacheKey = key.keyID + ":" + teamID
         let now = elapsed()
-        if let entry = entries[cacheKey], now - entry.mintedAt < refreshInterval {
-            return entry.token
+        return try state.withLock { (state) throws(APNsError) -> String in
+            if let entry = state.entries[cacheKey], now - entry.mintedAt < refreshInterval {
+                return entry.token
+            }
+            let token = try Self.sign(key: key, teamID: teamID, issuedAt: Int(wallClock().timeIntervalSince1970))
+            state.entries[cacheKey] = Entry(token: token, mintedAt: now)
+            state.tokensMinted += 1
+            return token
         }
-        let token = try Self.sign(key: key, teamID: teamID, issuedAt: Int(wallClock().timeIntervalSince1970))
-        entries[cacheKey] = Entry(token: token, mintedAt: now)
-        tokensMinted += 1
-        return token
     }
 
-    /// APNs said the token expired: drop it, unless it is younger than 20 minutes (a new one would be refused
-    /// on the connection; the clock is more likely skewed).
     func invalidate(token: String, key: APNsSigningKey, teamID: String) {
         let cacheKey = key.keyID + ":" + teamID
-        guard let entry = entries[cacheKey], entry.token == token,
-            elapsed() - entry.mintedAt >= Self.minimumRefresh
-        else { return }
-        entries[cacheKey] = nil
+        let now = elapsed()
+        state.withLock { state in
+            guard let entry = state.entries[cacheKey], entry.token == token, now - entry.mintedAt >= Self.minimumRefresh
+            else { return }
+            state.entries[cacheKey] = nil
+        }
     }
 
-    /// `base64url(header).base64url(claims).base64url(r||s)`, header `{"alg":"ES256","kid":…}`,
-    /// claims `{"iss":team,"iat":seconds}`.
     static func sign(key: APNsSigningKey, teamID: String, issuedAt: Int) throws(APNsError) -> String {
         let header = #"{"alg":"ES256","kid":"\#(jsonEscaped(key.keyID))"}"#
         let claims = #"{"iss":"\#(jsonEscaped(teamID))","iat":\#(issuedAt)}"#

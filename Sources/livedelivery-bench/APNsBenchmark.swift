@@ -21,6 +21,9 @@ struct APNsBenchmark: AsyncParsableCommand {
     @Option(help: "Streams in flight per connection (client and h2load).")
     var streams: Int = 100
 
+    @Option(name: .customLong("event-loops"), help: "Client libcurl threads (default: one per core, at most one per connection).")
+    var eventLoops: Int?
+
     @Option(help: "Alternating client/h2load rounds; the medians are reported (the machine may be shared).")
     var rounds: Int = 3
 
@@ -59,6 +62,7 @@ struct APNsBenchmark: AsyncParsableCommand {
         configuration.maxConnectionsPerHost = connections
         configuration.maxConcurrentStreamsPerConnection = streams
         configuration.maxRequestsInFlight = connections * streams
+        configuration.eventLoops = eventLoops
         configuration.requestTimeout = .seconds(30)
         configuration.maxAttempts = 1
         let client = try APNsClient(configuration: configuration, logger: logger)

@@ -40,13 +40,13 @@ struct APNsTokenProviderTests {
         let start = Date(timeIntervalSince1970: 1_790_000_000)
         let provider = APNsTokenProvider(
             refreshInterval: .seconds(50 * 60), clock: clock, wallClock: clock.wallClock(start: start))
-        let first = try await provider.token(key: key, teamID: "TEAM123456")
+        let first = try provider.token(key: key, teamID: "TEAM123456")
         clock.advance(by: .seconds(49 * 60 + 59))
-        #expect(try await provider.token(key: key, teamID: "TEAM123456") == first)
+        #expect(try provider.token(key: key, teamID: "TEAM123456") == first)
         clock.advance(by: .seconds(1))
-        let second = try await provider.token(key: key, teamID: "TEAM123456")
+        let second = try provider.token(key: key, teamID: "TEAM123456")
         #expect(second != first)
-        #expect(await provider.tokensMinted == 2)
+        #expect(provider.tokensMinted == 2)
 
         let claims = try decodeClaims(second)
         #expect(claims["iat"] as? Int == 1_790_000_000 + 50 * 60)
@@ -56,15 +56,15 @@ struct APNsTokenProviderTests {
     @Test func tokensAreSharedByConcurrentCallersAndSeparatePerKeyAndTeam() async throws {
         let provider = APNsTokenProvider(refreshInterval: .seconds(50 * 60), clock: ManualClock(), wallClock: { Date() })
         let tokens = try await withThrowingTaskGroup(of: String.self) { group in
-            for _ in 0..<100 { group.addTask { try await provider.token(key: key, teamID: "TEAM123456") } }
+            for _ in 0..<100 { group.addTask { try provider.token(key: key, teamID: "TEAM123456") } }
             return try await group.reduce(into: Set<String>()) { $0.insert($1) }
         }
         #expect(tokens.count == 1)
         let otherKey = APNsSigningKey(keyID: "OTHERKEY01", privateKey: P256.Signing.PrivateKey())
-        let other = try await provider.token(key: otherKey, teamID: "TEAM123456")
-        let otherTeam = try await provider.token(key: key, teamID: "TEAM654321")
+        let other = try provider.token(key: otherKey, teamID: "TEAM123456")
+        let otherTeam = try provider.token(key: key, teamID: "TEAM654321")
         #expect(Set([tokens.first!, other, otherTeam]).count == 3)
-        #expect(await provider.tokensMinted == 3)
+        #expect(provider.tokensMinted == 3)
     }
 
     @Test func tokenIsAValidES256JWT() async throws {
@@ -82,13 +82,13 @@ struct APNsTokenProviderTests {
     @Test func expiredTokenIsDroppedOnlyWhenAtLeast20MinutesOld() async throws {
         let clock = ManualClock()
         let provider = APNsTokenProvider(refreshInterval: .seconds(50 * 60), clock: clock, wallClock: clock.wallClock())
-        let first = try await provider.token(key: key, teamID: "TEAM123456")
+        let first = try provider.token(key: key, teamID: "TEAM123456")
         clock.advance(by: .seconds(10 * 60))
-        await provider.invalidate(token: first, key: key, teamID: "TEAM123456")
-        #expect(try await provider.token(key: key, teamID: "TEAM123456") == first)
+        provider.invalidate(token: first, key: key, teamID: "TEAM123456")
+        #expect(try provider.token(key: key, teamID: "TEAM123456") == first)
         clock.advance(by: .seconds(10 * 60))
-        await provider.invalidate(token: first, key: key, teamID: "TEAM123456")
-        #expect(try await provider.token(key: key, teamID: "TEAM123456") != first)
+        provider.invalidate(token: first, key: key, teamID: "TEAM123456")
+        #expect(try provider.token(key: key, teamID: "TEAM123456") != first)
     }
 
     @Test(arguments: [10, 19, 61, 120])
