@@ -1,6 +1,6 @@
 import Foundation
 
-/// Encodes `Encodable` values straight into JSON bytes, for the worker's `jsonb` parameters.
+/// Encodes `Encodable` values straight into JSON bytes, for the worker's JSON parameters.
 ///
 /// `JSONEncoder` first builds a tree of every value (a dictionary per object) and then writes it;
 /// the worker encodes an order's state (about 2 kB, some 150 values) twice per event, and that was
@@ -13,7 +13,7 @@ import Foundation
 ///
 /// The output is what `JSONDecoder` with its default strategies reads back to an equal value:
 /// `Date` as seconds since 2001 (as `Date.encode(to:)` does), `Data` as Base64, `URL` as its
-/// absolute string, non-finite numbers refused. Keys are not sorted (`jsonb` keeps its own order).
+/// absolute string, non-finite numbers refused. Keys are not sorted (nothing compares the text).
 enum JSONStreamEncoder {
     static func encode<Value: Encodable>(_ value: Value) throws -> [UInt8] {
         let writer = JSONByteWriter()

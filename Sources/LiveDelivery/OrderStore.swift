@@ -45,14 +45,20 @@ struct OrderChange: Sendable {
 enum OrderStore {
     static let notifyChannel = "livedelivery_outbox"
 
-    /// A `jsonb` parameter, written by ``JSONStreamEncoder`` (an order's state is encoded twice per
-    /// event; `JSONEncoder` made that the largest cost of a worker).
-    static func json<Value: Encodable>(_ value: Value) throws -> PostgresJSON {
-        PostgresJSON(bytes: try JSONStreamEncoder.encode(value))
+    /// A `json` parameter, written by ``JSONStreamEncoder`` (an order's state is encoded twice per
+    /// event; `JSONEncoder` made that the largest cost of a worker). `json`, not `jsonb`: the rows
+    /// go through `json_to_recordset` into `json` columns, and the server only checks the text.
+    static func json<Value: Encodable>(_ value: Value) throws -> PostgresJSONText {
+        PostgresJSONText(bytes: try JSONStreamEncoder.encode(value))
+    }
+
+    /// A stored document, read with ``JSONTapeDecoder`` (`JSONDecoder` was a third of a worker's CPU).
+    static func decode<Value: Decodable>(_ type: Value.Type, from json: PostgresJSON) throws -> Value {
+        try JSONTapeDecoder.decode(type, from: json.bytes)
     }
 
     static func decodeState(_ json: PostgresJSON?) throws -> OrderState? {
-        try json.map { try $0.decode(OrderState.self) }
+        try json.map { try decode(OrderState.self, from: $0) }
     }
 
     /// Locks the orders (creating empty rows first, all in sorted order so that concurrent
@@ -98,7 +104,8 @@ enum OrderStore {
             ORDER BY user_id, device_id
             """)
         for row in rows {
-            let registration = try row.decode(PostgresJSON.self, "registration").decode(PushToStartRegistration.self)
+            let registration = try decode(
+                PushToStartRegistration.self, from: try row.decode(PostgresJSON.self, "registration"))
             tokens[try row.decode(String.self, "user_id"), default: []].append(registration)
         }
         return tokens
@@ -130,8 +137,8 @@ enum OrderStore {
                     terminal = r.terminal, settled = r.settled, last_sequence = r.last_sequence,
                     last_occurred_at = r.last_occurred_at, last_event_id = r.last_event_id,
                     next_sweep_at = r.next_sweep_at, updated_at = now()
-                FROM jsonb_to_recordset(\(try OrderStore.json(rows))) AS r(
-                    order_id text, state jsonb, user_id text, status text, terminal boolean, settled boolean,
+                FROM json_to_recordset(\(try OrderStore.json(rows))) AS r(
+                    order_id text, state json, user_id text, status text, terminal boolean, settled boolean,
                     last_sequence bigint, last_occurred_at timestamptz, last_event_id text,
                     next_sweep_at timestamptz)
                 WHERE o.order_id = r.order_id
@@ -163,9 +170,9 @@ enum OrderStore {
                                         reason, not_before)
                     SELECT r.order_id, r.activity_key, r.kind, r.bundle_id, r.environment, r.priority,
                            r.apns_id::uuid, r.push, r.reason, r.not_before
-                    FROM jsonb_to_recordset(\(try OrderStore.json(pushes))) AS r(
+                    FROM json_to_recordset(\(try OrderStore.json(pushes))) AS r(
                         order_id text, activity_key text, kind text, bundle_id text, environment text,
-                        priority integer, apns_id text, push jsonb, reason text, not_before timestamptz)
+                        priority integer, apns_id text, push json, reason text, not_before timestamptz)
                     ON CONFLICT (order_id, activity_key) DO UPDATE SET
                         kind = EXCLUDED.kind, bundle_id = EXCLUDED.bundle_id, environment = EXCLUDED.environment,
                         priority = EXCLUDED.priority, apns_id = EXCLUDED.apns_id, push = EXCLUDED.push,
@@ -198,7 +205,7 @@ enum OrderStore {
         return !pushes.isEmpty
     }
 
-    /// One order row's new values (`jsonb_to_recordset` input).
+    /// One order row's new values (`json_to_recordset` input).
     private struct OrderRow: Encodable {
         var order_id: String
         var state: OrderState
@@ -226,7 +233,7 @@ enum OrderStore {
         }
     }
 
-    /// One outbox row (`jsonb_to_recordset` input).
+    /// One outbox row (`json_to_recordset` input).
     private struct OutboxRow: Encodable {
         var order_id: String
         var activity_key: String
@@ -312,7 +319,7 @@ enum OrderStore {
                    r.end_reason, r.token_prefix, r.token_received_at, r.last_sent_timestamp,
                    r.last_sent_content::jsonb, r.last_sent_step, r.relevance_score, r.alert_count, r.pending_kind,
                    r.started_at, r.ended_at
-            FROM jsonb_to_recordset(\(try OrderStore.json(rows))) AS r(
+            FROM json_to_recordset(\(try OrderStore.json(rows))) AS r(
                 order_id text, activity_key text, activity_id text, device_id text, bundle_id text, environment text, state text,
                 end_reason text, token_prefix text, token_received_at timestamptz, last_sent_timestamp bigint,
                 last_sent_content text, last_sent_step text, relevance_score double precision, alert_count integer,

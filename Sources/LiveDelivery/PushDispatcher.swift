@@ -217,7 +217,7 @@ public final class PushDispatcher: Service {
                     activityKey: try row.decode(String.self, "activity_key"),
                     generation: try row.decode(Int64.self, "generation"),
                     attempts: try row.decode(Int.self, "attempts"),
-                    push: try row.decode(PostgresJSON.self, "push").decode(PlannedPush.self)))
+                    push: try OrderStore.decode(PlannedPush.self, from: try row.decode(PostgresJSON.self, "push"))))
         }
         return claims
     }
@@ -347,7 +347,7 @@ public final class PushDispatcher: Service {
                                            status, outcome, reason, latency_ms, worker_id)
                 SELECT r.order_id, r.activity_key, r.kind, r.bundle_id, r.priority, r.generation, r.apns_id::uuid,
                        r.status, r.outcome, r.reason, r.latency_ms, \(workerID)
-                FROM jsonb_to_recordset(\(try OrderStore.json(sent.map(AttemptRow.init))))
+                FROM json_to_recordset(\(try OrderStore.json(sent.map(AttemptRow.init))))
                     AS r(order_id text, activity_key text, kind text, bundle_id text, priority integer,
                          generation bigint, apns_id text, status integer, outcome text, reason text,
                          latency_ms double precision)
@@ -442,7 +442,7 @@ public final class PushDispatcher: Service {
         var activityKey: String
     }
 
-    /// One `push_attempts` row (`jsonb_to_recordset` input).
+    /// One `push_attempts` row (`json_to_recordset` input).
     private struct AttemptRow: Encodable {
         var order_id: String
         var activity_key: String

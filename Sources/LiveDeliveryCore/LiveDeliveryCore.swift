@@ -2,7 +2,7 @@
 //
 // No I/O, no C, no clock of its own (every call takes `now`), no randomness (apns-id values are
 // derived from the push). Everything is a Sendable, Codable (or Hashable) value, so the worker can
-// store an order as jsonb and the tests can replay anything.
+// store an order as JSON and the tests can replay anything.
 //
 // The pipeline, in the order the worker uses it:
 //

@@ -1,6 +1,6 @@
 public import Foundation
 
-/// Everything the worker stores for one order (as jsonb, plus the indexed columns it reads from
+/// Everything the worker stores for one order (as JSON, plus the indexed columns it reads from
 /// the computed properties below).
 public struct OrderState: Hashable, Sendable, Codable {
     public var orderID: String
