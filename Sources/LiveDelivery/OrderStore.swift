@@ -46,8 +46,8 @@ enum OrderStore {
     static let notifyChannel = "livedelivery_outbox"
 
     /// A `json` parameter, written by ``JSONStreamEncoder`` (an order's state is encoded twice per
-    /// event; `JSONEncoder` made that the largest cost of a worker). `json`, not `jsonb`: the rows
-    /// go through `json_to_recordset` into `json` columns, and the server only checks the text.
+    /// event; `JSONEncoder` made that the largest cost of a worker). `json`, not `jsonb`: the
+    /// columns are `json`, and the server only checks the text.
     static func json<Value: Encodable>(_ value: Value) throws -> PostgresJSONText {
         PostgresJSONText(bytes: try JSONStreamEncoder.encode(value))
     }
@@ -129,7 +129,7 @@ enum OrderStore {
         let changes = changes.sorted { $0.state.orderID < $1.state.orderID }
         let changedStates = changes.filter { $0.original != $0.state }.map(\.state)
         if !changedStates.isEmpty {
-            let rows = changedStates.map(OrderRow.init)
+            let rows = try changedStates.map(OrderRow.init)
             try await connection.query(
                 """
                 UPDATE orders AS o SET
@@ -137,10 +137,15 @@ enum OrderStore {
                     terminal = r.terminal, settled = r.settled, last_sequence = r.last_sequence,
                     last_occurred_at = r.last_occurred_at, last_event_id = r.last_event_id,
                     next_sweep_at = r.next_sweep_at, updated_at = now()
-                FROM json_to_recordset(\(try OrderStore.json(rows))) AS r(
-                    order_id text, state json, user_id text, status text, terminal boolean, settled boolean,
-                    last_sequence bigint, last_occurred_at timestamptz, last_event_id text,
-                    next_sweep_at timestamptz)
+                FROM unnest(\(rows.map(\.orderID))::text[], \(rows.map(\.state))::json[],
+                            \(PostgresNullableArray(rows.map(\.userID)))::text[],
+                            \(PostgresNullableArray(rows.map(\.status)))::text[], \(rows.map(\.terminal))::boolean[],
+                            \(rows.map(\.settled))::boolean[], \(PostgresNullableArray(rows.map(\.lastSequence)))::bigint[],
+                            \(PostgresNullableArray(rows.map(\.lastOccurredAt)))::timestamptz[],
+                            \(PostgresNullableArray(rows.map(\.lastEventID)))::text[],
+                            \(PostgresNullableArray(rows.map(\.nextSweepAt)))::timestamptz[])
+                    AS r(order_id, state, user_id, status, terminal, settled, last_sequence, last_occurred_at,
+                         last_event_id, next_sweep_at)
                 WHERE o.order_id = r.order_id
                 """)
             try await writeActivities(changedStates, on: connection)
@@ -154,9 +159,9 @@ enum OrderStore {
                 WHERE o.order_id = w.order_id AND o.activity_key = w.activity_key
                 """)
         }
-        let pushes = changes.flatMap { change in
-            change.orderedPushes.map { push in
-                OutboxRow(
+        let pushes = try changes.flatMap { change in
+            try change.orderedPushes.map { push in
+                try OutboxRow(
                     orderID: change.state.orderID, push: push,
                     notBefore: max(push.notBefore, change.notBefore[push.activityKey] ?? push.notBefore))
             }
@@ -170,9 +175,13 @@ enum OrderStore {
                                         reason, not_before)
                     SELECT r.order_id, r.activity_key, r.kind, r.bundle_id, r.environment, r.priority,
                            r.apns_id::uuid, r.push, r.reason, r.not_before
-                    FROM json_to_recordset(\(try OrderStore.json(pushes))) AS r(
-                        order_id text, activity_key text, kind text, bundle_id text, environment text,
-                        priority integer, apns_id text, push json, reason text, not_before timestamptz)
+                    FROM unnest(\(pushes.map(\.orderID))::text[], \(pushes.map(\.activityKey))::text[],
+                                \(pushes.map(\.kind))::text[], \(pushes.map(\.bundleID))::text[],
+                                \(pushes.map(\.environment))::text[], \(pushes.map(\.priority))::integer[],
+                                \(pushes.map(\.apnsID))::text[], \(pushes.map(\.push))::json[],
+                                \(pushes.map(\.reason))::text[], \(pushes.map(\.notBefore))::timestamptz[])
+                        AS r(order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push, reason,
+                             not_before)
                     ON CONFLICT (order_id, activity_key) DO UPDATE SET
                         kind = EXCLUDED.kind, bundle_id = EXCLUDED.bundle_id, environment = EXCLUDED.environment,
                         priority = EXCLUDED.priority, apns_id = EXCLUDED.apns_id, push = EXCLUDED.push,
@@ -205,109 +214,110 @@ enum OrderStore {
         return !pushes.isEmpty
     }
 
-    /// One order row's new values (`json_to_recordset` input).
-    private struct OrderRow: Encodable {
-        var order_id: String
-        var state: OrderState
-        var user_id: String?
+    /// One order row's new values (the columns of an `unnest`: arrays bind as text and PostgreSQL
+    /// reads them far faster than `json_to_recordset` reads the same rows as JSON objects).
+    private struct OrderRow {
+        var orderID: String
+        var state: PostgresJSONText
+        var userID: String?
         var status: String?
         var terminal: Bool
         var settled: Bool
-        var last_sequence: Int?
-        var last_occurred_at: String?
-        var last_event_id: String?
-        var next_sweep_at: String?
+        var lastSequence: Int?
+        var lastOccurredAt: Date?
+        var lastEventID: String?
+        var nextSweepAt: Date?
 
-        init(_ state: OrderState) {
+        init(_ state: OrderState) throws {
             let record = state.record
-            order_id = state.orderID
-            self.state = state
-            user_id = record?.userID
+            orderID = state.orderID
+            self.state = try OrderStore.json(state)
+            userID = record?.userID
             status = record?.status.rawValue
             terminal = record?.isTerminal ?? false
             settled = state.isSettled
-            last_sequence = record?.newest.sequence
-            last_occurred_at = record.map { RFC3339.format($0.newest.occurredAt) }
-            last_event_id = record?.newest.eventID
-            next_sweep_at = state.nextSweepAt.map { RFC3339.format($0) }
+            lastSequence = record?.newest.sequence
+            lastOccurredAt = record?.newest.occurredAt
+            lastEventID = record?.newest.eventID
+            nextSweepAt = state.nextSweepAt
         }
     }
 
-    /// One outbox row (`json_to_recordset` input).
-    private struct OutboxRow: Encodable {
-        var order_id: String
-        var activity_key: String
+    /// One outbox row (the columns of an `unnest`).
+    private struct OutboxRow {
+        var orderID: String
+        var activityKey: String
         var kind: String
-        var bundle_id: String
+        var bundleID: String
         var environment: String
         var priority: Int
-        var apns_id: String
-        var push: PlannedPush
+        var apnsID: String
+        var push: PostgresJSONText
         var reason: String
-        var not_before: String
+        var notBefore: Date
 
-        init(orderID: String, push: PlannedPush, notBefore: Date) {
-            order_id = orderID
-            activity_key = push.activityKey
+        init(orderID: String, push: PlannedPush, notBefore: Date) throws {
+            self.orderID = orderID
+            activityKey = push.activityKey
             kind = push.kind.rawValue
-            bundle_id = push.bundleID
+            bundleID = push.bundleID
             environment = push.environment.rawValue
             priority = push.priority
-            apns_id = push.apnsID
-            self.push = push
+            apnsID = push.apnsID
+            self.push = try OrderStore.json(push)
             reason = push.reason
-            not_before = RFC3339.format(notBefore)
+            self.notBefore = notBefore
         }
     }
 
-    /// The activity projection rows.
-    struct ActivityRow: Encodable {
-        var order_id: String
-        var activity_key: String
-        var activity_id: String?
-        var device_id: String?
-        var bundle_id: String?
+    /// The activity projection rows (the columns of an `unnest`).
+    private struct ActivityRow {
+        var orderID: String
+        var activityKey: String
+        var activityID: String?
+        var deviceID: String?
+        var bundleID: String?
         var environment: String?
         var state: String
-        var end_reason: String?
-        var token_prefix: String?
-        var token_received_at: String?
-        var last_sent_timestamp: Int?
-        var last_sent_content: String?
-        var last_sent_step: String?
-        var relevance_score: Double?
-        var alert_count: Int
-        var pending_kind: String?
-        var started_at: String?
-        var ended_at: String?
-    }
+        var endReason: String?
+        var tokenPrefix: String?
+        var tokenReceivedAt: Date?
+        var lastSentTimestamp: Int?
+        var lastSentContent: String?
+        var lastSentStep: String?
+        var relevanceScore: Double?
+        var alertCount: Int
+        var pendingKind: String?
+        var startedAt: Date?
+        var endedAt: Date?
 
-    static func writeActivities(_ states: [OrderState], on connection: PostgresConnection) async throws {
-        let rows = states.flatMap { state in state.activities.map { activity in (state.orderID, activity) } }
-            .map { orderID, activity -> ActivityRow in
+        init(orderID: String, _ activity: ActivityState) {
             let target =
                 activity.updateToken.map { ($0.token, $0.bundleID, $0.environment) }
                 ?? activity.startToken.map { ($0.token, $0.bundleID, $0.environment) }
-            return ActivityRow(
-                order_id: orderID,
-                activity_key: activity.key,
-                activity_id: activity.activityID,
-                device_id: activity.deviceID,
-                bundle_id: target?.1,
-                environment: target?.2.rawValue,
-                state: activity.phase.rawValue,
-                end_reason: activity.closeReason,
-                token_prefix: target?.0.prefix,
-                token_received_at: activity.updateToken.map { RFC3339.format($0.receivedAt) },
-                last_sent_timestamp: activity.lastTimestamp == 0 ? nil : activity.lastTimestamp,
-                last_sent_content: activity.sent?.contentState,
-                last_sent_step: activity.sent?.step,
-                relevance_score: activity.sent?.relevance,
-                alert_count: activity.alertCount,
-                pending_kind: activity.pending?.kind.rawValue,
-                started_at: activity.startedAt.map { RFC3339.format($0) },
-                ended_at: activity.endedAt.map { RFC3339.format($0) })
+            self.orderID = orderID
+            activityKey = activity.key
+            activityID = activity.activityID
+            deviceID = activity.deviceID
+            bundleID = target?.1
+            environment = target?.2.rawValue
+            state = activity.phase.rawValue
+            endReason = activity.closeReason
+            tokenPrefix = target?.0.prefix
+            tokenReceivedAt = activity.updateToken?.receivedAt
+            lastSentTimestamp = activity.lastTimestamp == 0 ? nil : activity.lastTimestamp
+            lastSentContent = activity.sent?.contentState
+            lastSentStep = activity.sent?.step
+            relevanceScore = activity.sent?.relevance
+            alertCount = activity.alertCount
+            pendingKind = activity.pending?.kind.rawValue
+            startedAt = activity.startedAt
+            endedAt = activity.endedAt
         }
+    }
+
+    static func writeActivities(_ states: [OrderState], on connection: PostgresConnection) async throws {
+        let rows = states.flatMap { state in state.activities.map { ActivityRow(orderID: state.orderID, $0) } }
         guard !rows.isEmpty else { return }
         try await connection.query(
             """
@@ -319,11 +329,24 @@ enum OrderStore {
                    r.end_reason, r.token_prefix, r.token_received_at, r.last_sent_timestamp,
                    r.last_sent_content::jsonb, r.last_sent_step, r.relevance_score, r.alert_count, r.pending_kind,
                    r.started_at, r.ended_at
-            FROM json_to_recordset(\(try OrderStore.json(rows))) AS r(
-                order_id text, activity_key text, activity_id text, device_id text, bundle_id text, environment text, state text,
-                end_reason text, token_prefix text, token_received_at timestamptz, last_sent_timestamp bigint,
-                last_sent_content text, last_sent_step text, relevance_score double precision, alert_count integer,
-                pending_kind text, started_at timestamptz, ended_at timestamptz)
+            FROM unnest(\(rows.map(\.orderID))::text[], \(rows.map(\.activityKey))::text[],
+                        \(PostgresNullableArray(rows.map(\.activityID)))::text[],
+                        \(PostgresNullableArray(rows.map(\.deviceID)))::text[],
+                        \(PostgresNullableArray(rows.map(\.bundleID)))::text[],
+                        \(PostgresNullableArray(rows.map(\.environment)))::text[], \(rows.map(\.state))::text[],
+                        \(PostgresNullableArray(rows.map(\.endReason)))::text[],
+                        \(PostgresNullableArray(rows.map(\.tokenPrefix)))::text[],
+                        \(PostgresNullableArray(rows.map(\.tokenReceivedAt)))::timestamptz[],
+                        \(PostgresNullableArray(rows.map(\.lastSentTimestamp)))::bigint[],
+                        \(PostgresNullableArray(rows.map(\.lastSentContent)))::text[],
+                        \(PostgresNullableArray(rows.map(\.lastSentStep)))::text[],
+                        \(PostgresNullableArray(rows.map(\.relevanceScore)))::double precision[],
+                        \(rows.map(\.alertCount))::integer[], \(PostgresNullableArray(rows.map(\.pendingKind)))::text[],
+                        \(PostgresNullableArray(rows.map(\.startedAt)))::timestamptz[],
+                        \(PostgresNullableArray(rows.map(\.endedAt)))::timestamptz[])
+                AS r(order_id, activity_key, activity_id, device_id, bundle_id, environment, state, end_reason,
+                     token_prefix, token_received_at, last_sent_timestamp, last_sent_content, last_sent_step,
+                     relevance_score, alert_count, pending_kind, started_at, ended_at)
             ON CONFLICT (order_id, activity_key) DO UPDATE SET
                 activity_id = EXCLUDED.activity_id, device_id = EXCLUDED.device_id, bundle_id = EXCLUDED.bundle_id,
                 environment = EXCLUDED.environment, state = EXCLUDED.state, end_reason = EXCLUDED.end_reason,

@@ -341,16 +341,21 @@ public final class PushDispatcher: Service {
                     activityKey: try row.decode(String.self, "activity_key"))
                 generations[key] = try row.decode(Int64.self, "generation")
             }
+            let attempts = sent.map(AttemptRow.init)
             try await connection.query(
                 """
                 INSERT INTO push_attempts (order_id, activity_key, kind, bundle_id, priority, generation, apns_id,
                                            status, outcome, reason, latency_ms, worker_id)
                 SELECT r.order_id, r.activity_key, r.kind, r.bundle_id, r.priority, r.generation, r.apns_id::uuid,
                        r.status, r.outcome, r.reason, r.latency_ms, \(workerID)
-                FROM json_to_recordset(\(try OrderStore.json(sent.map(AttemptRow.init))))
-                    AS r(order_id text, activity_key text, kind text, bundle_id text, priority integer,
-                         generation bigint, apns_id text, status integer, outcome text, reason text,
-                         latency_ms double precision)
+                FROM unnest(\(attempts.map(\.order_id))::text[], \(attempts.map(\.activity_key))::text[],
+                            \(attempts.map(\.kind))::text[], \(attempts.map(\.bundle_id))::text[],
+                            \(attempts.map(\.priority))::integer[], \(attempts.map(\.generation))::bigint[],
+                            \(attempts.map(\.apns_id))::text[], \(PostgresNullableArray(attempts.map(\.status)))::integer[],
+                            \(attempts.map(\.outcome))::text[], \(PostgresNullableArray(attempts.map(\.reason)))::text[],
+                            \(attempts.map(\.latency_ms))::double precision[])
+                    AS r(order_id, activity_key, kind, bundle_id, priority, generation, apns_id, status, outcome, reason,
+                         latency_ms)
                 """)
 
             var changes: [String: OrderChange] = [:]
@@ -442,8 +447,8 @@ public final class PushDispatcher: Service {
         var activityKey: String
     }
 
-    /// One `push_attempts` row (`json_to_recordset` input).
-    private struct AttemptRow: Encodable {
+    /// One `push_attempts` row (the columns of an `unnest`).
+    private struct AttemptRow {
         var order_id: String
         var activity_key: String
         var kind: String

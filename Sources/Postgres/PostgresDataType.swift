@@ -16,6 +16,7 @@ public struct PostgresDataType: RawRepresentable, Hashable, Sendable, CustomStri
     public static let text = PostgresDataType(25)
     public static let oid = PostgresDataType(26)
     public static let json = PostgresDataType(114)
+    public static let jsonArray = PostgresDataType(199)
     public static let float4 = PostgresDataType(700)
     public static let float8 = PostgresDataType(701)
     public static let unknown = PostgresDataType(705)
@@ -40,7 +41,7 @@ public struct PostgresDataType: RawRepresentable, Hashable, Sendable, CustomStri
 
     private static let names: [PostgresDataType: String] = [
         .bool: "bool", .bytea: "bytea", .char: "char", .name: "name", .int8: "int8", .int2: "int2", .int4: "int4",
-        .text: "text", .oid: "oid", .json: "json", .float4: "float4", .float8: "float8", .unknown: "unknown",
+        .text: "text", .oid: "oid", .json: "json", .jsonArray: "json[]", .float4: "float4", .float8: "float8", .unknown: "unknown",
         .boolArray: "bool[]", .int2Array: "int2[]", .int4Array: "int4[]", .textArray: "text[]",
         .varcharArray: "varchar[]", .int8Array: "int8[]", .float8Array: "float8[]", .bpchar: "bpchar",
         .varchar: "varchar", .date: "date", .timestamp: "timestamp", .timestamptz: "timestamptz",

@@ -8,7 +8,8 @@ public protocol PostgresEncodable: Sendable {
     var postgresText: String { get }
 }
 
-/// A value that can also be an element of an array parameter (for `= ANY($1)`).
+/// A value that can also be an element of an array parameter (for `= ANY($1)`, or columns of
+/// `unnest($1::text[], $2::json[], …)`).
 public protocol PostgresArrayElement: PostgresEncodable {
     static var postgresArrayType: PostgresDataType { get }
 }
@@ -83,17 +84,44 @@ extension Date: PostgresArrayElement {
 /// (`[UInt8]` is not an array parameter: it binds as `bytea`.)
 extension Array: PostgresEncodable where Element: PostgresArrayElement {
     public static var postgresType: PostgresDataType { Element.postgresArrayType }
-    public var postgresText: String {
+    public var postgresText: String { PostgresArrayText.make(self) { $0 } }
+}
+
+/// An array parameter whose elements may be NULL, for the columns of `unnest(…)`:
+/// `unnest(\(ids)::text[], \(PostgresNullableArray(users))::text[])`.
+public struct PostgresNullableArray<Element: PostgresArrayElement>: PostgresEncodable {
+    public var elements: [Element?]
+    public init(_ elements: [Element?]) { self.elements = elements }
+    public static var postgresType: PostgresDataType { Element.postgresArrayType }
+    public var postgresText: String { PostgresArrayText.make(elements) { $0 } }
+}
+
+enum PostgresArrayText {
+    /// The array literal: every element quoted, NULL for nil.
+    static func make<Item, Element: PostgresArrayElement>(_ items: [Item], _ element: (Item) -> Element?) -> String {
         // Built from UTF-8 bytes: `"` and `\` are ASCII, so escaping them byte by byte is exact, and
         // much cheaper than walking Characters (a batch binds thousands of elements).
         var text: [UInt8] = [UInt8(ascii: "{")]
-        text.reserveCapacity(count * 16 + 2)
-        for (index, element) in enumerated() {
+        text.reserveCapacity(items.count * 16 + 2)
+        for (index, item) in items.enumerated() {
             if index > 0 { text.append(UInt8(ascii: ",")) }
+            guard let value = element(item) else {
+                text.append(contentsOf: "NULL".utf8)
+                continue
+            }
             text.append(UInt8(ascii: "\""))
-            for byte in element.postgresText.utf8 {
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { text.append(UInt8(ascii: "\\")) }
-                text.append(byte)
+            var elementText = value.postgresText
+            elementText.withUTF8 { bytes in
+                // Copy runs without `"` or `\` whole; escape those two.
+                var start = 0
+                for (offset, byte) in bytes.enumerated()
+                where byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                    text.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<offset]))
+                    text.append(UInt8(ascii: "\\"))
+                    text.append(byte)
+                    start = offset + 1
+                }
+                text.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
             }
             text.append(UInt8(ascii: "\""))
         }

@@ -43,12 +43,13 @@ public struct PostgresJSON: PostgresEncodable, PostgresDecodable, Hashable {
 /// costs the server about twice as much on the way in and three times on the way out. Use this for
 /// documents that are stored and read whole (a `json` column), and as the input of
 /// `json_to_recordset`; it still converts to a `jsonb` column on assignment.
-public struct PostgresJSONText: PostgresEncodable, Hashable {
+public struct PostgresJSONText: PostgresArrayElement, Hashable {
     /// The encoded UTF-8 JSON text (not validated here; the server rejects malformed JSON).
     public var bytes: [UInt8]
 
     public init(bytes: [UInt8]) { self.bytes = bytes }
 
     public static var postgresType: PostgresDataType { .json }
+    public static var postgresArrayType: PostgresDataType { .jsonArray }
     public var postgresText: String { String(decoding: bytes, as: UTF8.self) }
 }

@@ -390,4 +390,33 @@ struct ParameterTests {
             #expect(first == unicode)
         }
     }
+
+    @Test("unnest of typed arrays: NULL elements, JSON with quotes and backslashes, dates and numbers")
+    func unnestColumns() async throws {
+        try await PostgresTestSupport.withClient { client in
+            let documents = [
+                PostgresJSONText(bytes: Array(#"{"a":"say \"hi\" \\ é","b":[1,null]}"#.utf8)),
+                PostgresJSONText(bytes: Array("{}".utf8)),
+            ]
+            let names: [String?] = ["x \"quoted\"", nil]
+            let counts: [Int?] = [nil, 7]
+            let when = Date(timeIntervalSince1970: 1_800_000_000.123456)
+            let rows = try await client.query(
+                """
+                SELECT d::text AS d, n, c, w, n IS NULL AS n_null
+                FROM unnest(\(documents)::json[], \(PostgresNullableArray(names))::text[],
+                            \(PostgresNullableArray(counts))::bigint[], \(PostgresNullableArray([when, nil]))::timestamptz[])
+                    WITH ORDINALITY AS r(d, n, c, w, i)
+                ORDER BY i
+                """)
+            #expect(rows.count == 2)
+            #expect(try rows[0].decode(String.self, "d") == #"{"a":"say \"hi\" \\ é","b":[1,null]}"#)
+            #expect(try rows[0].decode(String?.self, "n") == "x \"quoted\"")
+            #expect(try rows[0].decode(Int?.self, "c") == nil)
+            #expect(try rows[0].decode(Date?.self, "w") == when)
+            #expect(try rows[1].decode(Bool.self, "n_null"))
+            #expect(try rows[1].decode(Int?.self, "c") == 7)
+            #expect(try rows[1].decode(Date?.self, "w") == nil)
+        }
+    }
 }
