@@ -12,6 +12,18 @@ public protocol PostgresEncodable: Sendable {
 /// `unnest($1::text[], $2::json[], …)`).
 public protocol PostgresArrayElement: PostgresEncodable {
     static var postgresArrayType: PostgresDataType { get }
+    /// Calls `body` with the UTF-8 bytes of ``postgresText`` (a type that holds bytes already
+    /// hands them over without making a `String`).
+    func withPostgresTextBytes<Result>(_ body: (UnsafeBufferPointer<UInt8>) throws -> Result) rethrows -> Result
+}
+
+extension PostgresArrayElement {
+    public func withPostgresTextBytes<Result>(_ body: (UnsafeBufferPointer<UInt8>) throws -> Result) rethrows
+        -> Result
+    {
+        var text = postgresText
+        return try text.withUTF8(body)
+    }
 }
 
 extension String: PostgresArrayElement {
@@ -110,18 +122,20 @@ enum PostgresArrayText {
                 continue
             }
             text.append(UInt8(ascii: "\""))
-            var elementText = value.postgresText
-            elementText.withUTF8 { bytes in
-                // Copy runs without `"` or `\` whole; escape those two.
+            value.withPostgresTextBytes { bytes in
+                // Runs without `"` or `\` are copied whole; those two get a backslash.
                 var start = 0
-                for (offset, byte) in bytes.enumerated()
-                where byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                    text.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<offset]))
-                    text.append(UInt8(ascii: "\\"))
-                    text.append(byte)
-                    start = offset + 1
+                var index = 0
+                while index < bytes.count {
+                    let byte = bytes[index]
+                    if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                        text.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
+                        text.append(UInt8(ascii: "\\"))
+                        start = index
+                    }
+                    index += 1
                 }
-                text.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
+                text.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<bytes.count]))
             }
             text.append(UInt8(ascii: "\""))
         }

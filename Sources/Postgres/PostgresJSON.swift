@@ -52,4 +52,10 @@ public struct PostgresJSONText: PostgresArrayElement, Hashable {
     public static var postgresType: PostgresDataType { .json }
     public static var postgresArrayType: PostgresDataType { .jsonArray }
     public var postgresText: String { String(decoding: bytes, as: UTF8.self) }
+
+    public func withPostgresTextBytes<Result>(_ body: (UnsafeBufferPointer<UInt8>) throws -> Result) rethrows
+        -> Result
+    {
+        try bytes.withUnsafeBufferPointer(body)
+    }
 }
