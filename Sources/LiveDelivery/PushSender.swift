@@ -35,6 +35,7 @@ public final class APNsPushSender: PushSending {
             var clientConfiguration = APNsClientConfiguration(apps: list)
             clientConfiguration.caFile = configuration.caFile
             clientConfiguration.requestTimeout = configuration.requestTimeout
+            clientConfiguration.eventLoops = configuration.eventLoops
             do {
                 clients[environment] = try APNsClient(configuration: clientConfiguration, logger: logger)
             } catch {

@@ -26,6 +26,8 @@ import Synchronization
 /// - `apns.baseURL` (string, optional): send every app's pushes here (the simulator).
 /// - `apns.caFile` (string, optional): a CA/certificate PEM to trust for APNs.
 /// - `apns.requestTimeoutSeconds` (double, optional, default 15).
+/// - `apns.eventLoops` (int, optional, default 0 = one per core, at most one per connection):
+///   libcurl threads per APNs host.
 /// - `http.host` (string, optional, default `127.0.0.1`), `http.port` (int, optional, default 9090;
 ///   0 = any free port), `http.portFile` (string, optional): where to write the chosen port.
 /// - `worker.id` (string, optional, default hostname-pid): in logs and outbox leases.
@@ -86,6 +88,8 @@ public struct WorkerConfiguration: Sendable {
         public var baseURL: String?
         public var caFile: String?
         public var requestTimeout: Duration = .seconds(15)
+        /// libcurl threads per host; nil: one per core, at most one per connection.
+        public var eventLoops: Int?
         public init(appsFile: String) { self.appsFile = appsFile }
     }
 
@@ -260,6 +264,8 @@ public struct WorkerConfiguration: Sendable {
         apns.baseURL = optional("apns.baseURL")
         apns.caFile = optional("apns.caFile")
         apns.requestTimeout = seconds("apns.requestTimeoutSeconds", apns.requestTimeout, 1...120)
+        let eventLoops = int("apns.eventLoops", 0, 0...64)
+        apns.eventLoops = eventLoops == 0 ? nil : eventLoops
         apns.apps = loadApps(file: appsFile, problems: problems)
         if let caFile = apns.caFile, !FileManager.default.isReadableFile(atPath: caFile) {
             problems.add("apns.caFile: cannot read \(caFile)")

@@ -111,16 +111,20 @@ struct WorkerBenchmark: AsyncParsableCommand {
             print(String(format: "cost per event: %.0f µs at %d orders, %.0f µs at %d orders (×%.2f)", first.1, first.0, last.1, last.0, last.1 / first.1))
         }
 
-        let latencies = try await bench.latencyRound(orders: tracked, rate: rate, seconds: latencySeconds)
-        if latencies.isEmpty {
+        let samples = try await bench.latencyRound(orders: tracked, rate: rate, seconds: latencySeconds)
+        if samples.isEmpty {
             print("latency: no samples")
         } else {
-            let sorted = latencies.sorted()
+            let sorted = samples.map(\.latency).sorted()
             print(
                 String(
                     format: "latency  publish → push at %d events/s offered, %d s: p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d samples)",
                     rate, latencySeconds, percentile(sorted, 0.5) * 1000, percentile(sorted, 0.99) * 1000,
                     sorted.last! * 1000, sorted.count))
+            // Each second on its own: the workers start just before the first, which shows here.
+            let seconds = Dictionary(grouping: samples, by: { Int($0.offset) }).sorted { $0.key < $1.key }
+            let p99s = seconds.map { String(format: "%.0f", percentile($0.value.map(\.latency).sorted(), 0.99) * 1000) }
+            print("         (p99 per second of publishing, ms: \(p99s.joined(separator: " ")))")
         }
         for worker in bench.workers {
             let (rss, peak) = worker.memoryKilobytes ?? (0, 0)
@@ -377,8 +381,9 @@ private final class BenchEnvironment: @unchecked Sendable {
         return (counted / seconds, seconds / counted)
     }
 
-    /// Offered-rate status updates to distinct orders; seconds from each publish call to the simulator receiving it.
-    func latencyRound(orders: Int, rate: Int, seconds: Int) async throws -> [Double] {
+    /// Offered-rate status updates to distinct orders; for each, seconds from its publish call to the
+    /// simulator receiving it, and when it was published (seconds after the first).
+    func latencyRound(orders: Int, rate: Int, seconds: Int) async throws -> [(offset: Double, latency: Double)] {
         try await startWorkers()
         simulator.reset()
         let total = rate * seconds
@@ -434,10 +439,11 @@ private final class BenchEnvironment: @unchecked Sendable {
             let seen = Set(self.simulator.pushes().compactMap { tokens[$0.deviceToken] })
             return seen.count >= picked.count ? true : nil
         }
-        var latencies: [Double] = []
+        let first = published.values.min() ?? Date()
+        var latencies: [(offset: Double, latency: Double)] = []
         for record in simulator.pushes() {
             guard let order = tokens[record.deviceToken], let sent = published[order], record.receivedAt >= sent else { continue }
-            latencies.append(record.receivedAt.timeIntervalSince(sent))
+            latencies.append((sent.timeIntervalSince(first), record.receivedAt.timeIntervalSince(sent)))
             published[order] = nil  // the first push after the publish
         }
         return latencies
