@@ -155,6 +155,23 @@ struct ReportsTests {
             }
         }
     }
+
+    @Test("sweeper-actions counts a terminal order's re-sent end once, under its own reason")
+    func terminalEndResent() async throws {
+        try await ReportDatabase.with { database in
+            try await database.client.query(
+                """
+                INSERT INTO timeline (order_id, activity_key, at, kind, code, message) VALUES
+                    ('o-1', 'device:d1', '2026-11-21 10:00:00+00', 'sweep', 'sweep_terminal_not_ended', 'not ended'),
+                    ('o-1', 'device:d1', '2026-11-21 10:00:00+00', 'sweep', 'end_planned', 'end planned'),
+                    ('o-2', 'device:d2', '2026-11-21 10:00:00+00', 'sweep', 'end_planned', 'end planned')
+                """)
+            let sweeps = records(try await run("sweeper-actions", on: database))
+            #expect(sweeps.count == 2)
+            #expect(sweeps.contains { $0["reason"] == "sweep_terminal_not_ended" && $0["actions"] == "1" })
+            #expect(sweeps.contains { $0["reason"] == "end_finished_order" && $0["actions"] == "1" })
+        }
+    }
 }
 
 @Suite("Report catalogue, filters and tables")
