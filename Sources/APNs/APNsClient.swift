@@ -43,7 +43,12 @@ public final class APNsClient: Sendable {
         var transport = HTTP2Client.Configuration()
         transport.maxConnectionsPerHost = configuration.maxConnectionsPerHost
         transport.maxConcurrentStreamsPerConnection = configuration.maxConcurrentStreamsPerConnection
-        transport.maxRequestsInFlight = configuration.maxRequestsInFlight
+        // Each HTTP2Client here talks to one host: no more requests than its streams can carry, so
+        // that none waits inside libcurl for a free stream, out of sight of the client's statistics;
+        // the rest wait in the client's own queue, in order.
+        transport.maxRequestsInFlight = min(
+            configuration.maxRequestsInFlight,
+            configuration.maxConnectionsPerHost * configuration.maxConcurrentStreamsPerConnection)
         transport.eventLoops = configuration.eventLoops
         transport.connectTimeout = configuration.connectTimeout
         transport.defaultRequestTimeout = configuration.requestTimeout

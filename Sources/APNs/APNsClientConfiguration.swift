@@ -13,7 +13,8 @@ public struct APNsClientConfiguration: Sendable {
     public var maxConnectionsPerHost: Int = 2
     /// Streams in flight per connection (APNs' own SETTINGS limit applies too).
     public var maxConcurrentStreamsPerConnection: Int = 100
-    /// Requests in flight per host and team; further sends wait.
+    /// Requests in flight per host and team, at most `maxConnectionsPerHost ×
+    /// maxConcurrentStreamsPerConnection`; further sends wait (their wait counts against the timeout).
     public var maxRequestsInFlight: Int = 1000
     /// libcurl threads per host and team, sharing its connections; `nil`: one per core, at most
     /// one per connection.
