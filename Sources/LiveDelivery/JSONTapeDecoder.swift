@@ -611,56 +611,16 @@ struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     func decodeNil(forKey key: Key) throws -> Bool { try tape.kind(at: index(of: key)) == .null }
 
-    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-        let index = try index(of: key)
-        return try prefixing(key) { try tape.value(T.self, at: index) }
-    }
-
-    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-        guard let index = presentIndex(of: key) else { return nil }
-        return try prefixing(key) { try tape.value(T.self, at: index) }
-    }
-
-    func decode(_ type: String.Type, forKey key: Key) throws -> String {
-        let index = try index(of: key)
-        return try prefixing(key) { try tape.string(at: index) }
-    }
-
-    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
-        guard let index = presentIndex(of: key) else { return nil }
-        return try prefixing(key) { try tape.string(at: index) }
-    }
-
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int {
-        let index = try index(of: key)
-        return try prefixing(key) { try tape.integer(Int.self, at: index) }
-    }
-
-    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? {
-        guard let index = presentIndex(of: key) else { return nil }
-        return try prefixing(key) { try tape.integer(Int.self, at: index) }
-    }
-
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
-        let index = try index(of: key)
-        return try prefixing(key) { try tape.double(at: index) }
-    }
-
-    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? {
-        guard let index = presentIndex(of: key) else { return nil }
-        return try prefixing(key) { try tape.double(at: index) }
-    }
-
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
-        let index = try index(of: key)
-        return try prefixing(key) { try tape.bool(at: index) }
-    }
-
-    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? {
-        guard let index = presentIndex(of: key) else { return nil }
-        return try prefixing(key) { try tape.bool(at: index) }
-    }
-
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try value(type, key) }
+    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? { try present(type, key) }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try value(type, key) }
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? { try present(type, key) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try value(type, key) }
+    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try present(type, key) }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try value(type, key) }
+    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? { try present(type, key) }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try value(type, key) }
+    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try present(type, key) }
     func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try value(type, key) }
     func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try value(type, key) }
     func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try value(type, key) }
@@ -674,6 +634,12 @@ struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     private func value<T: Decodable>(_ type: T.Type, _ key: Key) throws -> T {
         let index = try index(of: key)
+        return try prefixing(key) { try tape.value(T.self, at: index) }
+    }
+
+    /// One lookup for a missing key, a null and a value alike (the default `decodeIfPresent` takes three).
+    private func present<T: Decodable>(_ type: T.Type, _ key: Key) throws -> T? {
+        guard let index = presentIndex(of: key) else { return nil }
         return try prefixing(key) { try tape.value(T.self, at: index) }
     }
 

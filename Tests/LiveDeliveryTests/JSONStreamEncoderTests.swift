@@ -85,14 +85,17 @@ struct JSONStreamEncoderTests {
         var nested: [[Sample.Empty]]
     }
 
+    /// One value of every kind the encoder (and the tape decoder) special-cases.
+    static let sample = Sample(
+        text: "quote \" backslash \\ newline \n tab \t bell \u{07} nul \u{00} é 李 🚲 </script>",
+        numbers: [0, -1, .max, .min], small: [0, 255], flags: [true, nil, false], ratio: -1234.5678e-9,
+        fraction: 0.1, when: Date(timeIntervalSinceReferenceDate: 816_958_367.3624423),
+        blob: Data([0, 1, 2, 250]), link: URL(string: "https://example.com/a?b=c")!,
+        byName: ["a": [1], "b": []], missing: nil, empty: .init(), nested: [[], [.init()]])
+
     @Test("escapes, numbers, optionals, dates, data, URLs, dictionaries and empty values")
     func everyKindOfValue() throws {
-        let sample = Sample(
-            text: "quote \" backslash \\ newline \n tab \t bell \u{07} nul \u{00} é 李 🚲 </script>",
-            numbers: [0, -1, .max, .min], small: [0, 255], flags: [true, nil, false], ratio: -1234.5678e-9,
-            fraction: 0.1, when: Date(timeIntervalSinceReferenceDate: 816_958_367.3624423),
-            blob: Data([0, 1, 2, 250]), link: URL(string: "https://example.com/a?b=c")!,
-            byName: ["a": [1], "b": []], missing: nil, empty: .init(), nested: [[], [.init()]])
+        let sample = Self.sample
         let bytes = try JSONStreamEncoder.encode(sample)
         #expect(try JSONDecoder().decode(Sample.self, from: Data(bytes)) == sample)
         #expect(try Self.sameJSON(bytes, try JSONEncoder().encode(sample)))
