@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryCore
 
 /// Encodes `Encodable` values straight into JSON bytes, for the worker's JSON parameters.
 ///
@@ -108,34 +109,8 @@ final class JSONByteWriter {
         }
     }
 
-    private static let hex = Array("0123456789abcdef".utf8)
-
     func writeString(_ string: String) {
-        let plain = string.utf8.withContiguousStorageIfAvailable { utf8 in
-            !utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
-        }
-        if plain == true {
-            bytes.append(UInt8(ascii: "\""))
-            bytes.append(contentsOf: string.utf8)
-            bytes.append(UInt8(ascii: "\""))
-            return
-        }
-        bytes.append(UInt8(ascii: "\""))
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case UInt8(ascii: "\n"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case UInt8(ascii: "\r"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case UInt8(ascii: "\t"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0..<0x20:
-                bytes.append(contentsOf: Array("\\u00".utf8))
-                bytes.append(Self.hex[Int(byte >> 4)])
-                bytes.append(Self.hex[Int(byte & 0xF)])
-            default: bytes.append(byte)
-            }
-        }
-        bytes.append(UInt8(ascii: "\""))
+        JSONValue.appendQuoted(string, to: &bytes)
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryCore
 
 /// Decodes `Decodable` values from JSON bytes through a flat tape of tokens, for the documents the
 /// worker reads back from PostgreSQL (an order's state twice per event, a push per claim).
@@ -201,7 +202,7 @@ final class JSONTape {
                         position += 1
                     case UInt8(ascii: "u"):
                         guard position + 4 < bytes.count,
-                            (1...4).allSatisfy({ JSONTape.hexValue(bytes[position + $0]) != nil })
+                            (1...4).allSatisfy({ JSONTape.isHexDigit(bytes[position + $0]) })
                         else { throw corrupted("invalid \\u escape") }
                         position += 5
                     default:
@@ -263,12 +264,12 @@ final class JSONTape {
         static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
     }
 
-    static func hexValue(_ byte: UInt8) -> UInt16? {
+    static func isHexDigit(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt16(byte - UInt8(ascii: "0"))
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt16(byte - UInt8(ascii: "a") + 10)
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt16(byte - UInt8(ascii: "A") + 10)
-        default: nil
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
+            UInt8(ascii: "A")...UInt8(ascii: "F"):
+            true
+        default: false
         }
     }
 
@@ -341,63 +342,17 @@ final class JSONTape {
         guard token.kind == .string else { throw mismatch(String.self, at: index) }
         let start = Int(token.start)
         let end = Int(token.end)
-        if !token.flag {
-            let text = bytes.withUnsafeBufferPointer { buffer in
-                String(validating: UnsafeBufferPointer(rebasing: buffer[start..<end]), as: UTF8.self)
-            }
-            guard let text else { throw invalidUTF8(at: index) }
-            return text
+        let text = bytes.withUnsafeBufferPointer { buffer in
+            token.flag
+                // Escapes: the core's JSON parser resolves them, given the literal with its quotes.
+                ? JSONValue.string(literal: UnsafeBufferPointer(rebasing: buffer[(start - 1)...end]))
+                : String(validating: UnsafeBufferPointer(rebasing: buffer[start..<end]), as: UTF8.self)
         }
-        var out: [UInt8] = []
-        out.reserveCapacity(end - start)
-        var i = start
-        while i < end {
-            let byte = bytes[i]
-            guard byte == UInt8(ascii: "\\") else {
-                out.append(byte)
-                i += 1
-                continue
-            }
-            let escape = bytes[i + 1]
-            i += 2
-            switch escape {
-            case UInt8(ascii: "b"): out.append(0x08)
-            case UInt8(ascii: "f"): out.append(0x0C)
-            case UInt8(ascii: "n"): out.append(0x0A)
-            case UInt8(ascii: "r"): out.append(0x0D)
-            case UInt8(ascii: "t"): out.append(0x09)
-            case UInt8(ascii: "u"):
-                let unit = hex4(at: i)
-                i += 4
-                if (0xD800...0xDBFF).contains(unit) {
-                    // A high surrogate must be followed by an escaped low one.
-                    guard i + 6 <= end, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u"),
-                        case let low = hex4(at: i + 2), (0xDC00...0xDFFF).contains(low)
-                    else { throw badSurrogate(at: index) }
-                    i += 6
-                    let scalar = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
-                    out.append(contentsOf: UTF8.encode(Unicode.Scalar(scalar)!)!)
-                    continue
-                }
-                guard !(0xDC00...0xDFFF).contains(unit) else { throw badSurrogate(at: index) }
-                out.append(contentsOf: UTF8.encode(Unicode.Scalar(unit)!)!)
-            default: out.append(escape)  // \" \\ \/
-            }
+        guard let text else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: [], debugDescription: "Invalid escape, lone surrogate or UTF-8 in a string."))
         }
-        guard let text = String(validating: out, as: UTF8.self) else { throw invalidUTF8(at: index) }
         return text
-    }
-
-    private func hex4(at offset: Int) -> UInt16 {
-        (0..<4).reduce(0) { $0 << 4 | Self.hexValue(bytes[offset + $1])! }
-    }
-
-    private func invalidUTF8(at index: Int) -> DecodingError {
-        DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "Invalid UTF-8 in a string."))
-    }
-
-    private func badSurrogate(at index: Int) -> DecodingError {
-        DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "Unpaired UTF-16 surrogate in a string."))
     }
 
     func bool(at index: Int) throws -> Bool {

@@ -74,9 +74,20 @@ enum OrderStore {
             SELECT id FROM unnest(\(sorted)::text[]) AS id ORDER BY id
             ON CONFLICT (order_id) DO NOTHING
             """)
+        return try await lockExisting(sorted, on: connection)
+    }
+
+    /// Locks the orders that exist, in sorted order, and returns their stored states (nil for a
+    /// row created empty).
+    static func lockExisting(_ orderIDs: [String], on connection: PostgresConnection) async throws -> [String:
+        OrderState?]
+    {
         var states: [String: OrderState?] = [:]
         let rows = try await connection.query(
-            "SELECT order_id, state FROM orders WHERE order_id = ANY(\(sorted)::text[]) ORDER BY order_id FOR UPDATE")
+            """
+            SELECT order_id, state FROM orders WHERE order_id = ANY(\(Array(Set(orderIDs)).sorted())::text[])
+            ORDER BY order_id FOR UPDATE
+            """)
         for row in rows {
             states[try row.decode(String.self, "order_id")] = try decodeState(
                 try row.decode(PostgresJSON?.self, "state"))

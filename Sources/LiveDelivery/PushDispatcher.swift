@@ -166,46 +166,36 @@ public final class PushDispatcher: Service {
     /// `expired`) rows whose lease expired because their worker died, each through its own partial
     /// index.
     private func claim(limit: Int, expired includeExpired: Bool = true) async throws -> [Claim] {
-        let leaseSeconds = configuration.lease.seconds
-        let free = try await client.query(
+        var claims = try await lease(where: "d.lease_until IS NULL", orderBy: "d.not_before", limit: limit)
+        if includeExpired && claims.count < limit {
+            claims += try await lease(
+                where: "d.lease_until IS NOT NULL AND d.lease_until < now()", orderBy: "d.lease_until",
+                limit: limit - claims.count)
+        }
+        return claims
+    }
+
+    /// Leases up to `limit` due rows that match `lease` (a predicate of ``claim(limit:expired:)``'s
+    /// own, matching one partial index), in `order`.
+    private func lease(where lease: String, orderBy order: String, limit: Int) async throws -> [Claim] {
+        let rows = try await client.query(
             """
             UPDATE outbox AS o
-            SET lease_owner = \(workerID), lease_until = now() + make_interval(secs => \(leaseSeconds)),
+            SET lease_owner = \(workerID), lease_until = now() + make_interval(secs => \(configuration.lease.seconds)),
                 attempts = o.attempts + 1
             FROM (
                 SELECT order_id, activity_key FROM outbox AS d
-                WHERE d.lease_until IS NULL AND d.not_before <= now()
+                WHERE \(unsafeRaw: lease) AND d.not_before <= now()
                   AND NOT EXISTS (SELECT 1 FROM app_pauses AS p
                                   WHERE p.bundle_id = d.bundle_id AND p.paused_until > now())
-                ORDER BY d.not_before
+                ORDER BY \(unsafeRaw: order)
                 LIMIT \(limit)
                 FOR UPDATE SKIP LOCKED
             ) AS c
             WHERE o.order_id = c.order_id AND o.activity_key = c.activity_key
             RETURNING o.order_id, o.activity_key, o.generation, o.attempts, o.push
             """)
-        var claims = try Self.claims(free)
-        if includeExpired && claims.count < limit {
-            let expired = try await client.query(
-                """
-                UPDATE outbox AS o
-                SET lease_owner = \(workerID), lease_until = now() + make_interval(secs => \(leaseSeconds)),
-                    attempts = o.attempts + 1
-                FROM (
-                    SELECT order_id, activity_key FROM outbox AS d
-                    WHERE d.lease_until IS NOT NULL AND d.lease_until < now() AND d.not_before <= now()
-                      AND NOT EXISTS (SELECT 1 FROM app_pauses AS p
-                                      WHERE p.bundle_id = d.bundle_id AND p.paused_until > now())
-                    ORDER BY d.lease_until
-                    LIMIT \(limit - claims.count)
-                    FOR UPDATE SKIP LOCKED
-                ) AS c
-                WHERE o.order_id = c.order_id AND o.activity_key = c.activity_key
-                RETURNING o.order_id, o.activity_key, o.generation, o.attempts, o.push
-                """)
-            claims += try Self.claims(expired)
-        }
-        return claims
+        return try Self.claims(rows)
     }
 
     private static func claims(_ rows: PostgresRows) throws -> [Claim] {
@@ -315,18 +305,8 @@ public final class PushDispatcher: Service {
         let now = self.now()
         let sent = sent.sorted { ($0.claim.orderID, $0.claim.activityKey) < ($1.claim.orderID, $1.claim.activityKey) }
         return try await client.withTransaction { connection in
-            let orderIDs = Array(Set(sent.map(\.claim.orderID))).sorted()
-            var states: [String: OrderState] = [:]
-            for row in try await connection.query(
-                """
-                SELECT order_id, state FROM orders WHERE order_id = ANY(\(orderIDs)::text[])
-                ORDER BY order_id FOR UPDATE
-                """)
-            {
-                if let state = try OrderStore.decodeState(try row.decode(PostgresJSON?.self, "state")) {
-                    states[try row.decode(String.self, "order_id")] = state
-                }
-            }
+            let states = try await OrderStore.lockExisting(sent.map(\.claim.orderID), on: connection)
+                .compactMapValues { $0 }
             var generations: [OutboxKey: Int64] = [:]
             for row in try await connection.query(
                 """

@@ -46,50 +46,39 @@ public final class Retention: Service {
         }
     }
 
+    /// The tables kept for `retention.days`: the key a batch deletes by, the time compared, and the
+    /// order batches go in (each through an index).
+    private static let tables: [(name: String, key: String, time: String, order: String)] = [
+        ("inbox", "event_id", "processed_at", "processed_at"),
+        ("push_attempts", "id", "attempted_at", "attempted_at"),
+        ("timeline", "id", "at", "id"),
+    ]
+
     /// One round: deletes what is older than the retention, in batches; returns rows deleted per
     /// table (nothing when another worker holds the round).
     @discardableResult
     public func runOnce() async throws -> [String: Int] {
         let seconds = Double(configuration.days) * 86_400
         let batch = configuration.batchSize
-        var deleted: [String: Int] = ["inbox": 0, "push_attempts": 0, "timeline": 0]
-        for table in ["inbox", "push_attempts", "timeline"] {
+        var deleted = Dictionary(uniqueKeysWithValues: Self.tables.map { ($0.name, 0) })
+        for table in Self.tables {
             while !Task.isShuttingDownGracefully {
                 let count: Int? = try await client.withTransaction { connection in
                     let held = try await connection.query(
                         "SELECT pg_try_advisory_xact_lock(hashtextextended('livedelivery:retention', 0)) AS held")
                     guard try held[0].decode(Bool.self, "held") else { return nil }
-                    let rows: PostgresRows
-                    switch table {
-                    case "inbox":
-                        rows = try await connection.query(
-                            """
-                            DELETE FROM inbox WHERE event_id IN (
-                                SELECT event_id FROM inbox
-                                WHERE processed_at < now() - make_interval(secs => \(seconds))
-                                ORDER BY processed_at LIMIT \(batch))
-                            """)
-                    case "push_attempts":
-                        rows = try await connection.query(
-                            """
-                            DELETE FROM push_attempts WHERE id IN (
-                                SELECT id FROM push_attempts
-                                WHERE attempted_at < now() - make_interval(secs => \(seconds))
-                                ORDER BY attempted_at LIMIT \(batch))
-                            """)
-                    default:
-                        rows = try await connection.query(
-                            """
-                            DELETE FROM timeline WHERE id IN (
-                                SELECT id FROM timeline
-                                WHERE at < now() - make_interval(secs => \(seconds))
-                                ORDER BY id LIMIT \(batch))
-                            """)
-                    }
+                    // The names are this type's constants, not input.
+                    let rows = try await connection.query(
+                        """
+                        DELETE FROM \(unsafeRaw: table.name) WHERE \(unsafeRaw: table.key) IN (
+                            SELECT \(unsafeRaw: table.key) FROM \(unsafeRaw: table.name)
+                            WHERE \(unsafeRaw: table.time) < now() - make_interval(secs => \(seconds))
+                            ORDER BY \(unsafeRaw: table.order) LIMIT \(batch))
+                        """)
                     return rows.affectedRows
                 }
                 guard let count else { return [:] }
-                deleted[table, default: 0] += count
+                deleted[table.name, default: 0] += count
                 if count < batch { break }
             }
         }

@@ -437,7 +437,7 @@ extension JSONValue {
         case .double(let value):
             out.append(contentsOf: Array(Self.format(value).utf8))
         case .string(let value):
-            Self.writeString(value, to: &out)
+            Self.appendQuoted(value, to: &out)
         case .array(let values):
             if values.isEmpty {
                 out.append(contentsOf: Array("[]".utf8))
@@ -460,7 +460,7 @@ extension JSONValue {
             for (index, member) in object.members.enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
                 if pretty { Self.newline(&out, indent + 1) }
-                Self.writeString(member.key, to: &out)
+                Self.appendQuoted(member.key, to: &out)
                 out.append(UInt8(ascii: ":"))
                 if pretty { out.append(UInt8(ascii: " ")) }
                 member.value.write(to: &out, pretty: pretty, indent: indent + 1)
@@ -484,8 +484,20 @@ extension JSONValue {
         return String(value)
     }
 
-    private static func writeString(_ string: String, to out: inout [UInt8]) {
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// Appends `string` as a JSON string literal: quotes, backslashes and control characters
+    /// escaped, everything else as its UTF-8 bytes. Shared with the worker's streaming encoder.
+    public static func appendQuoted(_ string: String, to out: inout [UInt8]) {
+        let plain = string.utf8.withContiguousStorageIfAvailable { utf8 in
+            !utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        }
         out.append(UInt8(ascii: "\""))
+        if plain == true {
+            out.append(contentsOf: string.utf8)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
@@ -494,13 +506,22 @@ extension JSONValue {
             case UInt8(ascii: "\r"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
             case UInt8(ascii: "\t"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
             case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
                 out.append(contentsOf: Array("\\u00".utf8))
-                out.append(hex[Int(byte >> 4)])
-                out.append(hex[Int(byte & 0xF)])
+                out.append(hexDigits[Int(byte >> 4)])
+                out.append(hexDigits[Int(byte & 0xF)])
             default: out.append(byte)
             }
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    /// The text of one JSON string literal, its quotes included: escapes resolved, surrogate pairs
+    /// joined. Nil when it is malformed, has a lone surrogate or a raw control character, or is not
+    /// valid UTF-8. For decoders that find the literal themselves.
+    public static func string(literal: UnsafeBufferPointer<UInt8>) -> String? {
+        guard literal.first == UInt8(ascii: "\"") else { return nil }
+        var parser = JSONParser(literal)
+        guard let text = parser.string(), parser.index == literal.count else { return nil }
+        return text
     }
 }
