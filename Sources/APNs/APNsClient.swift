@@ -90,7 +90,7 @@ public final class APNsClient: Sendable {
         // classifying the answer.
         var logger = self.logger
         if logger.logLevel <= .debug {
-            logger[metadataKey: APNsLoggingKeys.apnsID] = "\(notification.apnsID.uuidString.lowercased())"
+            logger[metadataKey: APNsLoggingKeys.apnsID] = "\(UUIDText.lowercased(notification.apnsID))"
             logger[metadataKey: APNsLoggingKeys.bundleID] = "\(bundleID)"
             logger[metadataKey: APNsLoggingKeys.tokenPrefix] = "\(notification.deviceToken.prefix(8))"
         }
@@ -110,7 +110,7 @@ public final class APNsClient: Sendable {
                 let outcome = APNsOutcome.classify(
                     status: response.status,
                     body: response.body,
-                    apnsID: response.header("apns-id").flatMap(UUID.init(uuidString:)) ?? notification.apnsID,
+                    apnsID: response.header("apns-id").flatMap(UUIDText.parse) ?? notification.apnsID,
                     retryAfter: response.header("retry-after").flatMap { Int($0) }.map { .seconds($0) },
                     delays: configuration.retryDelays)
                 if case .refreshAuth = outcome {
@@ -147,7 +147,7 @@ public final class APNsClient: Sendable {
             ("apns-push-type", notification.pushType.rawValue),
             ("apns-topic", notification.topic),
             ("apns-priority", String(notification.priority.rawValue)),
-            ("apns-id", notification.apnsID.uuidString.lowercased()),
+            ("apns-id", UUIDText.lowercased(notification.apnsID)),
             ("content-type", "application/json"),
         ]
         if let expiration = notification.expiration.headerValue { headers.append(("apns-expiration", expiration)) }

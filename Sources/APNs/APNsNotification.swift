@@ -45,7 +45,7 @@ public struct APNsNotification: Sendable, Hashable, CustomStringConvertible {
     /// Never the whole token, never the payload.
     public var description: String {
         "APNsNotification(token: \(APNsRedaction.tokenPrefix(deviceToken)), topic: \(topic), "
-            + "pushType: \(pushType), priority: \(priority.rawValue), apnsID: \(apnsID.uuidString.lowercased()), "
+            + "pushType: \(pushType), priority: \(priority.rawValue), apnsID: \(UUIDText.lowercased(apnsID)), "
             + "payload: \(payload.count) bytes)"
     }
 }

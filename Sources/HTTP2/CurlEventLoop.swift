@@ -270,7 +270,7 @@ final class CurlEventLoop: @unchecked Sendable {
         try easy.set(CURLOPT_WRITEDATA, pointer: contextPointer)
         try easy.set(CURLOPT_URL, context.url)
         try easy.set(CURLOPT_TIMEOUT_MS, context.timeoutMilliseconds)
-        try easy.set(CURLOPT_HTTPHEADER, slist: context.headerList)
+        try easy.set(CURLOPT_HTTPHEADER, slist: context.headerList.head)
         if context.sendsBody {
             try easy.set(CURLOPT_POSTFIELDSIZE_LARGE, int64: Int64(context.bodyCount))
             try easy.set(CURLOPT_POSTFIELDS, pointer: context.body.baseAddress)

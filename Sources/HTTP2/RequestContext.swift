@@ -12,8 +12,8 @@ final class RequestContext: @unchecked Sendable {
     let id: UInt64
     let method: String
     let url: String
-    /// `CURLOPT_HTTPHEADER` list, freed in `deinit` (after libcurl is done with the transfer).
-    let headerList: UnsafeMutablePointer<curl_slist>?
+    /// `CURLOPT_HTTPHEADER`, freed in `deinit` (after libcurl is done with the transfer).
+    let headerList: HeaderList
     /// The body for `CURLOPT_POSTFIELDS`: libcurl does not copy it, so it lives as long as we do.
     let body: UnsafeMutableRawBufferPointer
     /// Bytes of ``body`` in use (the buffer has at least one byte so its pointer is never null).
@@ -40,34 +40,28 @@ final class RequestContext: @unchecked Sendable {
             throw invalid("the method is not an HTTP token")
         }
 
-        var list: UnsafeMutablePointer<curl_slist>? = nil
         var hasContentType = false
         var hasAccept = false
         for (name, value) in request.headers {
             guard !name.isEmpty, name.utf8.allSatisfy(Self.isTokenCharacter) else {
-                curl_slist_free_all(list)
                 throw invalid("a header name is empty or not an HTTP token")
             }
             guard !value.utf8.contains(where: Self.isForbiddenInValue) else {
-                curl_slist_free_all(list)
                 throw invalid("the value of a header contains CR, LF or NUL")
             }
-            let lowered = name.lowercased()
-            if lowered == "content-type" { hasContentType = true }
-            if lowered == "accept" { hasAccept = true }
-            // libcurl sends "name;" as a header with an empty value ("name:" would remove it).
-            list = Self.append(list, value.isEmpty ? "\(lowered);" : "\(lowered): \(value)")
+            if Self.equalsIgnoringCase(name, "content-type") { hasContentType = true }
+            if Self.equalsIgnoringCase(name, "accept") { hasAccept = true }
         }
         // Remove what libcurl would add on its own: no 100-continue round trip, no form
         // content type for POSTFIELDS, no "accept: */*".
-        list = Self.append(list, "Expect:")
-        if !hasContentType { list = Self.append(list, "Content-Type:") }
-        if !hasAccept { list = Self.append(list, "Accept:") }
+        var removals: [StaticString] = ["Expect:"]
+        if !hasContentType { removals.append("Content-Type:") }
+        if !hasAccept { removals.append("Accept:") }
+        headerList = HeaderList(request.headers, removals: removals)
 
         self.id = id
         self.method = method
         self.url = request.url
-        self.headerList = list
         self.sendsBody = method == "POST" || (!request.body.isEmpty && method != "GET" && method != "HEAD")
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(request.body.count, 1), alignment: 1)
         request.body.withUnsafeBytes { bytes in
@@ -78,7 +72,7 @@ final class RequestContext: @unchecked Sendable {
     }
 
     deinit {
-        curl_slist_free_all(headerList)
+        headerList.deallocate()
         body.deallocate()
     }
 
@@ -112,14 +106,6 @@ final class RequestContext: @unchecked Sendable {
 
     // MARK: Helpers
 
-    private static func append(
-        _ list: UnsafeMutablePointer<curl_slist>?,
-        _ line: String
-    ) -> UnsafeMutablePointer<curl_slist>? {
-        // curl_slist_append copies the string; it returns NULL only when out of memory.
-        line.withCString { curl_slist_append(list, $0) } ?? list
-    }
-
     private static func isForbiddenInValue(_ byte: UInt8) -> Bool {
         byte == 0 || byte == UInt8(ascii: "\r") || byte == UInt8(ascii: "\n")
     }
@@ -135,7 +121,84 @@ final class RequestContext: @unchecked Sendable {
         }
     }
 
-    private static func asciiLowercased(_ byte: UInt8) -> UInt8 {
+    private static func equalsIgnoringCase(_ name: String, _ lowercased: String) -> Bool {
+        name.utf8.count == lowercased.utf8.count && zip(name.utf8, lowercased.utf8).allSatisfy { asciiLowercased($0) == $1 }
+    }
+
+    fileprivate static func asciiLowercased(_ byte: UInt8) -> UInt8 {
         byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte
     }
+}
+
+/// A `curl_slist` for `CURLOPT_HTTPHEADER` built in one allocation: the nodes first, then their
+/// NUL-terminated lines (`name: value`, names in lower case; `name;` for an empty value, which
+/// libcurl sends as a header with no value, where `name:` would remove it). libcurl only reads the
+/// list, so it need not come from `curl_slist_append`, which costs two allocations per line.
+struct HeaderList {
+    private let storage: UnsafeMutableRawPointer?
+
+    /// `headers` are valid (token names, no CR, LF or NUL in values); `removals` are lines as given.
+    init(_ headers: [(name: String, value: String)], removals: [StaticString]) {
+        let count = headers.count + removals.count
+        let nodes = count * MemoryLayout<curl_slist>.stride
+        var size = nodes
+        for (name, value) in headers { size += name.utf8.count + (value.isEmpty ? 1 : 2 + value.utf8.count) + 1 }
+        for line in removals { size += line.utf8CodeUnitCount + 1 }
+        guard count > 0 else {
+            storage = nil
+            return
+        }
+        let storage = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: MemoryLayout<curl_slist>.alignment)
+        let node = storage.bindMemory(to: curl_slist.self, capacity: count)
+        var text = (storage + nodes).assumingMemoryBound(to: UInt8.self)
+        var index = 0
+        func link(_ start: UnsafeMutablePointer<UInt8>) {
+            (node + index).initialize(
+                to: curl_slist(
+                    data: UnsafeMutableRawPointer(start).assumingMemoryBound(to: CChar.self),
+                    next: index + 1 < count ? node + index + 1 : nil))
+            index += 1
+        }
+        func write<Bytes: Sequence<UInt8>>(_ bytes: Bytes) {
+            for byte in bytes {
+                text.pointee = byte
+                text += 1
+            }
+        }
+        for (name, value) in headers {
+            let start = text
+            write(name.utf8.lazy.map(RequestContext.asciiLowercased))
+            if value.isEmpty {
+                write(CollectionOfOne(UInt8(ascii: ";")))
+            } else {
+                write(": ".utf8)
+                write(value.utf8)
+            }
+            write(CollectionOfOne(0))
+            link(start)
+        }
+        for line in removals {
+            let start = text
+            write(UnsafeBufferPointer(start: line.utf8Start, count: line.utf8CodeUnitCount))
+            write(CollectionOfOne(0))
+            link(start)
+        }
+        self.storage = storage
+    }
+
+    /// The head of the list (nil when empty).
+    var head: UnsafeMutablePointer<curl_slist>? { storage?.assumingMemoryBound(to: curl_slist.self) }
+
+    /// The lines, in order (for tests).
+    var lines: [String] {
+        var lines: [String] = []
+        var node = head
+        while let current = node {
+            lines.append(String(cString: current.pointee.data))
+            node = current.pointee.next
+        }
+        return lines
+    }
+
+    func deallocate() { storage?.deallocate() }
 }

@@ -27,4 +27,22 @@ import Testing
             try RequestContext(id: 1, request: HTTP2Request(method: "PO ST", url: "https://x/"))
         }
     }
+
+    @Test func headerListIsOneListOfLowerCaseLinesThenTheRemovals() throws {
+        let context = try RequestContext(
+            id: 1,
+            request: HTTP2Request(
+                method: "POST", url: "https://localhost/",
+                headers: [("Authorization", "bearer x.y.z"), ("apns-ID", "abc"), ("X-Empty", "")], body: [1]))
+        #expect(
+            context.headerList.lines == [
+                "authorization: bearer x.y.z", "apns-id: abc", "x-empty;", "Expect:", "Content-Type:", "Accept:",
+            ])
+        let typed = try RequestContext(
+            id: 2,
+            request: HTTP2Request(url: "https://localhost/", headers: [("Content-TYPE", "application/json"), ("accept", "*/*")]))
+        #expect(typed.headerList.lines == ["content-type: application/json", "accept: */*", "Expect:"])
+        let bare = try RequestContext(id: 3, request: HTTP2Request(url: "https://localhost/"))
+        #expect(bare.headerList.lines == ["Expect:", "Content-Type:", "Accept:"])
+    }
 }
