@@ -17,8 +17,18 @@ public final class APNsClient: Sendable {
         var client: HTTP2Client
     }
 
+    /// Everything a push for one app needs, resolved once.
+    private struct Target: Sendable {
+        var app: APNsApp
+        var client: HTTP2Client
+        /// `<base URL>/3/device/`.
+        var devicePath: String
+        var tokenKey: String
+    }
+
     public let configuration: APNsClientConfiguration
-    private let apps: [String: APNsApp]
+    /// By bundle id.
+    private let targets: [String: Target]
     /// By `baseURL + " " + teamID`.
     private let routes: [String: Route]
     private let tokens: APNsTokenProvider
@@ -38,7 +48,7 @@ public final class APNsClient: Sendable {
         self.logger = logger
         self.tokens = APNsTokenProvider(
             refreshInterval: configuration.tokenRefreshInterval, clock: clock, wallClock: wallClock)
-        var apps: [String: APNsApp] = [:]
+        var targets: [String: Target] = [:]
         var routes: [String: Route] = [:]
         var transport = HTTP2Client.Configuration()
         transport.maxConnectionsPerHost = configuration.maxConnectionsPerHost
@@ -56,18 +66,22 @@ public final class APNsClient: Sendable {
         transport.verifyPeer = configuration.verifyPeer
         transport.verifyHost = configuration.verifyHost
         for app in configuration.apps {
-            apps[app.bundleID] = app
             let baseURL = configuration.baseURL(for: app)
             let routeKey = Self.routeKey(baseURL: baseURL, teamID: app.teamID)
-            guard routes[routeKey] == nil else { continue }
-            do {
-                routes[routeKey] = Route(baseURL: baseURL, client: try HTTP2Client(configuration: transport, logger: logger))
-            } catch {
-                for route in routes.values { Task { await route.client.shutdown() } }
-                throw APNsError(.transport, "cannot create the HTTP/2 client: \(error)")
+            if routes[routeKey] == nil {
+                do {
+                    routes[routeKey] = Route(
+                        baseURL: baseURL, client: try HTTP2Client(configuration: transport, logger: logger))
+                } catch {
+                    for route in routes.values { Task { await route.client.shutdown() } }
+                    throw APNsError(.transport, "cannot create the HTTP/2 client: \(error)")
+                }
             }
+            targets[app.bundleID] = Target(
+                app: app, client: routes[routeKey]!.client, devicePath: baseURL + "/3/device/",
+                tokenKey: APNsTokenProvider.cacheKey(key: app.key, teamID: app.teamID))
         }
-        self.apps = apps
+        self.targets = targets
         self.routes = routes
     }
 
@@ -81,11 +95,10 @@ public final class APNsClient: Sendable {
 
     /// Sends one push for the app with this bundle id and tells what to do next.
     public func send(_ notification: APNsNotification, app bundleID: String) async -> APNsOutcome {
-        guard let app = apps[bundleID],
-            let route = routes[Self.routeKey(baseURL: configuration.baseURL(for: app), teamID: app.teamID)]
-        else {
+        guard let target = targets[bundleID] else {
             return .configurationFault(reason: .unknownApp, status: nil)
         }
+        let app = target.app
         // The push's metadata only when something will be logged: building it cost as much as
         // classifying the answer.
         var logger = self.logger
@@ -97,16 +110,16 @@ public final class APNsClient: Sendable {
 
         var attempt = 1
         while true {
-            let token: String
+            let token: APNsTokenProvider.Token
             do {
-                token = try tokens.token(key: app.key, teamID: app.teamID)
+                token = try tokens.token(key: app.key, teamID: app.teamID, cacheKey: target.tokenKey)
             } catch {
                 logger.debug("cannot sign a provider token", metadata: [APNsLoggingKeys.keyID: "\(app.key.keyID)"])
                 return .configurationFault(reason: .signingFailed, status: nil)
             }
-            let request = makeRequest(notification, baseURL: route.baseURL, providerToken: token)
+            let request = makeRequest(notification, devicePath: target.devicePath, authorization: token.authorization)
             do {
-                let response = try await route.client.execute(request)
+                let response = try await target.client.execute(request)
                 let outcome = APNsOutcome.classify(
                     status: response.status,
                     body: response.body,
@@ -114,7 +127,7 @@ public final class APNsClient: Sendable {
                     retryAfter: response.header("retry-after").flatMap { Int($0) }.map { .seconds($0) },
                     delays: configuration.retryDelays)
                 if case .refreshAuth = outcome {
-                    tokens.invalidate(token: token, key: app.key, teamID: app.teamID)
+                    tokens.invalidate(token: token.jwt, key: app.key, teamID: app.teamID)
                 }
                 logger.debug(
                     "APNs answered",
@@ -141,9 +154,11 @@ public final class APNsClient: Sendable {
         }
     }
 
-    private func makeRequest(_ notification: APNsNotification, baseURL: String, providerToken: String) -> HTTP2Request {
-        var headers: [(name: String, value: String)] = [
-            ("authorization", "bearer " + providerToken),
+    private func makeRequest(_ notification: APNsNotification, devicePath: String, authorization: String) -> HTTP2Request {
+        var headers: [(name: String, value: String)] = []
+        headers.reserveCapacity(8)
+        headers += [
+            ("authorization", authorization),
             ("apns-push-type", notification.pushType.rawValue),
             ("apns-topic", notification.topic),
             ("apns-priority", String(notification.priority.rawValue)),
@@ -154,7 +169,7 @@ public final class APNsClient: Sendable {
         if let collapseID = notification.collapseID { headers.append(("apns-collapse-id", collapseID)) }
         return HTTP2Request(
             method: "POST",
-            url: baseURL + "/3/device/" + notification.deviceToken,
+            url: devicePath + notification.deviceToken,
             headers: headers,
             body: notification.payload,
             timeout: configuration.requestTimeout)

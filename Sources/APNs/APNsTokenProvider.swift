@@ -12,8 +12,14 @@ import Synchronization
 /// per push was a measurable share of the client's cost. Signing (once per refresh interval) runs
 /// under the lock, so concurrent callers never mint twice.
 final class APNsTokenProvider: Sendable {
+    /// A provider token and its `authorization` header value.
+    struct Token: Sendable {
+        var jwt: String
+        var authorization: String
+    }
+
     private struct Entry {
-        var token: String
+        var token: Token
         var mintedAt: Duration
     }
 
@@ -42,14 +48,22 @@ final class APNsTokenProvider: Sendable {
 
     var tokensMinted: Int { state.withLock { $0.tokensMinted } }
 
+    /// The cache key of a key and team (callers that ask often keep it).
+    static func cacheKey(key: APNsSigningKey, teamID: String) -> String { key.keyID + ":" + teamID }
+
     func token(key: APNsSigningKey, teamID: String) throws(APNsError) -> String {
-        let cacheKey = key.keyID + ":" + teamID
+        try token(key: key, teamID: teamID, cacheKey: Self.cacheKey(key: key, teamID: teamID)).jwt
+    }
+
+    /// The token for `key` and `teamID`, whose ``cacheKey(key:teamID:)`` is `cacheKey`.
+    func token(key: APNsSigningKey, teamID: String, cacheKey: String) throws(APNsError) -> Token {
         let now = elapsed()
-        return try state.withLock { (state) throws(APNsError) -> String in
+        return try state.withLock { (state) throws(APNsError) -> Token in
             if let entry = state.entries[cacheKey], now - entry.mintedAt < refreshInterval {
                 return entry.token
             }
-            let token = try Self.sign(key: key, teamID: teamID, issuedAt: Int(wallClock().timeIntervalSince1970))
+            let jwt = try Self.sign(key: key, teamID: teamID, issuedAt: Int(wallClock().timeIntervalSince1970))
+            let token = Token(jwt: jwt, authorization: "bearer " + jwt)
             state.entries[cacheKey] = Entry(token: token, mintedAt: now)
             state.tokensMinted += 1
             return token
@@ -57,10 +71,10 @@ final class APNsTokenProvider: Sendable {
     }
 
     func invalidate(token: String, key: APNsSigningKey, teamID: String) {
-        let cacheKey = key.keyID + ":" + teamID
+        let cacheKey = Self.cacheKey(key: key, teamID: teamID)
         let now = elapsed()
         state.withLock { state in
-            guard let entry = state.entries[cacheKey], entry.token == token, now - entry.mintedAt >= Self.minimumRefresh
+            guard let entry = state.entries[cacheKey], entry.token.jwt == token, now - entry.mintedAt >= Self.minimumRefresh
             else { return }
             state.entries[cacheKey] = nil
         }
