@@ -118,7 +118,9 @@ public final class EventProcessor: Sendable {
             }
         }
 
-        // 2. Inbox: which events are new.
+        // 2. Inbox: which events are new. Inserted in event-id order, so that two workers holding
+        //    overlapping batches (redeliveries, duplicated streams) wait for each other on the unique
+        //    index instead of deadlocking.
         let events: [InboundEvent] = decoded.compactMap {
             if case .event(let event, _) = $0 { return event }
             return nil
@@ -131,6 +133,7 @@ public final class EventProcessor: Sendable {
             FROM unnest(\(events.map(\.eventID))::text[], \(events.map(\.type.rawValue))::text[],
                         \(events.map { $0.orderID ?? "" })::text[], \(events.map { $0.userID ?? "" })::text[],
                         \(events.map(\.occurredAt))::timestamptz[]) AS i(e, t, o, u, a)
+            ORDER BY e
             ON CONFLICT (event_id) DO NOTHING
             RETURNING event_id
             """)
