@@ -73,7 +73,7 @@ public final class Retention: Service {
                         DELETE FROM \(unsafeRaw: table.name) WHERE \(unsafeRaw: table.key) IN (
                             SELECT \(unsafeRaw: table.key) FROM \(unsafeRaw: table.name)
                             WHERE \(unsafeRaw: table.time) < now() - make_interval(secs => \(seconds))
-                            ORDER BY \(unsafeRaw: table.order) LIMIT \(batch))
+                            ORDER BY \(unsafeRaw: table.order) LIMIT \(literal: batch))
                         """)
                     return rows.affectedRows
                 }

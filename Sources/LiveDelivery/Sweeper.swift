@@ -96,7 +96,7 @@ public final class Sweeper: Service {
                 SELECT order_id, user_id, state FROM orders
                 WHERE next_sweep_at <= \(now) AND state IS NOT NULL
                 ORDER BY next_sweep_at
-                LIMIT \(configuration.batchSize)
+                LIMIT \(literal: configuration.batchSize)
                 FOR UPDATE SKIP LOCKED
                 """)
             var states: [OrderState] = []

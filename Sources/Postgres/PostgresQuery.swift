@@ -56,6 +56,13 @@ public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolatio
         public mutating func appendInterpolation(unsafeRaw text: String) {
             sql.append(text)
         }
+
+        /// An integer written into the SQL, not bound: for a constant the planner must see in a statement
+        /// that is prepared once and run many times, such as a fixed `LIMIT` (a generic plan assumes a
+        /// tenth of the table behind `LIMIT $n`). Each distinct value is a distinct statement.
+        public mutating func appendInterpolation(literal value: Int) {
+            sql.append(String(value))
+        }
     }
 }
 

@@ -14,6 +14,12 @@ import Testing
         #expect(query.binds.types == [.unspecified, .int8, .unspecified])
     }
 
+    @Test func integerLiteralsAreWrittenNotBound() {
+        let query: PostgresQuery = "SELECT * FROM t WHERE a = \(7) LIMIT \(literal: 250) OFFSET \(literal: -1)"
+        #expect(query.sql == "SELECT * FROM t WHERE a = $1 LIMIT 250 OFFSET -1")
+        #expect(query.binds.count == 1)
+    }
+
     @Test func plainLiteralHasNoBinds() {
         let query: PostgresQuery = "SELECT 1"
         #expect(query.sql == "SELECT 1")
