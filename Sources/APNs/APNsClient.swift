@@ -12,11 +12,6 @@ public import Logging
 ///   ``APNsClientConfiguration/maxAttempts``; libcurl reconnects. APNs' own answers are returned, never retried.
 /// - ``send(_:app:)`` never throws: every result is an ``APNsOutcome``.
 public final class APNsClient: Sendable {
-    private struct Route: Sendable {
-        var baseURL: String
-        var client: HTTP2Client
-    }
-
     /// Everything a push for one app needs, resolved once.
     private struct Target: Sendable {
         var app: APNsApp
@@ -29,8 +24,8 @@ public final class APNsClient: Sendable {
     public let configuration: APNsClientConfiguration
     /// By bundle id.
     private let targets: [String: Target]
-    /// By `baseURL + " " + teamID`.
-    private let routes: [String: Route]
+    /// One HTTP/2 client per `baseURL + " " + teamID`.
+    private let routes: [String: HTTP2Client]
     private let tokens: APNsTokenProvider
     private let logger: Logger
 
@@ -49,7 +44,7 @@ public final class APNsClient: Sendable {
         self.tokens = APNsTokenProvider(
             refreshInterval: configuration.tokenRefreshInterval, clock: clock, wallClock: wallClock)
         var targets: [String: Target] = [:]
-        var routes: [String: Route] = [:]
+        var routes: [String: HTTP2Client] = [:]
         var transport = HTTP2Client.Configuration()
         transport.maxConnectionsPerHost = configuration.maxConnectionsPerHost
         transport.maxConcurrentStreamsPerConnection = configuration.maxConcurrentStreamsPerConnection
@@ -68,17 +63,20 @@ public final class APNsClient: Sendable {
         for app in configuration.apps {
             let baseURL = configuration.baseURL(for: app)
             let routeKey = Self.routeKey(baseURL: baseURL, teamID: app.teamID)
-            if routes[routeKey] == nil {
+            let client: HTTP2Client
+            if let existing = routes[routeKey] {
+                client = existing
+            } else {
                 do {
-                    routes[routeKey] = Route(
-                        baseURL: baseURL, client: try HTTP2Client(configuration: transport, logger: logger))
+                    client = try HTTP2Client(configuration: transport, logger: logger)
                 } catch {
-                    for route in routes.values { Task { await route.client.shutdown() } }
+                    for client in routes.values { Task { await client.shutdown() } }
                     throw APNsError(.transport, "cannot create the HTTP/2 client: \(error)")
                 }
+                routes[routeKey] = client
             }
             targets[app.bundleID] = Target(
-                app: app, client: routes[routeKey]!.client, devicePath: baseURL + "/3/device/",
+                app: app, client: client, devicePath: baseURL + "/3/device/",
                 tokenKey: APNsTokenProvider.cacheKey(key: app.key, teamID: app.teamID))
         }
         self.targets = targets
@@ -88,7 +86,7 @@ public final class APNsClient: Sendable {
     private static func routeKey(baseURL: String, teamID: String) -> String { baseURL + " " + teamID }
 
     /// Connections opened so far, over all hosts and teams.
-    public var connectionsOpened: Int { routes.values.reduce(0) { $0 + $1.client.statistics.connectionsOpened } }
+    public var connectionsOpened: Int { routes.values.reduce(0) { $0 + $1.statistics.connectionsOpened } }
 
     /// Provider tokens signed so far.
     public var providerTokensSigned: Int { get async { tokens.tokensMinted } }
@@ -195,6 +193,6 @@ public final class APNsClient: Sendable {
 
     /// Closes every connection. Sends after this return a retry-later outcome.
     public func shutdown() async {
-        for route in routes.values { await route.client.shutdown() }
+        for client in routes.values { await client.shutdown() }
     }
 }

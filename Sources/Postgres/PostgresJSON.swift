@@ -41,8 +41,8 @@ public struct PostgresJSON: PostgresEncodable, PostgresDecodable, Hashable {
 ///
 /// `jsonb` builds a binary tree on input and prints it back on output, which for a 2 kB document
 /// costs the server about twice as much on the way in and three times on the way out. Use this for
-/// documents that are stored and read whole (a `json` column), and as the input of
-/// `json_to_recordset`; it still converts to a `jsonb` column on assignment.
+/// documents that are stored and read whole (a `json` column), alone or as the elements of a
+/// `json[]` parameter; it still converts to a `jsonb` column on assignment.
 public struct PostgresJSONText: PostgresArrayElement, Hashable {
     /// The encoded UTF-8 JSON text (not validated here; the server rejects malformed JSON).
     public var bytes: [UInt8]

@@ -36,7 +36,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
 
     /// One: each worker is already concurrent (a consumer batch, a claim loop with 200 pushes in flight, a
     /// recorder, libcurl's and the broker's threads). On this 2-core machine a second process measured the
-    /// same throughput at four times the p99 (contention for the cores and for the same orders' rows).
+    /// same throughput at two to four times the p99 (contention for the cores and for the same orders' rows).
     @Option(help: "Worker processes (2 or more measures scaling out on one machine).")
     var workers = 1
 
