@@ -101,7 +101,7 @@ final class CPostgresHandle: @unchecked Sendable {
         try checkAlive()
     }
 
-    /// Runs one statement with bind parameters (extended protocol, text format) and copies its result.
+    /// Runs one statement with bind parameters (extended protocol; text results) and copies its result.
     ///
     /// The first `statementCacheSize` distinct statements are prepared once (`PQsendPrepare`) and then
     /// executed by name, which saves the server parsing and planning them again: the worker runs the
@@ -125,15 +125,15 @@ final class CPostgresHandle: @unchecked Sendable {
             prepared[key] = candidate
             name = candidate
         }
-        let sent: Int32 = try withParameterValues(binds.values) { values throws(PostgresError) in
+        let sent: Int32 = try withParameterValues(binds.parameters) { values, lengths, formats throws(PostgresError) in
             if let name {
-                return PQsendQueryPrepared(connection, name, Int32(binds.count), values, nil, nil, 0)
+                return PQsendQueryPrepared(connection, name, Int32(binds.count), values, lengths, formats, 0)
             }
             return binds.types.withUnsafeBufferPointer { types in
                 // `PostgresDataType` is a one-field struct around the OID.
                 types.withMemoryRebound(to: Oid.self) { oids in
                     PQsendQueryParams(
-                        connection, query.sql, Int32(binds.count), oids.baseAddress, values, nil, nil, 0
+                        connection, query.sql, Int32(binds.count), oids.baseAddress, values, lengths, formats, 0
                     )
                 }
             }
@@ -301,40 +301,68 @@ final class CPostgresHandle: @unchecked Sendable {
     }
 }
 
-/// Lays the text values out as NUL-terminated C strings in one buffer and passes libpq's `paramValues` array.
+/// Lays the values out in one buffer (text ones NUL-terminated) and passes libpq's `paramValues`,
+/// `paramLengths` and `paramFormats` arrays (the last two nil when every value is text).
 private func withParameterValues<R>(
-    _ values: [String?],
-    _ body: (UnsafePointer<UnsafePointer<CChar>?>?) throws(PostgresError) -> R
+    _ values: [PostgresParameterValue?],
+    _ body: (
+        UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?
+    ) throws(PostgresError) -> R
 ) throws(PostgresError) -> R {
-    if values.isEmpty { return try body(nil) }
+    if values.isEmpty { return try body(nil, nil, nil) }
     var total = 0
-    for value in values { total += (value?.utf8.count ?? 0) + 1 }
-    let storage = UnsafeMutablePointer<CChar>.allocate(capacity: total)
+    var anyBinary = false
+    for value in values {
+        switch value {
+        case .text(let text)?: total += text.utf8.count + 1
+        case .binary(let bytes)?:
+            total += bytes.count
+            anyBinary = true
+        case nil: break
+        }
+    }
+    let storage = UnsafeMutablePointer<CChar>.allocate(capacity: max(total, 1))
     defer { storage.deallocate() }
     let pointers = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: values.count)
     defer { pointers.deallocate() }
+    let lengths = UnsafeMutablePointer<Int32>.allocate(capacity: values.count)
+    defer { lengths.deallocate() }
+    let formats = UnsafeMutablePointer<Int32>.allocate(capacity: values.count)
+    defer { formats.deallocate() }
     var offset = 0
     for (index, value) in values.enumerated() {
-        guard let value else {
-            pointers[index] = nil
-            continue
-        }
         let start = storage + offset
-        var utf8 = value
-        let containsNUL = utf8.withUTF8 { bytes in
-            guard let base = bytes.baseAddress, !bytes.isEmpty else { return false }
-            UnsafeMutableRawPointer(start).copyMemory(from: base, byteCount: bytes.count)
-            return memchr(base, 0, bytes.count) != nil
+        lengths[index] = 0
+        formats[index] = 0
+        switch value {
+        case nil:
+            pointers[index] = nil
+        case .binary(let bytes)?:
+            bytes.withUnsafeBytes { bytes in
+                if let base = bytes.baseAddress, !bytes.isEmpty {
+                    UnsafeMutableRawPointer(start).copyMemory(from: base, byteCount: bytes.count)
+                }
+            }
+            offset += bytes.count
+            lengths[index] = Int32(bytes.count)
+            formats[index] = 1
+            pointers[index] = UnsafePointer(start)
+        case .text(var text)?:
+            let containsNUL = text.withUTF8 { bytes in
+                guard let base = bytes.baseAddress, !bytes.isEmpty else { return false }
+                UnsafeMutableRawPointer(start).copyMemory(from: base, byteCount: bytes.count)
+                return memchr(base, 0, bytes.count) != nil
+            }
+            offset += text.utf8.count
+            guard !containsNUL else {
+                throw PostgresError(code: .invalidParameter, message: "parameter $\(index + 1) contains a NUL character")
+            }
+            storage[offset] = 0
+            offset += 1
+            pointers[index] = UnsafePointer(start)
         }
-        offset += value.utf8.count
-        guard !containsNUL else {
-            throw PostgresError(code: .invalidParameter, message: "parameter $\(index + 1) contains a NUL character")
-        }
-        storage[offset] = 0
-        offset += 1
-        pointers[index] = UnsafePointer(start)
     }
-    return try body(pointers)
+    return try body(pointers, anyBinary ? lengths : nil, anyBinary ? formats : nil)
 }
 
 extension String {

@@ -58,4 +58,8 @@ public struct PostgresJSONText: PostgresArrayElement, Hashable {
     {
         try bytes.withUnsafeBufferPointer(body)
     }
+
+    /// `json`'s binary form is its text.
+    public static var postgresBinaryElementType: PostgresDataType? { .json }
+    public func appendPostgresBinary(to bytes: inout [UInt8]) { bytes.append(contentsOf: self.bytes) }
 }

@@ -66,34 +66,47 @@ public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolatio
     }
 }
 
-/// The parameters of a `PostgresQuery`, in text format with their type OIDs.
+/// One bind parameter's value, in one of PostgreSQL's two wire formats.
+public enum PostgresParameterValue: Sendable, Hashable {
+    /// The type's text input form.
+    case text(String)
+    /// The type's binary (`*_recv`) form.
+    case binary([UInt8])
+}
+
+/// The parameters of a `PostgresQuery`, with their type OIDs.
 public struct PostgresBindings: Sendable, Hashable {
-    /// Text-format values; nil is SQL NULL.
-    public private(set) var values: [String?]
+    /// The values; nil is SQL NULL.
+    public private(set) var parameters: [PostgresParameterValue?]
     /// Type OIDs; `.unspecified` lets the server infer the type.
     public private(set) var types: [PostgresDataType]
 
     public init() {
-        values = []
+        parameters = []
         types = []
     }
 
     init(capacity: Int) {
-        values = []
-        values.reserveCapacity(capacity)
+        parameters = []
+        parameters.reserveCapacity(capacity)
         types = []
         types.reserveCapacity(capacity)
     }
 
-    public var count: Int { values.count }
+    public var count: Int { parameters.count }
+
+    /// The text form of each value (a binary value's text form is not known here: nil, as for NULL).
+    public var values: [String?] {
+        parameters.map { if case .text(let text)? = $0 { text } else { nil } }
+    }
 
     public mutating func append<Value: PostgresEncodable>(_ value: Value) {
-        values.append(value.postgresText)
+        parameters.append(value.postgresParameter)
         types.append(Value.postgresType)
     }
 
     public mutating func append<Value: PostgresEncodable>(_ value: Value?) {
-        values.append(value?.postgresText)
+        parameters.append(value?.postgresParameter)
         types.append(Value.postgresType)
     }
 }

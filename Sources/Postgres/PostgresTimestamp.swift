@@ -12,6 +12,11 @@ enum PostgresTimestamp {
         Int64((date.timeIntervalSinceReferenceDate * 1_000_000).rounded()) + unixEpochMicrosecondsSinceReference
     }
 
+    /// PostgreSQL's own epoch, for the binary form.
+    static func microsecondsSince2000(_ date: Date) -> Int64 {
+        microsecondsSince1970(date) - 946_684_800 * 1_000_000
+    }
+
     static func date(microsecondsSince1970 micros: Int64) -> Date {
         let sinceReference = micros - unixEpochMicrosecondsSinceReference
         let seconds = sinceReference.quotientRoundingDown(by: 1_000_000)

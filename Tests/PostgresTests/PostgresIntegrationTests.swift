@@ -419,4 +419,55 @@ struct ParameterTests {
             #expect(try rows[1].decode(Date?.self, "w") == nil)
         }
     }
+
+    @Test("binary arrays read back as their text forms do, for every element type that sends them")
+    func binaryArraysAgreeWithText() async throws {
+        let dates = [
+            Date(timeIntervalSince1970: 1_800_000_000.123456), Date(timeIntervalSince1970: -86_400.5),
+            Date(timeIntervalSince1970: 946_684_800), Date(timeIntervalSince1970: 0.000_000_4),
+        ]
+        let doubles = [0.1, -1e300, .infinity, -.infinity, .leastNonzeroMagnitude, -0.0]
+        try await PostgresTestSupport.withClient { client in
+            // Each pair: the array bound binary, and its text form bound as text and cast by the server;
+            // compared as the server prints them (json has no equality).
+            func same<Element: PostgresArrayElement>(_ values: [Element?], _ type: String) async throws -> Bool {
+                #expect(Element.postgresBinaryElementType != nil)
+                let array = PostgresNullableArray(values)
+                guard case .binary = array.postgresParameter else { return false }
+                let rows = try await client.query(
+                    """
+                    SELECT \(array)::\(unsafeRaw: type)[]::text[]
+                               IS NOT DISTINCT FROM \(array.postgresText)::text::\(unsafeRaw: type)[]::text[]
+                           AND cardinality(\(array)::\(unsafeRaw: type)[]) = \(values.count) AS same
+                    """)
+                return try rows[0].decode(Bool.self, "same")
+            }
+            #expect(try await same([Int.min, -1, 0, Int.max, nil], "bigint"))
+            #expect(try await same([Int64(7), nil], "bigint"))
+            #expect(try await same([Int32.min, 0, Int32.max], "integer"))
+            #expect(try await same([Int16.min, nil, Int16.max], "smallint"))
+            #expect(try await same(doubles, "double precision"))
+            #expect(try await same([true, false, nil], "boolean"))
+            #expect(try await same([UUID(), nil, UUID()], "uuid"))
+            #expect(try await same(dates + [nil], "timestamptz"))
+            #expect(try await same([PostgresJSONText(bytes: Array(#"{"a":"\"q\" \\ é"}"#.utf8)), nil], "json"))
+            #expect(try await same([Int](), "bigint"))
+            #expect(try await same([nil] as [Date?], "timestamptz"))
+            // NaN is not equal to itself in SQL arrays either way: compared apart.
+            let nan = try await client.query("SELECT (\([Double.nan]))[1] = 'NaN'::float8 AS nan")
+            #expect(try nan[0].decode(Bool.self, "nan"))
+        }
+    }
+
+    @Test("a malformed document inside a binary json[] is refused by the server; the connection stays usable")
+    func binaryJSONArrayIsChecked() async throws {
+        try await PostgresTestSupport.withClient { client in
+            let documents = [PostgresJSONText(bytes: Array("{}".utf8)), PostgresJSONText(bytes: Array("{oops".utf8))]
+            await #expect(throws: PostgresError.self) {
+                try await client.query("SELECT count(*) FROM unnest(\(documents)::json[])")
+            }
+            let rows = try await client.query("SELECT count(*) AS n FROM unnest(\([documents[0]])::json[])")
+            #expect(try rows[0].decode(Int.self, "n") == 1)
+        }
+    }
 }

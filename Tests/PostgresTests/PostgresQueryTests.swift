@@ -33,6 +33,18 @@ import Testing
         #expect([Int].postgresType == .int8Array)
     }
 
+    @Test("arrays of fixed-type elements bind in array_recv's binary layout; strings stay text")
+    func binaryArrayLayout() {
+        let big: [UInt8] = [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0, 2, 0, 0, 0, 1]
+        #expect([1, -2].postgresParameter == .binary(big + [0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 1] + [0, 0, 0, 8] + [UInt8](repeating: 0xff, count: 7) + [0xfe]))
+        let nullable = PostgresNullableArray([PostgresJSONText(bytes: Array("{}".utf8)), nil])
+        #expect(nullable.postgresParameter == .binary([0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 114, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2, 0x7b, 0x7d, 0xff, 0xff, 0xff, 0xff]))
+        #expect([Bool]().postgresParameter == .binary([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 16]))
+        #expect(["a"].postgresParameter == .text(#"{"a"}"#))
+        let query: PostgresQuery = "SELECT \([true]), \("x")"
+        #expect(query.binds.values == [nil, "x"])
+    }
+
     @Test func bytesAreHex() {
         let query: PostgresQuery = "SELECT \([0x00, 0xff, 0x10] as [UInt8])"
         #expect(query.binds.values == [#"\x00ff10"#])
