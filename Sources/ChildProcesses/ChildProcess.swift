@@ -137,6 +137,28 @@ public final class ChildProcess: Sendable {
         }
         return (value("VmRSS:"), value("VmHWM:"))
     }
+
+    /// CPU time used so far (user + system, from `/proc/<pid>/stat`); nil once the process is gone.
+    public var cpuSeconds: Double? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let end = text.lastIndex(of: ")")
+        else { return nil }
+        // After the command name: state is field 3, utime and stime fields 14 and 15.
+        let fields = text[text.index(after: end)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// CPU time the whole machine spent busy so far (all cores, from `/proc/stat`), in seconds.
+    public static var machineBusySeconds: Double? {
+        guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+            let line = text.split(separator: "\n").first, line.hasPrefix("cpu ")
+        else { return nil }
+        let ticks = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+        guard ticks.count >= 5 else { return nil }
+        // user nice system idle iowait irq softirq steal …: busy is all but idle and iowait.
+        return (ticks.reduce(0, +) - ticks[3] - ticks[4]) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
 }
 
 public struct ChildProcessError: Error, CustomStringConvertible {

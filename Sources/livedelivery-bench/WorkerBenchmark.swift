@@ -364,6 +364,8 @@ private final class BenchEnvironment: @unchecked Sendable {
         try await startWorkers()
         let clock = ContinuousClock()
         let start = clock.now
+        let workersCPU = workers.compactMap(\.cpuSeconds).reduce(0, +)
+        let machineCPU = ChildProcess.machineBusySeconds ?? 0
         let already = try await count("SELECT count(*) FROM inbox") - before
         _ = try await poll("the backlog to be processed", timeout: 1800, interval: 0.05) { () -> Bool? in
             try await self.count("SELECT count(*) FROM inbox") >= before + messages.count ? true : nil
@@ -375,12 +377,20 @@ private final class BenchEnvironment: @unchecked Sendable {
         let elapsed = clock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let consumedSeconds = Double(consumed.components.seconds) + Double(consumed.components.attoseconds) / 1e18
+        let workersUsed = workers.compactMap(\.cpuSeconds).reduce(0, +) - workersCPU
+        let machineUsed = (ChildProcess.machineBusySeconds ?? 0) - machineCPU
         try await stopWorkers()
         let counted = Double(messages.count - already)
         print(
             String(
                 format: "         (%d events before the clock started; all in the inbox after %.2f s, outbox empty after %.2f s)",
                 already, consumedSeconds, seconds))
+        // CPU time per event varies far less than elapsed time on a shared machine: the figure for A/B runs.
+        print(
+            String(
+                format: "         (CPU per event: workers %.0f µs, whole machine %.0f µs of %.0f µs × %d cores elapsed)",
+                workersUsed / counted * 1e6, machineUsed / counted * 1e6, seconds / counted * 1e6,
+                ProcessInfo.processInfo.activeProcessorCount))
         return (counted / seconds, seconds / counted)
     }
 
