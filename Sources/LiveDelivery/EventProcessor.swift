@@ -39,12 +39,24 @@ public final class EventProcessor: Sendable {
     let logger: Logger
     let pushToStart: WorkerConfiguration.PushToStart
     let now: @Sendable () -> Date
+    /// States this process wrote, shared with the dispatcher (which records the pushes next).
+    let states: OrderStateCache
 
-    public init(
+    public convenience init(
         client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
         pushToStart: WorkerConfiguration.PushToStart = .init(), now: @escaping @Sendable () -> Date = { Date() }
     ) {
+        self.init(
+            client: client, tracking: tracking, metrics: metrics, logger: logger, pushToStart: pushToStart,
+            states: OrderStateCache(), now: now)
+    }
+
+    init(
+        client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
+        pushToStart: WorkerConfiguration.PushToStart, states: OrderStateCache, now: @escaping @Sendable () -> Date
+    ) {
         self.client = client
+        self.states = states
         self.pushToStart = pushToStart
         self.tracker = OrderTracker(configuration: tracking)
         self.metrics = metrics
@@ -71,9 +83,10 @@ public final class EventProcessor: Sendable {
         var attempt = 1
         while true {
             do {
-                let outcome = try await client.withTransaction { connection in
+                let (outcome, written) = try await client.withTransaction { connection in
                     try await apply(decoded, messages: messages, on: connection)
                 }
+                states.store(written)
                 metrics.batch(duration: ContinuousClock.now - started)
                 return outcome
             } catch let error as PostgresError where error.isRetriable && attempt < 3 {
@@ -87,9 +100,10 @@ public final class EventProcessor: Sendable {
         }
     }
 
+    /// Applies the batch inside the transaction; returns what it did and the states it wrote.
     private func apply(
         _ decoded: [Decoded], messages: [InboundMessage], on connection: PostgresConnection
-    ) async throws -> BatchOutcome {
+    ) async throws -> (BatchOutcome, [OrderStateCache.Written]) {
         var outcome = BatchOutcome()
         let now = self.now()
 
@@ -125,7 +139,7 @@ public final class EventProcessor: Sendable {
             if case .event(let event, _) = $0 { return event }
             return nil
         }
-        guard !events.isEmpty else { return outcome }
+        guard !events.isEmpty else { return (outcome, []) }
         let inserted = try await connection.query(
             """
             INSERT INTO inbox (event_id, event_type, order_id, user_id, occurred_at)
@@ -148,7 +162,7 @@ public final class EventProcessor: Sendable {
                 metrics.event(type: event.type.rawValue, outcome: "duplicate")
             }
         }
-        guard !newEvents.isEmpty else { return outcome }
+        guard !newEvents.isEmpty else { return (outcome, []) }
 
         // 3. Users: serialise work on one user's orders and push-to-start tokens across workers.
         let users = Set(newEvents.compactMap(\.userID)).sorted()
@@ -204,7 +218,7 @@ public final class EventProcessor: Sendable {
         }
         var orderIDs = Set(newEvents.compactMap(\.orderID))
         for orders in ordersOfUser.values { orderIDs.formUnion(orders) }
-        let stored = try await OrderStore.lockOrders(Array(orderIDs), on: connection)
+        let stored = try await OrderStore.lockOrders(Array(orderIDs), cache: states, on: connection)
 
         // 5. The core, per event in arrival order.
         var changes: [String: OrderChange] = [:]
@@ -236,7 +250,7 @@ public final class EventProcessor: Sendable {
 
         // 6. Write every changed order at once (set-based, in a stable order).
         let written = changes.values.filter { $0.changed || !$0.decisions.isEmpty }
-        try await OrderStore.write(Array(written), kind: "event", on: connection)
+        let stateWrites = try await OrderStore.write(Array(written), kind: "event", on: connection).states
         outcome.pushesPlanned += written.reduce(0) { $0 + $1.pushes.count }
         if logger.logLevel <= .debug {
             for change in written {
@@ -251,6 +265,6 @@ public final class EventProcessor: Sendable {
                 }
             }
         }
-        return outcome
+        return (outcome, stateWrites)
     }
 }

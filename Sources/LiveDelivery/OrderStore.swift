@@ -63,9 +63,9 @@ enum OrderStore {
 
     /// Locks the orders (creating empty rows first, all in sorted order so that concurrent
     /// workers never deadlock) and returns their stored states.
-    static func lockOrders(_ orderIDs: [String], on connection: PostgresConnection) async throws -> [String:
-        OrderState?]
-    {
+    static func lockOrders(
+        _ orderIDs: [String], cache: OrderStateCache? = nil, on connection: PostgresConnection
+    ) async throws -> [String: OrderState?] {
         let sorted = Array(Set(orderIDs)).sorted()
         guard !sorted.isEmpty else { return [:] }
         try await connection.query(
@@ -74,24 +74,39 @@ enum OrderStore {
             SELECT id FROM unnest(\(sorted)::text[]) AS id ORDER BY id
             ON CONFLICT (order_id) DO NOTHING
             """)
-        return try await lockExisting(sorted, on: connection)
+        return try await lockExisting(sorted, cache: cache, on: connection)
     }
 
     /// Locks the orders that exist, in sorted order, and returns their stored states (nil for a
-    /// row created empty).
-    static func lockExisting(_ orderIDs: [String], on connection: PostgresConnection) async throws -> [String:
-        OrderState?]
-    {
+    /// row created empty). A state the cache holds at the row's current version is not sent again.
+    static func lockExisting(
+        _ orderIDs: [String], cache: OrderStateCache? = nil, on connection: PostgresConnection
+    ) async throws -> [String: OrderState?] {
+        let ids = Array(Set(orderIDs)).sorted()
+        guard !ids.isEmpty else { return [:] }
+        let held = cache?.entries(ids) ?? [:]
         var states: [String: OrderState?] = [:]
+        // `xmin` is the id of the transaction that wrote the row's current version.
         let rows = try await connection.query(
             """
-            SELECT order_id, state FROM orders WHERE order_id = ANY(\(Array(Set(orderIDs)).sorted())::text[])
-            ORDER BY order_id FOR UPDATE
+            SELECT o.order_id, o.xmin::text::bigint = k.known AS held,
+                   CASE WHEN o.xmin::text::bigint = k.known THEN NULL ELSE o.state END AS state
+            FROM unnest(\(ids)::text[], \(PostgresNullableArray(ids.map { held[$0]?.version }))::bigint[])
+                AS k(order_id, known)
+            JOIN orders AS o ON o.order_id = k.order_id
+            ORDER BY o.order_id FOR UPDATE OF o
             """)
+        var cached = 0
         for row in rows {
-            states[try row.decode(String.self, "order_id")] = try decodeState(
-                try row.decode(PostgresJSON?.self, "state"))
+            let orderID = try row.decode(String.self, "order_id")
+            if try row.decode(Bool?.self, "held") == true, let entry = held[orderID] {
+                states[orderID] = entry.state
+                cached += 1
+            } else {
+                states[orderID] = try decodeState(try row.decode(PostgresJSON?.self, "state"))
+            }
         }
+        cache?.counted(cached: cached, fetched: states.count - cached)
         return states
     }
 
@@ -122,26 +137,36 @@ enum OrderStore {
         return tokens
     }
 
-    /// Writes everything a change implies; returns whether an outbox row was written.
+    /// What a write did.
+    struct Written {
+        /// Whether an outbox row was written.
+        var outbox = false
+        /// The states written and the row versions they were written as (for ``OrderStateCache``,
+        /// once the transaction has committed).
+        var states: [OrderStateCache.Written] = []
+    }
+
+    /// Writes everything a change implies.
     @discardableResult
     static func write(
         _ change: OrderChange, kind: String, on connection: PostgresConnection
-    ) async throws -> Bool {
+    ) async throws -> Written {
         try await write([change], kind: kind, on: connection)
     }
 
     /// Writes everything several orders' changes imply with a fixed number of statements, whatever
     /// the number of orders (set-based: the cost of a batch is a handful of round trips, not a few
-    /// per order). Each order appears at most once; returns whether an outbox row was written.
+    /// per order). Each order appears at most once.
     @discardableResult
     static func write(
         _ changes: [OrderChange], kind: String, on connection: PostgresConnection
-    ) async throws -> Bool {
+    ) async throws -> Written {
+        var written = Written()
         let changes = changes.sorted { $0.state.orderID < $1.state.orderID }
         let changedStates = changes.filter { $0.original != $0.state }.map(\.state)
         if !changedStates.isEmpty {
             let rows = try changedStates.map(OrderRow.init)
-            try await connection.query(
+            let versions = try await connection.query(
                 """
                 UPDATE orders AS o SET
                     state = r.state, user_id = COALESCE(r.user_id, o.user_id), status = r.status,
@@ -158,7 +183,16 @@ enum OrderStore {
                     AS r(order_id, state, user_id, status, terminal, settled, last_sequence, last_occurred_at,
                          last_event_id, next_sweep_at)
                 WHERE o.order_id = r.order_id
+                RETURNING o.order_id, o.xmin::text::bigint AS version
                 """)
+            var byID: [String: OrderState] = [:]
+            for state in changedStates { byID[state.orderID] = state }
+            for row in versions {
+                let orderID = try row.decode(String.self, "order_id")
+                if let state = byID[orderID] {
+                    written.states.append(.init(orderID: orderID, version: try row.decode(Int64.self, "version"), state: state))
+                }
+            }
             try await writeActivities(changedStates, on: connection)
         }
         let withdrawn = changes.flatMap { change in change.withdrawn.sorted().map { (change.state.orderID, $0) } }
@@ -202,6 +236,7 @@ enum OrderStore {
                 )
                 SELECT pg_notify(\(notifyChannel), '') FROM (SELECT 1 FROM written LIMIT 1) AS any_row
                 """)
+            written.outbox = true
         }
         for registration in changes.flatMap(\.retired) {
             try await connection.query(
@@ -222,7 +257,7 @@ enum OrderStore {
                             \(decisions.map(\.1.message))::text[]) AS t(o, k, c, m)
                 """)
         }
-        return !pushes.isEmpty
+        return written
     }
 
     /// One order row's new values (the columns of an `unnest`: arrays bind as text and PostgreSQL

@@ -32,12 +32,25 @@ public final class PushDispatcher: Service {
     let now: @Sendable () -> Date
     /// New outbox rows, or rows released for resending.
     let wakeup = Wakeup()
+    /// States this process wrote (the consumer's, moments before a push is recorded).
+    let states: OrderStateCache
 
-    public init(
+    public convenience init(
         configuration: WorkerConfiguration.Dispatcher, workerID: String, client: PostgresClient,
         sender: any PushSending, tracking: TrackingConfiguration, health: WorkerHealth, metrics: WorkerMetrics,
         logger: Logger, now: @escaping @Sendable () -> Date = { Date() }
     ) {
+        self.init(
+            configuration: configuration, workerID: workerID, client: client, sender: sender, tracking: tracking,
+            health: health, metrics: metrics, logger: logger, states: OrderStateCache(), now: now)
+    }
+
+    init(
+        configuration: WorkerConfiguration.Dispatcher, workerID: String, client: PostgresClient,
+        sender: any PushSending, tracking: TrackingConfiguration, health: WorkerHealth, metrics: WorkerMetrics,
+        logger: Logger, states: OrderStateCache, now: @escaping @Sendable () -> Date
+    ) {
+        self.states = states
         self.configuration = configuration
         self.workerID = workerID
         self.client = client
@@ -330,8 +343,8 @@ public final class PushDispatcher: Service {
     private func record(_ sent: [Sent]) async throws -> Bool {
         let now = self.now()
         let sent = sent.sorted { ($0.claim.orderID, $0.claim.activityKey) < ($1.claim.orderID, $1.claim.activityKey) }
-        return try await client.withTransaction { connection in
-            let states = try await OrderStore.lockExisting(sent.map(\.claim.orderID), on: connection)
+        let (released, written) = try await client.withTransaction { connection in
+            let states = try await OrderStore.lockExisting(sent.map(\.claim.orderID), cache: self.states, on: connection)
                 .compactMapValues { $0 }
             var generations: [OutboxKey: Int64] = [:]
             for row in try await connection.query(
@@ -441,11 +454,14 @@ public final class PushDispatcher: Service {
                     WHERE o.order_id = k.order_id AND o.activity_key = k.activity_key
                     """)
             }
+            var written: [OrderStateCache.Written] = []
             if !changes.isEmpty {
-                try await OrderStore.write(Array(changes.values), kind: "outcome", on: connection)
+                written = try await OrderStore.write(Array(changes.values), kind: "outcome", on: connection).states
             }
-            return !released.isEmpty
+            return (!released.isEmpty, written)
         }
+        states.store(written)
+        return released
     }
 
     private struct OutboxKey: Hashable {

@@ -47,16 +47,18 @@ public struct Worker: Sendable {
         self.client = client
         self.metrics = metrics
         self.health = health
+        // One cache for the consumer and the dispatcher: a push is recorded moments after its event.
+        let states = OrderStateCache(capacity: configuration.postgres.stateCacheSize, metrics: metrics)
         self.processor = EventProcessor(
             client: client, tracking: configuration.tracking, metrics: metrics, logger: logger,
-            pushToStart: configuration.pushToStart, now: now)
+            pushToStart: configuration.pushToStart, states: states, now: now)
         self.consumer = try EventConsumer(
             configuration: configuration.amqp, processor: processor, client: client, health: health, metrics: metrics,
             logger: logger)
         self.dispatcher = PushDispatcher(
             configuration: configuration.dispatcher, workerID: configuration.workerID, client: client,
-            sender: pushSender,
-            tracking: configuration.tracking, health: health, metrics: metrics, logger: logger, now: now)
+            sender: pushSender, tracking: configuration.tracking, health: health, metrics: metrics, logger: logger,
+            states: states, now: now)
         self.sweeper = Sweeper(
             configuration: configuration.sweeper, client: client, tracking: configuration.tracking, metrics: metrics,
             logger: logger, pushToStart: configuration.pushToStart, now: now)

@@ -22,6 +22,8 @@ import Synchronization
 /// - `postgres.poolSize` (int, optional, default 8).
 /// - `postgres.statementCacheSize` (int, optional, default 256; 0 = prepare nothing): statements each
 ///   connection prepares once and then runs by name.
+/// - `postgres.stateCacheSize` (int, optional, default 4096; 0 = off): order states this worker wrote,
+///   kept decoded so that recording a push does not read back the state its event just wrote.
 /// - `apns.appsFile` (string, optional, default `$CONFIG_DIR/apns-apps.json`).
 /// - `apns.baseURL` (string, optional): send every app's pushes here (the simulator).
 /// - `apns.caFile` (string, optional): a CA/certificate PEM to trust for APNs.
@@ -64,6 +66,7 @@ public struct WorkerConfiguration: Sendable {
         public var url: String
         public var poolSize: Int = 8
         public var statementCacheSize: Int = 256
+        public var stateCacheSize: Int = 4096
         public init(url: String) { self.url = url }
     }
 
@@ -257,6 +260,7 @@ public struct WorkerConfiguration: Sendable {
         var postgres = Postgres(url: required("postgres.url", secret: true))
         postgres.poolSize = int("postgres.poolSize", postgres.poolSize, 1...256)
         postgres.statementCacheSize = int("postgres.statementCacheSize", postgres.statementCacheSize, 0...10_000)
+        postgres.stateCacheSize = int("postgres.stateCacheSize", postgres.stateCacheSize, 0...1_000_000)
 
         let appsFile =
             optional("apns.appsFile")

@@ -12,6 +12,8 @@ import Synchronization
 /// - `livedelivery_sweeps_total{reason}`: sweeper decisions.
 /// - `livedelivery_batch_seconds`: histogram of batch transactions.
 /// - `livedelivery_paused_apps_total{app,reason}`: configuration faults that paused an app.
+/// - `livedelivery_state_reads_total{source}`: order states read under their row lock, from the
+///   worker's cache (`cache`) or sent by the database (`database`).
 public final class WorkerMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     let factory: PrometheusMetricsFactory
@@ -62,6 +64,17 @@ public final class WorkerMetrics: Sendable {
             label: "livedelivery_paused_apps_total", dimensions: [("app", app), ("reason", reason)], factory: factory
         )
         .increment()
+    }
+
+    func stateReads(cached: Int, fetched: Int) {
+        if cached > 0 {
+            Counter(label: "livedelivery_state_reads_total", dimensions: [("source", "cache")], factory: factory)
+                .increment(by: Int64(cached))
+        }
+        if fetched > 0 {
+            Counter(label: "livedelivery_state_reads_total", dimensions: [("source", "database")], factory: factory)
+                .increment(by: Int64(fetched))
+        }
     }
 
     func batch(duration: Duration) { batchTimer.recordNanoseconds(duration.nanoseconds) }

@@ -59,6 +59,10 @@ struct RunTests {
                     try await harness.database.strings("SELECT reason FROM dead_letters") == ["malformed_json"]
                 }
                 #expect(try await harness.database.count("SELECT count(*) FROM inbox") == 3)
+                // The simulator records a push before its answer reaches the worker, which counts it then.
+                try await eventually("the push is counted") {
+                    try await get(port, "/metrics").body.contains("livedelivery_pushes_total")
+                }
                 let metrics = try await get(port, "/metrics").body
                 #expect(metrics.contains("livedelivery_pushes_total"))
                 #expect(metrics.contains("livedelivery_push_latency_seconds_bucket"))

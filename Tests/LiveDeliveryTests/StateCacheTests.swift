@@ -1,0 +1,98 @@
+import Foundation
+import LiveDeliveryCore
+import TestSupport
+import Postgres
+import Testing
+
+@testable import LiveDelivery
+
+@Suite("Order state cache", .timeLimit(.minutes(2)))
+struct StateCacheTests {
+    private func state(_ orderID: String, user: String) -> OrderState {
+        var state = OrderState(orderID: orderID, now: Date(timeIntervalSince1970: 1_800_000_000))
+        state.seenEventIDs = ["evt-\(user)"]
+        return state
+    }
+
+    @Test("bounded: two generations of half the capacity; the newest write of an order wins")
+    func bounded() {
+        let cache = OrderStateCache(capacity: 4)
+        cache.store((1...3).map { .init(orderID: "o\($0)", version: Int64($0), state: state("o\($0)", user: "a")) })
+        // o1 and o2 filled the young generation; o3 started a new one.
+        cache.store([.init(orderID: "o4", version: 4, state: state("o4", user: "a"))])
+        cache.store([.init(orderID: "o5", version: 5, state: state("o5", user: "a"))])
+        let held = cache.entries(["o1", "o2", "o3", "o4", "o5"])
+        #expect(Set(held.keys) == ["o3", "o4", "o5"])
+        #expect(cache.count <= 4)
+        cache.store([.init(orderID: "o3", version: 9, state: state("o3", user: "b"))])
+        #expect(cache.entries(["o3"])["o3"]?.version == 9)
+        #expect(cache.entries(["o3"])["o3"]?.state.seenEventIDs == Set(["evt-b"]))
+        #expect(OrderStateCache(capacity: 0).entries(["o3"]).isEmpty)
+    }
+
+    @Test("entries older than the maximum age are not used")
+    func expiry() {
+        let cache = OrderStateCache(capacity: 8, maximumAge: .zero)
+        cache.store([.init(orderID: "o1", version: 1, state: state("o1", user: "a"))])
+        #expect(cache.entries(["o1"]).isEmpty)
+    }
+
+    /// The cache is trusted only at the row's current version: proven by holding a state that differs
+    /// from the row's. It is served while the row is untouched, and dropped for the row's own state
+    /// as soon as anything writes the row.
+    @Test("a held state is served only while the row's version (xmin) is the one it was written as")
+    func servedOnlyAtTheWrittenVersion() async throws {
+        let database = try await TestDatabase.create()
+        try await database.using {
+            let orderID = "O-cache"
+            let cache = OrderStateCache()
+            let stored = state(orderID, user: "stored")
+            let written = try await database.client.withTransaction { connection in
+                _ = try await OrderStore.lockOrders([orderID], on: connection)
+                return try await OrderStore.write(
+                    [OrderChange(original: nil, state: stored)], kind: "event", on: connection
+                ).states
+            }
+            #expect(written.map(\.orderID) == [orderID])
+            let version = try #require(written.first?.version)
+            // The same version with another state: only the cache can return it.
+            let impostor = state(orderID, user: "held")
+            cache.store([.init(orderID: orderID, version: version, state: impostor)])
+            let read = try await database.client.withTransaction { connection in
+                try await OrderStore.lockExisting([orderID], cache: cache, on: connection)
+            }
+            #expect(read[orderID]??.seenEventIDs == Set(["evt-held"]))
+
+            // Any write gives the row a new version: the row's own state comes back.
+            try await database.client.query("UPDATE orders SET updated_at = now() WHERE order_id = \(orderID)")
+            let after = try await database.client.withTransaction { connection in
+                try await OrderStore.lockExisting([orderID, "O-missing"], cache: cache, on: connection)
+            }
+            #expect(after[orderID]??.seenEventIDs == Set(["evt-stored"]))
+            #expect(after.keys.sorted() == [orderID])
+        }
+    }
+
+    @Test("a worker's push outcome is recorded from the state its event wrote, and both land in the row")
+    func consumerThenDispatcherShareTheCache() async throws {
+        try await withWorker { harness, worker in
+            let order = TestEnvironment.uniqueName("C")
+            let token = Events.token()
+            _ = try await worker.processor.process([
+                Events.status(order, "confirmed", sequence: 1),
+                Events.activityToken(order, activity: "act-" + order, token: token),
+            ])
+            #expect(worker.processor.states === worker.dispatcher.states)
+            #expect(worker.processor.states.entries([order])[order] != nil)
+            while try await worker.dispatcher.dispatchOnce() > 0 {}
+            let held = try #require(worker.processor.states.entries([order])[order])
+            // The cache holds what the row holds: the accepted push is in both.
+            let row = try await harness.database.client.query(
+                "SELECT state, xmin::text::bigint AS version FROM orders WHERE order_id = \(order)")
+            let stored = try OrderStore.decodeState(try row[0].decode(PostgresJSON?.self, "state"))
+            #expect(try row[0].decode(Int64.self, "version") == held.version)
+            #expect(stored == held.state)
+            #expect(held.state.activities.first?.sent != nil)
+        }
+    }
+}
