@@ -444,8 +444,9 @@ private final class BenchEnvironment: @unchecked Sendable {
         let start = clock.now + .milliseconds(Int(max(0, planned.timeIntervalSinceNow) * 1000))
         let tick = 0.01
         let perTick = max(1, Int(Double(rate) * tick))
-        var confirms: [Double] = []
-        try await withThrowingTaskGroup(of: Double.self) { group in
+        var confirms: [(offset: Double, latency: Double)] = []
+        let firstPublish = planned
+        try await withThrowingTaskGroup(of: (Double, Double).self) { group in
             var index = 0
             var tickNumber = 0
             while index < picked.count {
@@ -460,7 +461,7 @@ private final class BenchEnvironment: @unchecked Sendable {
                         try await publisher.publish(
                             exchange: exchange, routingKey: message.0, body: message.1,
                             properties: RabbitMQMessageProperties(contentType: "application/json", messageID: message.2))
-                        return Date().timeIntervalSince(sent)
+                        return (sent.timeIntervalSince(firstPublish), Date().timeIntervalSince(sent))
                     }
                 }
                 index += perTick
@@ -468,12 +469,14 @@ private final class BenchEnvironment: @unchecked Sendable {
             }
             for try await confirm in group { confirms.append(confirm) }
         }
-        confirms.sort()
         if !confirms.isEmpty {
+            let sorted = confirms.map(\.latency).sorted()
+            let seconds = Dictionary(grouping: confirms, by: { Int($0.offset) }).sorted { $0.key < $1.key }
+            let p99s = seconds.map { String(format: "%.0f", percentile($0.value.map(\.latency).sorted(), 0.99) * 1000) }
             print(
                 String(
-                    format: "         (publish → broker confirm: p50 %.1f ms, p99 %.1f ms)",
-                    percentile(confirms, 0.5) * 1000, percentile(confirms, 0.99) * 1000))
+                    format: "         (publish → broker confirm: p50 %.1f ms, p99 %.1f ms; p99 per second, ms: ",
+                    percentile(sorted, 0.5) * 1000, percentile(sorted, 0.99) * 1000) + p99s.joined(separator: " ") + ")")
         }
         await publisher.close()
         let tokens = Dictionary(uniqueKeysWithValues: picked.map { (token($0), $0) })
