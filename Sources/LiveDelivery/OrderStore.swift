@@ -137,31 +137,23 @@ enum OrderStore {
         return tokens
     }
 
-    /// What a write did.
-    struct Written {
-        /// Whether an outbox row was written.
-        var outbox = false
-        /// The states written and the row versions they were written as (for ``OrderStateCache``,
-        /// once the transaction has committed).
-        var states: [OrderStateCache.Written] = []
-    }
-
-    /// Writes everything a change implies.
+    /// Writes everything a change implies; returns the state written, if it changed (see below).
     @discardableResult
     static func write(
         _ change: OrderChange, kind: String, on connection: PostgresConnection
-    ) async throws -> Written {
+    ) async throws -> [OrderStateCache.Written] {
         try await write([change], kind: kind, on: connection)
     }
 
     /// Writes everything several orders' changes imply with a fixed number of statements, whatever
     /// the number of orders (set-based: the cost of a batch is a handful of round trips, not a few
-    /// per order). Each order appears at most once.
+    /// per order). Each order appears at most once. Returns the states written and the row versions
+    /// they were written as (for ``OrderStateCache``, once the transaction has committed).
     @discardableResult
     static func write(
         _ changes: [OrderChange], kind: String, on connection: PostgresConnection
-    ) async throws -> Written {
-        var written = Written()
+    ) async throws -> [OrderStateCache.Written] {
+        var written: [OrderStateCache.Written] = []
         let changes = changes.sorted { $0.state.orderID < $1.state.orderID }
         let changedStates = changes.filter { $0.original != $0.state }.map(\.state)
         if !changedStates.isEmpty {
@@ -190,7 +182,7 @@ enum OrderStore {
             for row in versions {
                 let orderID = try row.decode(String.self, "order_id")
                 if let state = byID[orderID] {
-                    written.states.append(.init(orderID: orderID, version: try row.decode(Int64.self, "version"), state: state))
+                    written.append(.init(orderID: orderID, version: try row.decode(Int64.self, "version"), state: state))
                 }
             }
             try await writeActivities(changedStates, on: connection)
@@ -236,7 +228,6 @@ enum OrderStore {
                 )
                 SELECT pg_notify(\(notifyChannel), '') FROM (SELECT 1 FROM written LIMIT 1) AS any_row
                 """)
-            written.outbox = true
         }
         for registration in changes.flatMap(\.retired) {
             try await connection.query(
@@ -260,7 +251,7 @@ enum OrderStore {
         return written
     }
 
-    /// One order row's new values (the columns of an `unnest`: arrays bind as text and PostgreSQL
+    /// One order row's new values (the columns of an `unnest`: arrays bind as parameters and PostgreSQL
     /// reads them far faster than `json_to_recordset` reads the same rows as JSON objects).
     private struct OrderRow {
         var orderID: String

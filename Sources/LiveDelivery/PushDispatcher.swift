@@ -344,7 +344,7 @@ public final class PushDispatcher: Service {
         let now = self.now()
         let sent = sent.sorted { ($0.claim.orderID, $0.claim.activityKey) < ($1.claim.orderID, $1.claim.activityKey) }
         let (released, written) = try await client.withTransaction { connection in
-            let states = try await OrderStore.lockExisting(sent.map(\.claim.orderID), cache: self.states, on: connection)
+            let stored = try await OrderStore.lockExisting(sent.map(\.claim.orderID), cache: states, on: connection)
                 .compactMapValues { $0 }
             var generations: [OutboxKey: Int64] = [:]
             for row in try await connection.query(
@@ -407,7 +407,7 @@ public final class PushDispatcher: Service {
                 let (coreOutcome, retryDelay) = interpret(answer, logger: logger)
 
                 var resend = false
-                if let coreOutcome, let state = changes[claim.orderID]?.state ?? states[claim.orderID] {
+                if let coreOutcome, let state = changes[claim.orderID]?.state ?? stored[claim.orderID] {
                     var change = changes[claim.orderID] ?? OrderChange(original: state, state: state)
                     let recorded = tracker.record(coreOutcome, for: push, in: change.state, now: now)
                     change.merge(recorded)
@@ -456,7 +456,7 @@ public final class PushDispatcher: Service {
             }
             var written: [OrderStateCache.Written] = []
             if !changes.isEmpty {
-                written = try await OrderStore.write(Array(changes.values), kind: "outcome", on: connection).states
+                written = try await OrderStore.write(Array(changes.values), kind: "outcome", on: connection)
             }
             return (!released.isEmpty, written)
         }
