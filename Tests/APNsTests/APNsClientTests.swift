@@ -47,7 +47,9 @@ struct ClientFixture {
             APNsApp(bundleID: bundleID, teamID: "TEAM123456", key: key, environment: .production, baseURL: simulator.baseURL)
         ])
         configuration.caFile = simulator.certificatePEMPath
-        configuration.requestTimeout = .seconds(10)
+        // Generous: a whole parallel test run on two cores can hold a request up for seconds, and a
+        // timeout here must not turn into a speed assertion. Tests of timeouts set their own.
+        configuration.requestTimeout = .seconds(120)
         adjust(&configuration)
         return try APNsClient(configuration: configuration, logger: logger, clock: clock, wallClock: wallClock)
     }
@@ -281,7 +283,8 @@ struct APNsClientTests {
 
     @Test func stalledServerTimesOut() async throws {
         let fixture = try await ClientFixture.start(client: { configuration in
-            configuration.requestTimeout = .milliseconds(300)
+            // Long enough for a healthy request on a loaded machine, short enough to wait out twice.
+            configuration.requestTimeout = .seconds(2)
             configuration.maxAttempts = 2
         })
         #expect(await fixture.send().status == 200)

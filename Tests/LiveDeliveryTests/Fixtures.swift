@@ -113,7 +113,9 @@ struct Harness {
         ]
         apns.baseURL = simulator.baseURL
         apns.caFile = simulator.certificatePEMPath
-        apns.requestTimeout = .seconds(10)
+        // Generous: under a full parallel test run a push may wait seconds, and a timeout would
+        // add an attempt that the tests count.
+        apns.requestTimeout = .seconds(120)
         var configuration = WorkerConfiguration(
             configDirectory: configDirectory, amqp: amqp, postgres: .init(url: database.url), apns: apns,
             workerID: TestEnvironment.uniqueName("worker"), tracking: tracking)
