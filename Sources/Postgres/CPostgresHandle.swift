@@ -105,14 +105,15 @@ final class CPostgresHandle: @unchecked Sendable {
     ///
     /// The first `statementCacheSize` distinct statements are prepared once (`PQsendPrepare`) and then
     /// executed by name, which saves the server parsing and planning them again: the worker runs the
-    /// same few statements all day.
+    /// same few statements all day. Statements planned ``PostgresQuery/Planning/everyRun`` are never
+    /// prepared.
     func query(_ query: PostgresQuery) throws(PostgresError) -> PostgresRows {
         try checkAliveIfIdled()
         let connection = try open()
         let binds = query.binds
         let key = PreparedKey(sql: query.sql, types: binds.types)
-        var name = prepared[key]
-        if name == nil, prepared.count < statementCacheSize {
+        var name = query.planning == .cached ? prepared[key] : nil
+        if name == nil, query.planning == .cached, prepared.count < statementCacheSize {
             preparedNames += 1
             let candidate = "ld_\(preparedNames)"
             let sent = binds.types.withUnsafeBufferPointer { types in

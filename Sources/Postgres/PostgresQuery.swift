@@ -12,10 +12,31 @@ public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolatio
     public var sql: String
     /// The bound values, in `$n` order.
     public var binds: PostgresBindings
+    /// Whether the server may reuse one plan for every run (the default) or plans each run afresh.
+    public var planning: Planning = .cached
 
     public init(unsafeSQL sql: String, binds: PostgresBindings = PostgresBindings()) {
         self.sql = sql
         self.binds = binds
+    }
+
+    /// How the server plans a statement.
+    public enum Planning: Sendable, Hashable {
+        /// Prepared once per connection and run by name; after a few runs PostgreSQL may settle on one
+        /// generic plan, made for the table sizes of that moment, and keep it until the next `ANALYZE`.
+        case cached
+        /// Sent unprepared, so each run is planned with its parameters and the tables' current sizes:
+        /// for statements on a table that swings between empty and large, such as a queue, where a plan
+        /// cached while it was empty (a sequential scan, or the table as the outer side of a join) turns
+        /// quadratic once it fills.
+        case everyRun
+    }
+
+    /// This statement with another ``Planning``.
+    public func planned(_ planning: Planning) -> PostgresQuery {
+        var query = self
+        query.planning = planning
+        return query
     }
 
     public init(stringLiteral value: String) {

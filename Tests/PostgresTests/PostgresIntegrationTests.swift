@@ -338,6 +338,23 @@ struct PreparedStatementCacheTests {
         }
     }
 
+    @Test("a statement planned every run is never prepared, and runs with its values")
+    func plannedEveryRun() async throws {
+        try await Self.withConnection(cacheSize: 8) { connection in
+            for value in 0..<6 {
+                let query: PostgresQuery = "SELECT \(value)::int * 2 AS v"
+                let rows = try await connection.query(query.planned(.everyRun))
+                #expect(try rows[0].decode(Int.self, "v") == value * 2)
+            }
+            // Only the count itself.
+            #expect(try await Self.preparedCount(connection) == 1)
+            // The same text with the default planning is prepared as usual.
+            let rows = try await connection.query("SELECT \(7)::int * 2 AS v")
+            #expect(try rows[0].decode(Int.self, "v") == 14)
+            #expect(try await Self.preparedCount(connection) == 2)
+        }
+    }
+
     @Test("beyond the cache size statements run unprepared; size 0 prepares nothing")
     func bounded() async throws {
         for size in [0, 2] {
