@@ -187,14 +187,11 @@ enum OrderStore {
             }
             try await writeActivities(changedStates, on: connection)
         }
-        let withdrawn = changes.flatMap { change in change.withdrawn.sorted().map { (change.state.orderID, $0) } }
+        let withdrawn = changes.flatMap { change in
+            change.withdrawn.sorted().map { Outbox.Key(orderID: change.state.orderID, activityKey: $0) }
+        }
         if !withdrawn.isEmpty {
-            try await connection.query(
-                """
-                DELETE FROM outbox AS o
-                USING unnest(\(withdrawn.map(\.0))::text[], \(withdrawn.map(\.1))::text[]) AS w(order_id, activity_key)
-                WHERE o.order_id = w.order_id AND o.activity_key = w.activity_key
-                """)
+            try await Outbox.delete(try await Outbox.lock(withdrawn, on: connection).values.map(\.row), on: connection)
         }
         let pushes = try changes.flatMap { change in
             try change.orderedPushes.map { push in
@@ -417,15 +414,15 @@ struct StartLimit: Sendable {
         guard !sorted.isEmpty else { return limit }
         let since = now.addingTimeInterval(-configuration.window.seconds)
         let keys = sorted.map { "device:" + $0 }
-        let rows = try await connection.query(
-            """
+        // Planned every run: the outbox swings between empty and a backlog (see ``Outbox``).
+        let query: PostgresQuery = """
             SELECT k, (SELECT count(*) FROM push_attempts a
                        WHERE a.activity_key = k AND a.kind = 'start' AND a.outcome = 'delivered'
                          AND a.attempted_at > \(since))
                     + (SELECT count(*) FROM outbox o WHERE o.activity_key = k AND o.kind = 'start') AS n
             FROM unnest(\(keys)::text[]) AS k
-            """)
-        for row in rows {
+            """
+        for row in try await connection.query(query.planned(.everyRun)) {
             let key = try row.decode(String.self, "k")
             limit.used[String(key.dropFirst("device:".count))] = try row.decode(Int.self, "n")
         }

@@ -346,20 +346,8 @@ public final class PushDispatcher: Service {
         let (released, written) = try await client.withTransaction { connection in
             let stored = try await OrderStore.lockExisting(sent.map(\.claim.orderID), cache: states, on: connection)
                 .compactMapValues { $0 }
-            var generations: [OutboxKey: Int64] = [:]
-            for row in try await connection.query(
-                """
-                SELECT o.order_id, o.activity_key, o.generation FROM outbox AS o
-                JOIN unnest(\(sent.map(\.claim.orderID))::text[], \(sent.map(\.claim.activityKey))::text[])
-                    AS k(order_id, activity_key) USING (order_id, activity_key)
-                ORDER BY o.order_id, o.activity_key FOR UPDATE OF o
-                """)
-            {
-                let key = OutboxKey(
-                    orderID: try row.decode(String.self, "order_id"),
-                    activityKey: try row.decode(String.self, "activity_key"))
-                generations[key] = try row.decode(Int64.self, "generation")
-            }
+            let outbox = try await Outbox.lock(
+                sent.map { Outbox.Key(orderID: $0.claim.orderID, activityKey: $0.claim.activityKey) }, on: connection)
             let attempts = sent.map(AttemptRow.init)
             try await connection.query(
                 """
@@ -378,8 +366,8 @@ public final class PushDispatcher: Service {
                 """)
 
             var changes: [String: OrderChange] = [:]
-            var settled: [OutboxKey] = []
-            var released: [(key: OutboxKey, replaced: Bool, uncounted: Bool)] = []
+            var settled: [String] = []
+            var released: [(row: String, replaced: Bool, uncounted: Bool)] = []
             var paused = Set<String>()
             for answer in sent {
                 let claim = answer.claim
@@ -424,35 +412,30 @@ public final class PushDispatcher: Service {
                 }
 
                 // The outbox row: delete when settled and not replaced meanwhile, else release it.
-                let key = OutboxKey(orderID: claim.orderID, activityKey: claim.activityKey)
-                guard let current = generations[key] else { continue }
-                if current == claim.generation && coreOutcome != nil && !resend {
-                    settled.append(key)
+                guard let current = outbox[Outbox.Key(orderID: claim.orderID, activityKey: claim.activityKey)] else {
+                    continue
+                }
+                if current.generation == claim.generation && coreOutcome != nil && !resend {
+                    settled.append(current.row)
                 } else {
-                    released.append((key, current != claim.generation, coreOutcome == nil))
+                    released.append((current.row, current.generation != claim.generation, coreOutcome == nil))
                 }
             }
-            if !settled.isEmpty {
-                try await connection.query(
-                    """
-                    DELETE FROM outbox AS o
-                    USING unnest(\(settled.map(\.orderID))::text[], \(settled.map(\.activityKey))::text[])
-                        AS k(order_id, activity_key)
-                    WHERE o.order_id = k.order_id AND o.activity_key = k.activity_key
-                    """)
-            }
+            try await Outbox.delete(settled, on: connection)
             if !released.isEmpty {
-                try await connection.query(
-                    """
+                // By the rows locked above; the `ANY` gives the planner a TID scan of the outbox, whatever
+                // it believes about the outbox's size.
+                let rows = released.map(\.row)
+                let release: PostgresQuery = """
                     UPDATE outbox AS o SET lease_owner = NULL, lease_until = NULL,
                         attempts = CASE WHEN k.replaced THEN 0
                                         WHEN k.uncounted THEN greatest(o.attempts - 1, 0)
                                         ELSE o.attempts END
-                    FROM unnest(\(released.map(\.key.orderID))::text[], \(released.map(\.key.activityKey))::text[],
-                                \(released.map(\.replaced))::boolean[], \(released.map(\.uncounted))::boolean[])
-                        AS k(order_id, activity_key, replaced, uncounted)
-                    WHERE o.order_id = k.order_id AND o.activity_key = k.activity_key
-                    """)
+                    FROM unnest(\(rows)::text[]::tid[], \(released.map(\.replaced))::boolean[],
+                                \(released.map(\.uncounted))::boolean[]) AS k(row, replaced, uncounted)
+                    WHERE o.ctid = ANY (\(rows)::text[]::tid[]) AND o.ctid = k.row
+                    """
+                try await connection.query(release.planned(.everyRun))
             }
             var written: [OrderStateCache.Written] = []
             if !changes.isEmpty {
@@ -462,11 +445,6 @@ public final class PushDispatcher: Service {
         }
         states.store(written)
         return released
-    }
-
-    private struct OutboxKey: Hashable {
-        var orderID: String
-        var activityKey: String
     }
 
     /// One `push_attempts` row (the columns of an `unnest`).
