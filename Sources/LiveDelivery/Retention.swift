@@ -47,7 +47,9 @@ public final class Retention: Service {
     }
 
     /// The tables kept for `retention.days`: the key a batch deletes by, the time compared, and the
-    /// order batches go in (each through an index).
+    /// order batches go in (each through an index). `timeline` has no index on its time: its ids
+    /// grow with it, so a batch takes the oldest ids and deletes those old enough, and a batch with
+    /// a row too young ends the round.
     private static let tables: [(name: String, key: String, time: String, order: String)] = [
         ("inbox", "event_id", "processed_at", "processed_at"),
         ("push_attempts", "id", "attempted_at", "attempted_at"),
@@ -68,14 +70,25 @@ public final class Retention: Service {
                         "SELECT pg_try_advisory_xact_lock(hashtextextended('livedelivery:retention', 0)) AS held")
                     guard try held[0].decode(Bool.self, "held") else { return nil }
                     // The names are this type's constants, not input.
-                    let rows = try await connection.query(
-                        """
+                    let query: PostgresQuery =
+                        table.order == table.time
+                        ? """
                         DELETE FROM \(unsafeRaw: table.name) WHERE \(unsafeRaw: table.key) IN (
                             SELECT \(unsafeRaw: table.key) FROM \(unsafeRaw: table.name)
                             WHERE \(unsafeRaw: table.time) < now() - make_interval(secs => \(seconds))
                             ORDER BY \(unsafeRaw: table.order) LIMIT \(literal: batch))
-                        """)
-                    return rows.affectedRows
+                        """
+                        // The oldest rows by the order column, of those the ones old enough. Filtering the
+                        // order column's index by time walked the whole table whenever no row was old
+                        // enough: 560k timeline rows, 105 ms, on every round.
+                        : """
+                        DELETE FROM \(unsafeRaw: table.name) WHERE \(unsafeRaw: table.key) IN (
+                            SELECT oldest.\(unsafeRaw: table.key) FROM (
+                                SELECT \(unsafeRaw: table.key), \(unsafeRaw: table.time) FROM \(unsafeRaw: table.name)
+                                ORDER BY \(unsafeRaw: table.order) LIMIT \(literal: batch)) AS oldest
+                            WHERE oldest.\(unsafeRaw: table.time) < now() - make_interval(secs => \(seconds)))
+                        """
+                    return try await connection.query(query).affectedRows
                 }
                 guard let count else { return [:] }
                 deleted[table.name, default: 0] += count

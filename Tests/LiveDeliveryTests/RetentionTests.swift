@@ -33,10 +33,11 @@ struct RetentionTests {
                     VALUES (\(order), 'activity:old', 'update', 'com.example.pizza', 5, 1, gen_random_uuid(), 200,
                             'delivered', 1.0, 'test', now() - interval '8 days')
                     """)
+                // Timeline ids grow with time (every row takes now()), so old rows hold the lowest ids.
                 try await client.query(
                     """
-                    INSERT INTO timeline (order_id, kind, code, message, at)
-                    VALUES (\(order), 'event', 'old', 'old', now() - interval '8 days')
+                    INSERT INTO timeline (id, order_id, kind, code, message, at)
+                    VALUES (\(index - 10), \(order), 'event', 'old', 'old', now() - interval '8 days')
                     """)
             }
             let deleted = try await worker.retention.runOnce()
