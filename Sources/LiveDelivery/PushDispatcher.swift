@@ -214,14 +214,17 @@ public final class PushDispatcher: Service {
         return try Self.claims(rows)
     }
 
-    /// The claim statement.
+    /// The claim statement, planned every run (see ``Outbox``): a generic plan made while the outbox
+    /// held a few rows reads it whole (a sequential scan and a sort of every free row, then another
+    /// scan for the `ctid`s), and kept once a backlog fills the outbox it would make every claim read
+    /// the whole backlog.
     ///
-    /// The rows are picked by `ctid` from an array the subquery builds, not by a join with it: the
-    /// statement is prepared, and PostgreSQL's generic plan for a join assumed a tenth of the outbox
-    /// behind `LIMIT $n`. With 945k pending rows it hashed the subquery and scanned the whole outbox,
-    /// and one claim ran for minutes while every push waited. A TID scan has no such choice to make.
+    /// The rows are picked by `ctid` from an array the subquery builds, not by a join with it: a
+    /// generic plan for a join assumed a tenth of the outbox behind `LIMIT $n`. With 945k pending rows
+    /// it hashed the subquery and scanned the whole outbox, and one claim ran for minutes while every
+    /// push waited. A TID scan has no such choice to make.
     static func leaseQuery(_ lease: Lease, workerID: String, seconds: Double, limit: Int) -> PostgresQuery {
-        """
+        let query: PostgresQuery = """
         UPDATE outbox AS o
         SET lease_owner = \(workerID), lease_until = now() + make_interval(secs => \(seconds)),
             attempts = o.attempts + 1
@@ -235,6 +238,7 @@ public final class PushDispatcher: Service {
             FOR UPDATE SKIP LOCKED))
         RETURNING o.order_id, o.activity_key, o.generation, o.attempts, o.push
         """
+        return query.planned(.everyRun)
     }
 
     private static func claims(_ rows: PostgresRows) throws -> [Claim] {
