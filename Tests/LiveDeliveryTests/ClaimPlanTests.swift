@@ -6,6 +6,29 @@ import Testing
 
 @Suite("Claim plans", .timeLimit(.minutes(2)))
 struct ClaimPlanTests {
+    /// Pending rows `O-1`…`O-n` (each tenth leased, its lease expired an hour ago), due oldest first,
+    /// with pushes of `padding` bytes. Autovacuum is kept off the outbox, so its statistics stay as
+    /// the test leaves them.
+    static func fill(_ client: PostgresClient, rows: Int, padding: Int = 0) async throws {
+        try await client.query("ALTER TABLE outbox SET (autovacuum_enabled = false)")
+        try await client.query(
+            """
+            INSERT INTO outbox (order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push, reason,
+                                not_before, lease_owner, lease_until)
+            SELECT 'O-' || i, 'a', 'update', 'com.example.delivery', 'production', 5, gen_random_uuid(),
+                   json_build_object('pad', repeat('x', \(padding)::integer)), 'test', now() - make_interval(secs => i),
+                   CASE WHEN i % 10 = 0 THEN 'w' END, CASE WHEN i % 10 = 0 THEN now() - interval '1 hour' END
+            FROM generate_series(1, \(rows)) AS i
+            """)
+    }
+
+    /// Deletes every row and vacuums without giving the pages back: the statistics then say the
+    /// outbox holds no rows, whatever is added next.
+    static func emptyAndVacuum(_ client: PostgresClient) async throws {
+        try await client.query("DELETE FROM outbox")
+        try await client.withConnection { try await $0.execute(unsafeSQL: "VACUUM (TRUNCATE false) outbox") }
+    }
+
     /// The claim is planned every run, so its plan follows the outbox's size. Whatever the statistics
     /// say (fresh, or "empty" after a vacuum while a backlog holds 100k rows), a claim on a large
     /// outbox must read it through its indexes and by TID: a claim that scans the whole outbox stalls
@@ -15,18 +38,6 @@ struct ClaimPlanTests {
         let database = try await TestDatabase.create()
         try await database.using {
             let client = database.client
-            try await client.query("ALTER TABLE outbox SET (autovacuum_enabled = false)")
-            func fill() async throws {
-                try await client.query(
-                    """
-                    INSERT INTO outbox (order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push,
-                                        reason, not_before, lease_owner, lease_until)
-                    SELECT 'O-' || i, 'a', 'update', 'com.example.delivery', 'production', 5, gen_random_uuid(),
-                           '{}'::json, 'test', now() - make_interval(secs => i),
-                           CASE WHEN i % 10 = 0 THEN 'w' END, CASE WHEN i % 10 = 0 THEN now() - interval '1 hour' END
-                    FROM generate_series(1, 100000) AS i
-                    """)
-            }
             func plans() async throws -> [(PushDispatcher.Lease, String)] {
                 var plans: [(PushDispatcher.Lease, String)] = []
                 for lease in [PushDispatcher.Lease.free, .expired] {
@@ -38,13 +49,12 @@ struct ClaimPlanTests {
                 }
                 return plans
             }
-            try await fill()
+            try await Self.fill(client, rows: 100_000)
             try await client.query("ANALYZE outbox")
             var all = try await plans()
             // Statistics that say the outbox is empty while it holds the same backlog.
-            try await client.query("DELETE FROM outbox")
-            try await client.withConnection { try await $0.execute(unsafeSQL: "VACUUM (TRUNCATE false) outbox") }
-            try await fill()
+            try await Self.emptyAndVacuum(client)
+            try await Self.fill(client, rows: 100_000)
             all += try await plans()
             for (lease, plan) in all {
                 #expect(!plan.contains("Seq Scan on outbox"), "\(lease): \(plan)")
@@ -62,21 +72,9 @@ struct ClaimPlanTests {
         let database = try await TestDatabase.create()
         try await database.using {
             let client = database.client
-            try await client.query("ALTER TABLE outbox SET (autovacuum_enabled = false)")
-            func fill(_ range: ClosedRange<Int>) async throws {
-                try await client.query(
-                    """
-                    INSERT INTO outbox (order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push,
-                                        reason)
-                    SELECT 'O-' || i, 'a', 'update', 'com.example.delivery', 'production', 5, gen_random_uuid(),
-                           json_build_object('pad', repeat('x', 500)), 'test'
-                    FROM generate_series(\(range.lowerBound), \(range.upperBound)) AS i
-                    """)
-            }
-            try await fill(1...3000)
-            try await client.query("DELETE FROM outbox")
-            try await client.withConnection { try await $0.execute(unsafeSQL: "VACUUM (TRUNCATE false) outbox") }
-            try await fill(1...20000)
+            try await Self.fill(client, rows: 3000)
+            try await Self.emptyAndVacuum(client)
+            try await Self.fill(client, rows: 20000, padding: 500)
             let believed = try await client.query(
                 "SELECT reltuples::bigint AS n, relpages FROM pg_class WHERE relname = 'outbox'")
             #expect(try believed.first?.decode(Int.self, "n") == 0)
