@@ -16,6 +16,8 @@ import Darwin
 /// (`PostgresListener`); it is never used from two threads at once, and every method must run there.
 final class CPostgresHandle: @unchecked Sendable {
     private var connection: OpaquePointer?
+    /// Cancels this connection's running statement from any thread; nil if libpq could not make one.
+    let cancelRequest: PostgresCancelRequest?
     /// Statement text and parameter types → the name it was prepared under on this connection.
     private var prepared: [PreparedKey: String] = [:]
     private var preparedNames = 0
@@ -29,6 +31,7 @@ final class CPostgresHandle: @unchecked Sendable {
     private init(connection: OpaquePointer, statementCacheSize: Int) {
         self.connection = connection
         self.statementCacheSize = statementCacheSize
+        self.cancelRequest = PostgresCancelRequest(connection: connection)
     }
 
     deinit {
@@ -371,5 +374,30 @@ extension String {
         var text = Substring(self)
         while let last = text.last, last.isNewline || last == " " { text.removeLast() }
         return String(text)
+    }
+}
+
+/// A `PQcancel` request for one connection, usable from any thread while that connection's own thread is
+/// blocked waiting for a result.
+///
+/// `@unchecked Sendable`: the `PGcancel` object is a copy of the connection's address and key, never
+/// changed after `PQgetCancel`, and libpq documents `PQcancel` as safe to call from any thread (even a
+/// signal handler). It outlives the connection if need be: it does not point into the `PGconn`.
+final class PostgresCancelRequest: @unchecked Sendable {
+    private let raw: OpaquePointer
+
+    init?(connection: OpaquePointer) {
+        guard let raw = PQgetCancel(connection) else { return nil }
+        self.raw = raw
+    }
+
+    deinit { PQfreeCancel(raw) }
+
+    /// Asks the server to cancel whatever statement the connection is running. Blocks while it connects
+    /// to the server, so callers run it on a thread of their own. True if the request was sent.
+    @discardableResult
+    func send() -> Bool {
+        var message = [CChar](repeating: 0, count: 256)
+        return PQcancel(raw, &message, Int32(message.count)) == 1
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import Synchronization
 
@@ -14,6 +15,8 @@ public final class PostgresConnection: Sendable {
     private let logger: Logger
     private let state = Atomic<UInt8>(State.idle.rawValue)
     private let idledInPool = Atomic<Bool>(false)
+    /// Set once a cancelled task asked the server to cancel a statement on this connection.
+    private let cancelRequested = Atomic<Bool>(false)
 
     private enum State: UInt8 {
         case idle  // open and outside any transaction
@@ -114,20 +117,37 @@ public final class PostgresConnection: Sendable {
         logger.debug("Postgres connection closed")
     }
 
+    /// Cancelling the task that runs a statement asks the server to cancel the statement (`PQcancel`):
+    /// the statement fails with SQLSTATE 57014 (`query_canceled`) instead of running on, say, in a lock
+    /// wait. `PQcancel` opens a connection to the server and waits, so it runs on a thread of its own,
+    /// never on the cooperative pool or on the connection's thread, which is blocked in the statement.
+    private func requestCancel() {
+        guard !cancelRequested.exchange(true, ordering: .acquiringAndReleasing), let request = handle.cancelRequest else { return }
+        logger.debug("Postgres statement cancelled with its task; asking the server to stop it")
+        Thread.detachNewThread { request.send() }
+    }
+
     /// The connection's thread as a task executor (see `PostgresClient.withConnection`).
     var executor: any TaskExecutor { thread }
 
     private func run<Value: Sendable>(
         _ body: @escaping @Sendable (CPostgresHandle) throws(PostgresError) -> Value
     ) async throws(PostgresError) -> Value {
-        let result: Result<Value, PostgresError>
-        if thread.isCurrent {
-            // Already on the connection's thread (the task prefers its executor): call libpq directly.
-            result = runHere(body)
-        } else {
-            result = await withUnsafeContinuation { continuation in
+        let result: Result<Value, PostgresError> = await withTaskCancellationHandler {
+            if thread.isCurrent {
+                // Already on the connection's thread (the task prefers its executor): call libpq directly.
+                return runHere(body)
+            }
+            return await withUnsafeContinuation { continuation in
                 thread.execute { [self] in continuation.resume(returning: runHere(body)) }
             }
+        } onCancel: {
+            requestCancel()
+        }
+        if cancelRequested.load(ordering: .acquiring) {
+            // The cancel request may still be on its way and would cancel the next user's statement
+            // instead: this connection is never reused.
+            state.store(State.broken.rawValue, ordering: .releasing)
         }
         if case .failure(let error) = result, error.isConnectionError {
             logger.debug(

@@ -488,3 +488,32 @@ struct ParameterTests {
         }
     }
 }
+
+@Suite("Statement cancellation", .timeLimit(.minutes(2)))
+struct StatementCancellationTests {
+    @Test("cancelling a task cancels its statement on the server, and its connection is not reused")
+    func cancellingTheTaskCancelsTheStatement() async throws {
+        try await PostgresTestSupport.withClient(poolSize: 1) { client in
+            let marker = PostgresTestSupport.tableName("sleep")
+            let sleeping = Task {
+                try await client.query(PostgresQuery(unsafeSQL: "SELECT pg_sleep(600) AS \(marker)"))
+            }
+            try await PostgresTestSupport.withClient { observer in
+                try await eventually("the statement to run on the server") {
+                    let rows = try await observer.query(
+                        "SELECT count(*)::bigint AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE \("%" + marker)")
+                    return try rows[0].decode(Int.self, "n") == 1
+                }
+            }
+            sleeping.cancel()
+            let result = await sleeping.result
+            #expect(throws: PostgresError.self) { try result.get() }
+            if case .failure(let error as PostgresError) = result {
+                #expect(error.sqlState?.rawValue == "57014", "\(error)")
+            }
+            // The pool's one connection was discarded, so the next statement runs on a fresh one.
+            let after = try await client.query("SELECT pg_backend_pid() AS pid, 1 AS v")
+            #expect(try after[0].decode(Int.self, "v") == 1)
+        }
+    }
+}
