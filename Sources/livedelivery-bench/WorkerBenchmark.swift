@@ -135,9 +135,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
                     rate, latencySeconds - warmupSeconds, warmupSeconds, percentile(sorted, 0.5) * 1000, percentile(sorted, 0.99) * 1000,
                     sorted.last! * 1000, sorted.count))
             // Each second on its own, warm-up included: the workers start just before the first.
-            let seconds = Dictionary(grouping: all, by: { Int($0.offset) }).sorted { $0.key < $1.key }
-            let p99s = seconds.map { String(format: "%.0f", percentile($0.value.map(\.latency).sorted(), 0.99) * 1000) }
-            print("         (p99 per second of publishing, ms: \(p99s.joined(separator: " ")))")
+            print("         (p99 per second of publishing, ms: \(p99PerSecond(all)))")
         }
         for worker in bench.workers {
             let (rss, peak) = worker.memoryKilobytes ?? (0, 0)
@@ -482,12 +480,10 @@ private final class BenchEnvironment: @unchecked Sendable {
         }
         if !confirms.isEmpty {
             let sorted = confirms.map(\.latency).sorted()
-            let seconds = Dictionary(grouping: confirms, by: { Int($0.offset) }).sorted { $0.key < $1.key }
-            let p99s = seconds.map { String(format: "%.0f", percentile($0.value.map(\.latency).sorted(), 0.99) * 1000) }
             print(
                 String(
                     format: "         (publish → broker confirm: p50 %.1f ms, p99 %.1f ms; p99 per second, ms: ",
-                    percentile(sorted, 0.5) * 1000, percentile(sorted, 0.99) * 1000) + p99s.joined(separator: " ") + ")")
+                    percentile(sorted, 0.5) * 1000, percentile(sorted, 0.99) * 1000) + p99PerSecond(confirms) + ")")
         }
         await publisher.close()
         let tokens = Dictionary(uniqueKeysWithValues: picked.map { (token($0), $0) })
@@ -600,6 +596,13 @@ private func poll<Value>(
 /// The `p` quantile (0…1) of sorted, non-empty samples.
 func percentile(_ sorted: [Double], _ p: Double) -> Double {
     sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+}
+
+/// The p99 of each whole second of the samples (by their offset in seconds), in ms, in order.
+func p99PerSecond(_ samples: [(offset: Double, latency: Double)]) -> String {
+    Dictionary(grouping: samples, by: { Int($0.offset) }).sorted { $0.key < $1.key }
+        .map { String(format: "%.0f", percentile($0.value.map(\.latency).sorted(), 0.99) * 1000) }
+        .joined(separator: " ")
 }
 
 private func rfc3339(_ date: Date) -> String {
