@@ -1,6 +1,7 @@
 import APNs
 import APNsSimulator
 import ArgumentParser
+import ChildProcesses
 import Crypto
 import Foundation
 import Logging
@@ -87,14 +88,22 @@ struct APNsBenchmark: AsyncParsableCommand {
         print("apns: \(requests) pushes, \(connections) connections × \(streams) streams, payload \(payload.count) B")
         var clientResults: [RunResult] = []
         var h2Results: [H2LoadResult] = []
+        // Machine CPU per request (simulator included) varies less than the rates on a shared machine.
+        var clientCPU: [Double] = []
+        var h2CPU: [Double] = []
         for round in 1...max(1, rounds) {
+            var busy = ChildProcess.machineBusySeconds ?? 0
             let result = try await push(client: client, notification: notification, bundleID: bundleID, count: requests)
             clientResults.append(result)
-            print(String(format: "  round %d APNsClient : %9.0f pushes/s   p50 %.2f ms   p99 %.2f ms   (%d delivered)",
-                         round, result.rate, result.p50 * 1000, result.p99 * 1000, result.delivered))
+            clientCPU.append(((ChildProcess.machineBusySeconds ?? 0) - busy) / Double(requests) * 1e6)
+            print(String(format: "  round %d APNsClient : %9.0f pushes/s   p50 %.2f ms   p99 %.2f ms   (%d delivered; machine CPU %.0f µs/push)",
+                         round, result.rate, result.p50 * 1000, result.p99 * 1000, result.delivered, clientCPU.last!))
+            busy = ChildProcess.machineBusySeconds ?? 0
             if let h2 = try runH2load(arguments: h2loadArguments) {
                 h2Results.append(h2)
-                print(String(format: "  round %d h2load     : %9.0f req/s      mean %@   (%@)", round, h2.rate, h2.meanLatency, h2.statusLine))
+                h2CPU.append(((ChildProcess.machineBusySeconds ?? 0) - busy) / Double(requests) * 1e6)
+                print(String(format: "  round %d h2load     : %9.0f req/s      mean %@   (%@; machine CPU %.0f µs/request)",
+                             round, h2.rate, h2.meanLatency, h2.statusLine, h2CPU.last!))
             }
         }
         await client.shutdown()
@@ -107,6 +116,10 @@ struct APNsBenchmark: AsyncParsableCommand {
             print(String(format: "  median h2load     : %9.0f req/s", h2))
             print(String(format: "  client/h2load: %.0f%% (aim ≥ 50%%); apns-sim under h2load: %.0f req/s (aim ≥ 20000)",
                          median.rate / h2 * 100, h2))
+            let clientMedian = clientCPU.sorted()[clientCPU.count / 2]
+            let h2Median = h2CPU.sorted()[h2CPU.count / 2]
+            print(String(format: "  machine CPU per request (simulator included): client %.0f µs, h2load %.0f µs (h2load/client %.0f%%)",
+                         clientMedian, h2Median, h2Median / clientMedian * 100))
         } else {
             print("  h2load: not run (\(h2load) missing or failed)")
         }
