@@ -260,3 +260,29 @@ struct PayloadBoundaryTests {
         #expect(small.decisions.codes().contains("payload_trimmed"))
     }
 }
+
+@Suite("Payloads: apns-id")
+struct PushIDTests {
+    /// The ids are a stored contract (a replayed step must produce the same `apns-id`): these values
+    /// come from the first version of the derivation.
+    @Test func theDerivationIsStable() {
+        #expect(
+            PushID.make(["o12345", "activity:act-12345", "update", "1795301315", #"{"currentStep":"pickedUp"}"#])
+                == "7b83532d-c710-835c-86b2-f8bb09796453")
+        #expect(PushID.make(["Zürich ☕"]) == "5b3a3778-1ce8-8ea7-a9dc-7bd895b5c632")
+        #expect(PushID.make([]) == "cbf29ce4-8422-8325-8422-2325cbf29ce4")
+    }
+
+    @Test func partsAreSeparated() {
+        #expect(PushID.make(["ab", "c"]) == "ad22872f-536e-8705-8aea-b75abc72812a")
+        #expect(PushID.make(["a", "bc"]) == "401801fc-84f3-8a79-bb05-c88e8a980e72")
+    }
+
+    @Test func theIDIsAVersion8UUID() throws {
+        let id = PushID.make(["o1", "activity:a", "end", "1"])
+        let uuid = try #require(UUID(uuidString: id))
+        #expect(uuid.uuidString.lowercased() == id)
+        #expect(Array(id)[14] == "8")
+        #expect("89ab".contains(Array(id)[19]))
+    }
+}

@@ -126,20 +126,34 @@ enum PushID {
         var a: UInt64 = 0xcbf2_9ce4_8422_2325
         var b: UInt64 = 0x8422_2325_cbf2_9ce4
         for part in parts {
-            for byte in part.utf8 + [0] {
+            for byte in part.utf8 {
                 a = (a ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
                 b = (b ^ UInt64(byte ^ 0x5c)) &* 0x0000_0100_0000_01b3
             }
+            // Each part ends with a 0 byte, so that ["ab", "c"] and ["a", "bc"] differ.
+            a = a &* 0x0000_0100_0000_01b3
+            b = (b ^ 0x5c) &* 0x0000_0100_0000_01b3
         }
-        var bytes = (0..<8).map { UInt8(truncatingIfNeeded: a >> (56 - 8 * $0)) }
-        bytes += (0..<8).map { UInt8(truncatingIfNeeded: b >> (56 - 8 * $0)) }
-        bytes[6] = (bytes[6] & 0x0F) | 0x80
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        let hex = bytes.map { byte -> String in
-            let digits = Array("0123456789abcdef")
-            return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
-        }.joined()
-        let h = Array(hex)
-        return [h[0..<8], h[8..<12], h[12..<16], h[16..<20], h[20..<32]].map { String($0) }.joined(separator: "-")
+        // Written in place: the version with a String per hex digit pair cost 9 µs a push.
+        return String(unsafeUninitializedCapacity: 36) { out in
+            var position = 0
+            for index in 0..<16 {
+                var byte = UInt8(truncatingIfNeeded: (index < 8 ? a : b) >> (56 - 8 * (index % 8)))
+                if index == 6 { byte = (byte & 0x0F) | 0x80 }
+                if index == 8 { byte = (byte & 0x3F) | 0x80 }
+                if index == 4 || index == 6 || index == 8 || index == 10 {
+                    out[position] = UInt8(ascii: "-")
+                    position += 1
+                }
+                out[position] = hexDigit(byte >> 4)
+                out[position + 1] = hexDigit(byte & 0xF)
+                position += 2
+            }
+            return position
+        }
+    }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 }
