@@ -52,6 +52,16 @@ enum OrderStore {
         PostgresJSONText(bytes: try JSONStreamEncoder.encode(value))
     }
 
+    /// An order's state, written field by field (``StoredJSON``).
+    static func json(_ state: OrderState) throws -> PostgresJSONText {
+        PostgresJSONText(bytes: try StoredJSON.encode(state))
+    }
+
+    /// A planned push, written field by field (``StoredJSON``).
+    static func json(_ push: PlannedPush) throws -> PostgresJSONText {
+        PostgresJSONText(bytes: try StoredJSON.encode(push))
+    }
+
     /// A stored document, read with ``JSONTapeDecoder`` (`JSONDecoder` was a third of a worker's CPU).
     static func decode<Value: Decodable>(_ type: Value.Type, from json: PostgresJSON) throws -> Value {
         try JSONTapeDecoder.decode(type, from: json.bytes)

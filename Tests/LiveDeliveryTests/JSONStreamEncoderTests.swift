@@ -34,6 +34,7 @@ struct JSONStreamEncoderTests {
                     event, to: state, context: TrackingContext(pushToStartTokens: user.flatMap { registrations[$0] } ?? []),
                     now: now)
                 state = step.state
+                if !step.pushes.isEmpty { seen.append(state) }  // with its pushes pending
                 for push in step.pushes {
                     pushes.append(push)
                     state = tracker.record(.accepted, for: push, in: state, now: max(now, push.notBefore)).state
@@ -66,6 +67,37 @@ struct JSONStreamEncoderTests {
             #expect(try JSONDecoder().decode([PlannedPush].self, from: Data(bytes)) == [push, push])
             #expect(try Self.sameJSON(bytes, try JSONEncoder().encode([push, push])))
         }
+    }
+
+    @Test("states and pushes written field by field are byte for byte what the Codable path writes")
+    func storedJSONMatchesCodable() throws {
+        let (states, pushes) = try Self.statesAndPushes()
+        // What the comparison must cover to be worth anything.
+        #expect(states.contains { $0.activities.contains { $0.pending != nil } })
+        #expect(states.contains { $0.activities.contains { $0.updateToken != nil && $0.sent != nil } })
+        #expect(states.contains { $0.activities.contains { $0.startToken != nil } })
+        #expect(states.contains { !$0.pushToStartTokens.isEmpty && $0.record?.terminal != nil })
+        #expect(pushes.contains { $0.alert != nil } && pushes.contains { $0.alert == nil })
+        for state in states {
+            let bytes = try StoredJSON.encode(state)
+            #expect(bytes == (try JSONStreamEncoder.encode(state)))
+            #expect(try JSONDecoder().decode(OrderState.self, from: Data(bytes)) == state)
+            #expect(try JSONTapeDecoder.decode(OrderState.self, from: bytes) == state)
+        }
+        for push in pushes {
+            let bytes = try StoredJSON.encode(push)
+            #expect(bytes == (try JSONStreamEncoder.encode(push)))
+            #expect(try JSONDecoder().decode(PlannedPush.self, from: Data(bytes)) == push)
+        }
+    }
+
+    @Test("a state with a number JSON cannot hold is refused, not written")
+    func storedJSONRefusesNonFiniteNumbers() throws {
+        let (states, _) = try Self.statesAndPushes()
+        var state = try #require(states.first { $0.activities.contains { $0.sent != nil } })
+        let index = try #require(state.activities.firstIndex { $0.sent != nil })
+        state.activities[index].sent?.relevance = .nan
+        #expect(throws: EncodingError.self) { try StoredJSON.encode(state) }
     }
 
     struct Sample: Codable, Equatable {
