@@ -139,7 +139,11 @@ extension Date: PostgresArrayElement {
 /// (`[UInt8]` is not an array parameter: it binds as `bytea`.)
 extension Array: PostgresEncodable where Element: PostgresArrayElement {
     public static var postgresType: PostgresDataType { Element.postgresArrayType }
-    public var postgresText: String { PostgresArrayText.make(self) { $0 } }
+    public var postgresText: String {
+        // Strings, the common case, skip the generic path (its metadata lookups cost more than the text).
+        if Element.self == String.self { return PostgresArrayText.make(unsafeBitCast(self, to: [String].self)) }
+        return PostgresArrayText.make(self) { $0 }
+    }
     public var postgresParameter: PostgresParameterValue {
         guard let elementType = Element.postgresBinaryElementType else { return .text(postgresText) }
         return .binary(PostgresBinary.array(self, elementType: elementType) { $0 })
@@ -152,7 +156,10 @@ public struct PostgresNullableArray<Element: PostgresArrayElement>: PostgresEnco
     public var elements: [Element?]
     public init(_ elements: [Element?]) { self.elements = elements }
     public static var postgresType: PostgresDataType { Element.postgresArrayType }
-    public var postgresText: String { PostgresArrayText.make(elements) { $0 } }
+    public var postgresText: String {
+        if Element.self == String.self { return PostgresArrayText.make(unsafeBitCast(elements, to: [String?].self)) }
+        return PostgresArrayText.make(elements) { $0 }
+    }
     public var postgresParameter: PostgresParameterValue {
         guard let elementType = Element.postgresBinaryElementType else { return .text(postgresText) }
         return .binary(PostgresBinary.array(elements, elementType: elementType) { $0 })
@@ -212,26 +219,57 @@ enum PostgresArrayText {
                 text.append(contentsOf: "NULL".utf8)
                 continue
             }
-            text.append(UInt8(ascii: "\""))
-            value.withPostgresTextBytes { bytes in
-                // Runs without `"` or `\` are copied whole; those two get a backslash.
-                var start = 0
-                var index = 0
-                while index < bytes.count {
-                    let byte = bytes[index]
-                    if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                        text.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
-                        text.append(UInt8(ascii: "\\"))
-                        start = index
-                    }
-                    index += 1
-                }
-                text.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<bytes.count]))
-            }
-            text.append(UInt8(ascii: "\""))
+            value.withPostgresTextBytes { appendQuoted($0, to: &text) }
         }
         text.append(UInt8(ascii: "}"))
         return String(decoding: text, as: UTF8.self)
+    }
+
+    /// ``make(_:_:)`` for strings, without generics.
+    static func make(_ strings: [String]) -> String {
+        var text: [UInt8] = [UInt8(ascii: "{")]
+        text.reserveCapacity(strings.count * 16 + 2)
+        for index in strings.indices {
+            if index > 0 { text.append(UInt8(ascii: ",")) }
+            var string = strings[index]
+            string.withUTF8 { appendQuoted($0, to: &text) }
+        }
+        text.append(UInt8(ascii: "}"))
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// ``make(_:_:)`` for optional strings, without generics.
+    static func make(_ strings: [String?]) -> String {
+        var text: [UInt8] = [UInt8(ascii: "{")]
+        text.reserveCapacity(strings.count * 16 + 2)
+        for index in strings.indices {
+            if index > 0 { text.append(UInt8(ascii: ",")) }
+            if var string = strings[index] {
+                string.withUTF8 { appendQuoted($0, to: &text) }
+            } else {
+                text.append(contentsOf: "NULL".utf8)
+            }
+        }
+        text.append(UInt8(ascii: "}"))
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// One element in double quotes; runs without `"` or `\` are copied whole, those two get a backslash.
+    private static func appendQuoted(_ bytes: UnsafeBufferPointer<UInt8>, to text: inout [UInt8]) {
+        text.append(UInt8(ascii: "\""))
+        var start = 0
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                text.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
+                text.append(UInt8(ascii: "\\"))
+                start = index
+            }
+            index += 1
+        }
+        text.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<bytes.count]))
+        text.append(UInt8(ascii: "\""))
     }
 }
 

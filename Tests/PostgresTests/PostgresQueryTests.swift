@@ -30,6 +30,9 @@ import Testing
         #expect(["a,b", "c\"d", "{e}", "back\\slash", "NULL"].postgresText == #"{"a,b","c\"d","{e}","back\\slash","NULL"}"#)
         #expect([1, -2].postgresText == #"{"1","-2"}"#)
         #expect([Int]().postgresText == "{}")
+        #expect(PostgresNullableArray(["é\"", nil, "\\", ""]).postgresText == #"{"é\"",NULL,"\\",""}"#)
+        #expect([Substring("x\"y")].postgresText == #"{"x\"y"}"#)
+        #expect([String]().postgresText == "{}")
         #expect([Int].postgresType == .int8Array)
     }
 
