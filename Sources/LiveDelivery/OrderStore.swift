@@ -67,8 +67,14 @@ enum OrderStore {
         try JSONTapeDecoder.decode(type, from: json.bytes)
     }
 
+    /// A stored state, read field by field (``StoredJSON``).
     static func decodeState(_ json: PostgresJSON?) throws -> OrderState? {
-        try json.map { try decode(OrderState.self, from: $0) }
+        try json.map { try StoredJSON.decodeState($0.bytes) }
+    }
+
+    /// A stored push, read field by field (``StoredJSON``).
+    static func decodePush(_ json: PostgresJSON) throws -> PlannedPush {
+        try StoredJSON.decodePush(json.bytes)
     }
 
     /// Locks the orders (creating empty rows first, all in sorted order so that concurrent

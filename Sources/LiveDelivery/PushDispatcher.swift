@@ -250,7 +250,7 @@ public final class PushDispatcher: Service {
                     activityKey: try row.decode(String.self, "activity_key"),
                     generation: try row.decode(Int64.self, "generation"),
                     attempts: try row.decode(Int.self, "attempts"),
-                    push: try OrderStore.decode(PlannedPush.self, from: try row.decode(PostgresJSON.self, "push"))))
+                    push: try OrderStore.decodePush(try row.decode(PostgresJSON.self, "push"))))
         }
         return claims
     }

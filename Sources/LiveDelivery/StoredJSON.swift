@@ -347,12 +347,298 @@ enum StoredJSON {
         func close() { writer.bytes.append(UInt8(ascii: "}")) }
     }
 
-    /// The field of a number JSON cannot hold, for the error.
-    private struct Field: CodingKey {
+    /// A member or an element in an error's coding path.
+    struct Field: CodingKey {
         var stringValue: String
-        var intValue: Int? { nil }
+        var intValue: Int?
         init(_ name: String) { stringValue = name }
+        init(index: Int) {
+            stringValue = "Index \(index)"
+            intValue = index
+        }
         init?(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
+        init?(intValue: Int) { self.init(index: intValue) }
+    }
+}
+
+// MARK: - Reading
+
+extension StoredJSON {
+    /// An order's state, read field by field from the tape: the value `JSONDecoder` (and
+    /// ``JSONTapeDecoder``) would give, or a `DecodingError` with the field's path where they fail.
+    static func decodeState(_ bytes: [UInt8]) throws -> OrderState {
+        let tape = try JSONTape(bytes)
+        return try Reading(tape: tape).state(at: 0, path: [])
+    }
+
+    /// A planned push, read field by field from the tape (see ``decodeState(_:)``).
+    static func decodePush(_ bytes: [UInt8]) throws -> PlannedPush {
+        let tape = try JSONTape(bytes)
+        return try Reading(tape: tape).push(at: 0, path: [])
+    }
+
+    /// The document types, each read from a token of the tape.
+    private struct Reading {
+        let tape: JSONTape
+
+        func state(at index: Int, path: [Field]) throws -> OrderState {
+            let object = try Members(tape, index, path)
+            return OrderState(
+                orderID: try object.string("orderID"),
+                record: try object.readIfPresent("record") { try record(at: $0, path: $1) },
+                activities: try object.read("activities") { try array(at: $0, path: $1) { try activity(at: $0, path: $1) } },
+                pushToStartTokens: try object.read("pushToStartTokens") {
+                    try array(at: $0, path: $1) { try registration(at: $0, path: $1) }
+                },
+                seenEventIDs: Set(try object.read("seenEventIDs") { try array(at: $0, path: $1) { index, _ in try tape.string(at: index) } }),
+                createdAt: try object.date("createdAt"),
+                lastChangeAt: try object.date("lastChangeAt"),
+                nextSweepAt: try object.readIfPresent("nextSweepAt") { index, _ in try date(at: index) })
+        }
+
+        func push(at index: Int, path: [Field]) throws -> PlannedPush {
+            let object = try Members(tape, index, path)
+            return PlannedPush(
+                orderID: try object.string("orderID"),
+                activityKey: try object.string("activityKey"),
+                activityID: try object.stringIfPresent("activityID"),
+                kind: try object.read("kind") { index, _ in try kind(at: index) },
+                deviceToken: try object.read("deviceToken") { index, _ in try deviceToken(at: index) },
+                environment: APNsEnvironment(rawValue: try object.string("environment")),
+                bundleID: try object.string("bundleID"),
+                apnsID: try object.string("apnsID"),
+                priority: try object.int("priority"),
+                timestamp: try object.int("timestamp"),
+                notBefore: try object.date("notBefore"),
+                expiration: try object.int("expiration"),
+                headers: try object.read("headers") {
+                    try array(at: $0, path: $1) { index, path in
+                        let header = try Members(tape, index, path)
+                        return PlannedPush.Header(name: try header.string("name"), value: try header.string("value"))
+                    }
+                },
+                // Stored as JSON text; the first versions stored an array of byte values.
+                payload: try object.read("payload") { index, _ in
+                    tape.kind(at: index) == .string ? Array(try tape.string(at: index).utf8) : try tape.value([UInt8].self, at: index)
+                },
+                alert: try object.readIfPresent("alert") { index, _ in try tape.value(AlertContent.self, at: index) },
+                step: try object.string("step"),
+                status: OrderStatus(rawValue: try object.string("status")),
+                statusKey: try object.read("statusKey") { try eventKey(at: $0, path: $1) },
+                reason: try object.string("reason"),
+                mark: try object.read("mark") { try mark(at: $0, path: $1) })
+        }
+
+        private func record(at index: Int, path: [Field]) throws -> OrderRecord {
+            let object = try Members(tape, index, path)
+            let status = { (index: Int, path: [Field]) in
+                try register(at: index, path: path) { index, _ in OrderStatus(rawValue: try tape.string(at: index)) }
+            }
+            return OrderRecord(
+                orderID: try object.string("orderID"),
+                userID: try object.string("userID"),
+                latestOpen: try object.readIfPresent("latestOpen", status),
+                terminal: try object.readIfPresent("terminal", status),
+                orderNumber: try object.readIfPresent("orderNumber") {
+                    try register(at: $0, path: $1) { index, _ in try tape.integer(Int.self, at: index) }
+                },
+                merchantName: try object.readIfPresent("merchantName") {
+                    try register(at: $0, path: $1) { index, _ in try tape.string(at: index) }
+                },
+                courierName: try object.readIfPresent("courierName") {
+                    try register(at: $0, path: $1) { index, _ in try tape.string(at: index) }
+                },
+                eta: try object.readIfPresent("eta") { try register(at: $0, path: $1) { try eta(at: $0, path: $1) } },
+                newest: try object.read("newest") { try eventKey(at: $0, path: $1) })
+        }
+
+        private func register<Value>(
+            at index: Int, path: [Field], _ value: (Int, [Field]) throws -> Value
+        ) throws -> Register<Value> {
+            let object = try Members(tape, index, path)
+            return Register(value: try object.read("value", value), key: try object.read("key") { try eventKey(at: $0, path: $1) })
+        }
+
+        private func eventKey(at index: Int, path: [Field]) throws -> EventKey {
+            let object = try Members(tape, index, path)
+            return EventKey(
+                sequence: try object.readIfPresent("sequence") { index, _ in try tape.integer(Int.self, at: index) },
+                occurredAt: try object.date("occurredAt"),
+                eventID: try object.string("eventID"))
+        }
+
+        private func eta(at index: Int, path: [Field]) throws -> ETAWindow {
+            let object = try Members(tape, index, path)
+            return ETAWindow(earliest: try object.date("earliest"), latest: try object.date("latest"))
+        }
+
+        private func activity(at index: Int, path: [Field]) throws -> ActivityState {
+            let object = try Members(tape, index, path)
+            return ActivityState(
+                key: try object.string("key"),
+                activityID: try object.stringIfPresent("activityID"),
+                deviceID: try object.stringIfPresent("deviceID"),
+                phase: ActivityState.Phase(rawValue: try object.string("phase")),
+                closeReason: try object.stringIfPresent("closeReason"),
+                updateToken: try object.readIfPresent("updateToken") { index, path in
+                    let token = try Members(tape, index, path)
+                    return ActivityState.UpdateToken(
+                        token: try token.read("token") { index, _ in try deviceToken(at: index) },
+                        bundleID: try token.string("bundleID"),
+                        environment: APNsEnvironment(rawValue: try token.string("environment")),
+                        key: try token.read("key") { try eventKey(at: $0, path: $1) },
+                        receivedAt: try token.date("receivedAt"))
+                },
+                startToken: try object.readIfPresent("startToken") { try registration(at: $0, path: $1) },
+                createdAt: try object.date("createdAt"),
+                startedAt: try object.readIfPresent("startedAt") { index, _ in try date(at: index) },
+                endedAt: try object.readIfPresent("endedAt") { index, _ in try date(at: index) },
+                pending: try object.readIfPresent("pending") { index, path in
+                    let pending = try Members(tape, index, path)
+                    return ActivityState.PendingPush(
+                        apnsID: try pending.string("apnsID"),
+                        kind: try pending.read("kind") { index, _ in try kind(at: index) },
+                        timestamp: try pending.int("timestamp"),
+                        priority: try pending.int("priority"),
+                        alertStep: try pending.stringIfPresent("alertStep"),
+                        alertKind: try pending.stringIfPresent("alertKind"),
+                        mark: try pending.read("mark") { try mark(at: $0, path: $1) })
+                },
+                planned: try object.readIfPresent("planned") { try mark(at: $0, path: $1) },
+                sent: try object.readIfPresent("sent") { try mark(at: $0, path: $1) },
+                lastTimestamp: try object.int("lastTimestamp"),
+                alertedSteps: try object.read("alertedSteps") { try array(at: $0, path: $1) { index, _ in try tape.string(at: index) } },
+                alertCount: try object.int("alertCount"),
+                highPriorityLog: try object.read("highPriorityLog") {
+                    try array(at: $0, path: $1) { index, _ in try tape.integer(Int.self, at: index) }
+                })
+        }
+
+        private func mark(at index: Int, path: [Field]) throws -> ActivityState.ContentMark {
+            let object = try Members(tape, index, path)
+            return ActivityState.ContentMark(
+                contentState: try object.string("contentState"),
+                step: try object.string("step"),
+                relevance: try object.read("relevance") { index, _ in try tape.double(at: index) },
+                status: OrderStatus(rawValue: try object.string("status")),
+                statusKey: try object.read("statusKey") { try eventKey(at: $0, path: $1) },
+                eta: try object.readIfPresent("eta") { try eta(at: $0, path: $1) })
+        }
+
+        private func registration(at index: Int, path: [Field]) throws -> PushToStartRegistration {
+            let object = try Members(tape, index, path)
+            return PushToStartRegistration(
+                userID: try object.string("userID"),
+                deviceID: try object.string("deviceID"),
+                token: try object.read("token") { index, _ in try deviceToken(at: index) },
+                bundleID: try object.string("bundleID"),
+                environment: APNsEnvironment(rawValue: try object.string("environment")),
+                attributesType: try object.string("attributesType"),
+                key: try object.read("key") { try eventKey(at: $0, path: $1) })
+        }
+
+        private func array<Element>(
+            at index: Int, path: [Field], _ element: (Int, [Field]) throws -> Element
+        ) throws -> [Element] {
+            guard tape.kind(at: index) == .array else { throw tape.mismatch([Element].self, at: index) }
+            let end = Int(tape.tokens[index].next)
+            var elements: [Element] = []
+            elements.reserveCapacity(Int(tape.tokens[index].count))
+            var item = index + 1
+            var position = 0
+            while item < end {
+                let itemPath = path + [Field(index: position)]
+                elements.append(try located(itemPath) { try element(item, itemPath) })
+                item = Int(tape.tokens[item].next)
+                position += 1
+            }
+            return elements
+        }
+
+        private func date(at index: Int) throws -> Date {
+            Date(timeIntervalSinceReferenceDate: try tape.double(at: index))
+        }
+
+        private func kind(at index: Int) throws -> PlannedPush.Kind {
+            let text = try tape.string(at: index)
+            guard let kind = PlannedPush.Kind(rawValue: text) else {
+                throw DecodingError.dataCorrupted(
+                    .init(codingPath: [], debugDescription: "Cannot initialize Kind from invalid String value \(text)"))
+            }
+            return kind
+        }
+
+        private func deviceToken(at index: Int) throws -> DeviceToken {
+            guard let token = DeviceToken(hex: try tape.string(at: index)) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not a device token"))
+            }
+            return token
+        }
+    }
+
+    /// The members of one object of the tape, and the path to it (for errors).
+    private struct Members {
+        let tape: JSONTape
+        let index: Int
+        let path: [Field]
+
+        init(_ tape: JSONTape, _ index: Int, _ path: [Field]) throws {
+            guard tape.kind(at: index) == .object else {
+                throw relocated(tape.mismatch([String: Any].self, at: index), to: path)
+            }
+            self.tape = tape
+            self.index = index
+            self.path = path
+        }
+
+        /// A required member: missing is `keyNotFound`, null is `valueNotFound` (from `value`).
+        func read<Value>(_ key: String, _ value: (Int, [Field]) throws -> Value) throws -> Value {
+            guard let member = tape.find(key, in: index) else {
+                throw DecodingError.keyNotFound(
+                    Field(key), .init(codingPath: path, debugDescription: "No value associated with key \"\(key)\"."))
+            }
+            let memberPath = path + [Field(key)]
+            return try located(memberPath) { try value(member, memberPath) }
+        }
+
+        /// An optional member: missing or null is nil, as `decodeIfPresent` reads it.
+        func readIfPresent<Value>(_ key: String, _ value: (Int, [Field]) throws -> Value) throws -> Value? {
+            guard let member = tape.find(key, in: index), tape.kind(at: member) != .null else { return nil }
+            let memberPath = path + [Field(key)]
+            return try located(memberPath) { try value(member, memberPath) }
+        }
+
+        func string(_ key: String) throws -> String { try read(key) { index, _ in try tape.string(at: index) } }
+        func stringIfPresent(_ key: String) throws -> String? {
+            try readIfPresent(key) { index, _ in try tape.string(at: index) }
+        }
+        func int(_ key: String) throws -> Int { try read(key) { index, _ in try tape.integer(Int.self, at: index) } }
+        func date(_ key: String) throws -> Date {
+            try read(key) { index, _ in Date(timeIntervalSinceReferenceDate: try tape.double(at: index)) }
+        }
+    }
+}
+
+/// Gives a decoding error thrown without a coding path (the tape's) the path of the value it is about.
+private func located<Value>(_ path: [any CodingKey], _ body: () throws -> Value) throws -> Value {
+    do {
+        return try body()
+    } catch let error as DecodingError {
+        throw relocated(error, to: path)
+    }
+}
+
+/// The error with `path` as its coding path, unless it has one already (from a nested value).
+private func relocated(_ error: DecodingError, to path: [any CodingKey]) -> DecodingError {
+    func context(_ context: DecodingError.Context) -> DecodingError.Context {
+        guard context.codingPath.isEmpty else { return context }
+        return .init(codingPath: path, debugDescription: context.debugDescription, underlyingError: context.underlyingError)
+    }
+    switch error {
+    case .typeMismatch(let type, let c): return .typeMismatch(type, context(c))
+    case .valueNotFound(let type, let c): return .valueNotFound(type, context(c))
+    case .keyNotFound(let key, let c): return .keyNotFound(key, context(c))
+    case .dataCorrupted(let c): return .dataCorrupted(context(c))
+    @unknown default: return error
     }
 }

@@ -36,6 +36,14 @@ public struct ActivityState: Hashable, Sendable, Codable {
         /// When the worker received it (`now` of that step): a 410 whose timestamp is older than
         /// this does not retire the token.
         public var receivedAt: Date
+
+        public init(token: DeviceToken, bundleID: String, environment: APNsEnvironment, key: EventKey, receivedAt: Date) {
+            self.token = token
+            self.bundleID = bundleID
+            self.environment = environment
+            self.key = key
+            self.receivedAt = receivedAt
+        }
     }
 
     /// What a planned push carried, for "did the content change", ETA slips and never-older checks.
@@ -48,6 +56,18 @@ public struct ActivityState: Hashable, Sendable, Codable {
         public var status: OrderStatus
         public var statusKey: EventKey
         public var eta: ETAWindow?
+
+        public init(
+            contentState: String, step: String, relevance: Double, status: OrderStatus, statusKey: EventKey,
+            eta: ETAWindow?
+        ) {
+            self.contentState = contentState
+            self.step = step
+            self.relevance = relevance
+            self.status = status
+            self.statusKey = statusKey
+            self.eta = eta
+        }
 
         /// Whether a push would show something new compared with `other`.
         func differs(from other: ContentMark?) -> Bool {
@@ -67,6 +87,19 @@ public struct ActivityState: Hashable, Sendable, Codable {
         /// Which texts the alert used: `status` or `eta_slip`.
         public var alertKind: String?
         public var mark: ContentMark
+
+        public init(
+            apnsID: String, kind: PlannedPush.Kind, timestamp: Int, priority: Int, alertStep: String?,
+            alertKind: String?, mark: ActivityState.ContentMark
+        ) {
+            self.apnsID = apnsID
+            self.kind = kind
+            self.timestamp = timestamp
+            self.priority = priority
+            self.alertStep = alertStep
+            self.alertKind = alertKind
+            self.mark = mark
+        }
     }
 
     /// Stable within the order: `device:<device_id>` for activities the worker starts, or

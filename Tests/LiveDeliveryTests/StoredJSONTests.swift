@@ -1,0 +1,113 @@
+import Foundation
+import LiveDeliveryCore
+import Testing
+
+@testable import LiveDelivery
+
+/// The field-by-field reader of states and pushes against the `Codable` path it replaces: equal
+/// values from the same text, and failure where that path fails.
+@Suite("StoredJSON reading")
+struct StoredJSONTests {
+    @Test("every state and push of the example deliveries reads back equal")
+    func examplesReadBack() throws {
+        let (states, pushes) = try JSONStreamEncoderTests.statesAndPushes()
+        for state in states {
+            #expect(try StoredJSON.decodeState(try StoredJSON.encode(state)) == state)
+        }
+        for push in pushes {
+            #expect(try StoredJSON.decodePush(try StoredJSON.encode(push)) == push)
+        }
+    }
+
+    /// Every variant of `document` with one member removed, set to null, or given a value of
+    /// another type, at any depth.
+    static func variants(of document: JSONValue) -> [JSONValue] {
+        switch document {
+        case .object(let object):
+            var variants: [JSONValue] = []
+            let members = object.members.map { ($0.key, $0.value) }
+            for index in members.indices {
+                func replacing(_ value: JSONValue?) -> JSONValue {
+                    var copy = members
+                    if let value { copy[index].1 = value } else { copy.remove(at: index) }
+                    return .object(JSONObject(copy))
+                }
+                variants.append(replacing(nil))
+                variants.append(replacing(.null))
+                variants.append(replacing(.string("x")))
+                variants.append(replacing(.double(1.5)))
+                for inner in Self.variants(of: members[index].1) { variants.append(replacing(inner)) }
+            }
+            return variants
+        case .array(let elements):
+            guard let first = elements.first else { return [.array([.null]), .array([.string("x")])] }
+            return Self.variants(of: first).map { .array([$0] + elements.dropFirst()) }
+        default:
+            return []
+        }
+    }
+
+    @Test("with any member missing, null or of another type, it fails where the Codable path fails and reads the same otherwise")
+    func damagedDocumentsMatchTheCodablePath() throws {
+        let (states, pushes) = try JSONStreamEncoderTests.statesAndPushes()
+        // A few of the richest documents (every variant is decoded twice).
+        let richStates = states.sorted { (try? StoredJSON.encode($0).count) ?? 0 > (try? StoredJSON.encode($1).count) ?? 0 }.prefix(3)
+        let alertPush = try #require(pushes.first { $0.alert != nil })
+        var compared = 0
+        var failed = 0
+        for state in richStates {
+            let document = try #require(JSONValue.parse(try StoredJSON.encode(state)))
+            for variant in Self.variants(of: document) {
+                let bytes = variant.serialized()
+                let expected = try? JSONTapeDecoder.decode(OrderState.self, from: bytes)
+                let actual = try? StoredJSON.decodeState(bytes)
+                #expect(actual == expected, "\(variant.compactText)")
+                compared += 1
+                if expected == nil { failed += 1 }
+            }
+        }
+        for push in [alertPush, pushes[0]] {
+            let document = try #require(JSONValue.parse(try StoredJSON.encode(push)))
+            for variant in Self.variants(of: document) {
+                let bytes = variant.serialized()
+                let expected = try? JSONTapeDecoder.decode(PlannedPush.self, from: bytes)
+                let actual = try? StoredJSON.decodePush(bytes)
+                #expect(actual == expected, "\(variant.compactText)")
+                compared += 1
+                if expected == nil { failed += 1 }
+            }
+        }
+        #expect(compared > 1000 && failed > compared / 4 && failed < compared)
+    }
+
+    @Test("an error names the field where reading failed")
+    func errorsCarryThePath() throws {
+        let (states, _) = try JSONStreamEncoderTests.statesAndPushes()
+        let state = try #require(states.first { $0.activities.contains { $0.updateToken != nil } })
+        var text = String(decoding: try StoredJSON.encode(state), as: UTF8.self)
+        text = text.replacingOccurrences(of: #""receivedAt":"#, with: #""receivedAt":"soon","ignored":"#)
+        do {
+            _ = try StoredJSON.decodeState(Array(text.utf8))
+            Issue.record("a string where a date belongs was read")
+        } catch let DecodingError.typeMismatch(_, context) {
+            #expect(context.codingPath.map(\.stringValue) == ["activities", "Index 0", "updateToken", "receivedAt"])
+        }
+        #expect(throws: DecodingError.self) { try StoredJSON.decodeState(Array("[]".utf8)) }
+        #expect(throws: DecodingError.self) { try StoredJSON.decodeState(Array("{\"orderID\":".utf8)) }
+    }
+
+    @Test("a push stored by the first versions, with its payload as an array of bytes, still reads")
+    func payloadAsByteArray() throws {
+        let (_, pushes) = try JSONStreamEncoderTests.statesAndPushes()
+        let push = try #require(pushes.first)
+        guard case .object(let object) = try #require(JSONValue.parse(try StoredJSON.encode(push))) else {
+            Issue.record("a push is not an object")
+            return
+        }
+        let document = JSONValue.object(
+            JSONObject(object.members.map { member in
+                member.key == "payload" ? (member.key, .array(push.payload.map { .int(Int($0)) })) : (member.key, member.value)
+            }))
+        #expect(try StoredJSON.decodePush(document.serialized()) == push)
+    }
+}
