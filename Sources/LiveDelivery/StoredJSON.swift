@@ -368,42 +368,42 @@ extension StoredJSON {
     /// ``JSONTapeDecoder``) would give, or a `DecodingError` with the field's path where they fail.
     static func decodeState(_ bytes: [UInt8]) throws -> OrderState {
         let tape = try JSONTape(bytes)
-        return try Reading(tape: tape).state(at: 0, path: [])
+        return try Reading(tape: tape).state(at: 0)
     }
 
     /// A planned push, read field by field from the tape (see ``decodeState(_:)``).
     static func decodePush(_ bytes: [UInt8]) throws -> PlannedPush {
         let tape = try JSONTape(bytes)
-        return try Reading(tape: tape).push(at: 0, path: [])
+        return try Reading(tape: tape).push(at: 0)
     }
 
     /// The document types, each read from a token of the tape.
     private struct Reading {
         let tape: JSONTape
 
-        func state(at index: Int, path: [Field]) throws -> OrderState {
-            let object = try Members(tape, index, path)
+        func state(at index: Int) throws -> OrderState {
+            let object = try Members(tape, index)
             return OrderState(
                 orderID: try object.string("orderID"),
-                record: try object.readIfPresent("record") { try record(at: $0, path: $1) },
-                activities: try object.read("activities") { try array(at: $0, path: $1) { try activity(at: $0, path: $1) } },
+                record: try object.readIfPresent("record") { try record(at: $0) },
+                activities: try object.read("activities") { try array(at: $0) { try activity(at: $0) } },
                 pushToStartTokens: try object.read("pushToStartTokens") {
-                    try array(at: $0, path: $1) { try registration(at: $0, path: $1) }
+                    try array(at: $0) { try registration(at: $0) }
                 },
-                seenEventIDs: Set(try object.read("seenEventIDs") { try array(at: $0, path: $1) { index, _ in try tape.string(at: index) } }),
+                seenEventIDs: Set(try object.read("seenEventIDs") { try array(at: $0) { index in try tape.string(at: index) } }),
                 createdAt: try object.date("createdAt"),
                 lastChangeAt: try object.date("lastChangeAt"),
-                nextSweepAt: try object.readIfPresent("nextSweepAt") { index, _ in try date(at: index) })
+                nextSweepAt: try object.readIfPresent("nextSweepAt") { index in try date(at: index) })
         }
 
-        func push(at index: Int, path: [Field]) throws -> PlannedPush {
-            let object = try Members(tape, index, path)
+        func push(at index: Int) throws -> PlannedPush {
+            let object = try Members(tape, index)
             return PlannedPush(
                 orderID: try object.string("orderID"),
                 activityKey: try object.string("activityKey"),
                 activityID: try object.stringIfPresent("activityID"),
-                kind: try object.read("kind") { index, _ in try kind(at: index) },
-                deviceToken: try object.read("deviceToken") { index, _ in try deviceToken(at: index) },
+                kind: try object.read("kind") { index in try kind(at: index) },
+                deviceToken: try object.read("deviceToken") { index in try deviceToken(at: index) },
                 environment: APNsEnvironment(rawValue: try object.string("environment")),
                 bundleID: try object.string("bundleID"),
                 apnsID: try object.string("apnsID"),
@@ -412,27 +412,27 @@ extension StoredJSON {
                 notBefore: try object.date("notBefore"),
                 expiration: try object.int("expiration"),
                 headers: try object.read("headers") {
-                    try array(at: $0, path: $1) { index, path in
-                        let header = try Members(tape, index, path)
+                    try array(at: $0) { index in
+                        let header = try Members(tape, index)
                         return PlannedPush.Header(name: try header.string("name"), value: try header.string("value"))
                     }
                 },
                 // Stored as JSON text; the first versions stored an array of byte values.
-                payload: try object.read("payload") { index, _ in
+                payload: try object.read("payload") { index in
                     tape.kind(at: index) == .string ? Array(try tape.string(at: index).utf8) : try tape.value([UInt8].self, at: index)
                 },
-                alert: try object.readIfPresent("alert") { index, _ in try tape.value(AlertContent.self, at: index) },
+                alert: try object.readIfPresent("alert") { index in try tape.value(AlertContent.self, at: index) },
                 step: try object.string("step"),
                 status: OrderStatus(rawValue: try object.string("status")),
-                statusKey: try object.read("statusKey") { try eventKey(at: $0, path: $1) },
+                statusKey: try object.read("statusKey") { try eventKey(at: $0) },
                 reason: try object.string("reason"),
-                mark: try object.read("mark") { try mark(at: $0, path: $1) })
+                mark: try object.read("mark") { try mark(at: $0) })
         }
 
-        private func record(at index: Int, path: [Field]) throws -> OrderRecord {
-            let object = try Members(tape, index, path)
-            let status = { (index: Int, path: [Field]) in
-                try register(at: index, path: path) { index, _ in OrderStatus(rawValue: try tape.string(at: index)) }
+        private func record(at index: Int) throws -> OrderRecord {
+            let object = try Members(tape, index)
+            let status = { (index: Int) in
+                try register(at: index) { index in OrderStatus(rawValue: try tape.string(at: index)) }
             }
             return OrderRecord(
                 orderID: try object.string("orderID"),
@@ -440,106 +440,102 @@ extension StoredJSON {
                 latestOpen: try object.readIfPresent("latestOpen", status),
                 terminal: try object.readIfPresent("terminal", status),
                 orderNumber: try object.readIfPresent("orderNumber") {
-                    try register(at: $0, path: $1) { index, _ in try tape.integer(Int.self, at: index) }
+                    try register(at: $0) { index in try tape.integer(Int.self, at: index) }
                 },
                 merchantName: try object.readIfPresent("merchantName") {
-                    try register(at: $0, path: $1) { index, _ in try tape.string(at: index) }
+                    try register(at: $0) { index in try tape.string(at: index) }
                 },
                 courierName: try object.readIfPresent("courierName") {
-                    try register(at: $0, path: $1) { index, _ in try tape.string(at: index) }
+                    try register(at: $0) { index in try tape.string(at: index) }
                 },
-                eta: try object.readIfPresent("eta") { try register(at: $0, path: $1) { try eta(at: $0, path: $1) } },
-                newest: try object.read("newest") { try eventKey(at: $0, path: $1) })
+                eta: try object.readIfPresent("eta") { try register(at: $0) { try eta(at: $0) } },
+                newest: try object.read("newest") { try eventKey(at: $0) })
         }
 
-        private func register<Value>(
-            at index: Int, path: [Field], _ value: (Int, [Field]) throws -> Value
-        ) throws -> Register<Value> {
-            let object = try Members(tape, index, path)
-            return Register(value: try object.read("value", value), key: try object.read("key") { try eventKey(at: $0, path: $1) })
+        private func register<Value>(at index: Int, _ value: (Int) throws -> Value) throws -> Register<Value> {
+            let object = try Members(tape, index)
+            return Register(value: try object.read("value", value), key: try object.read("key") { try eventKey(at: $0) })
         }
 
-        private func eventKey(at index: Int, path: [Field]) throws -> EventKey {
-            let object = try Members(tape, index, path)
+        private func eventKey(at index: Int) throws -> EventKey {
+            let object = try Members(tape, index)
             return EventKey(
-                sequence: try object.readIfPresent("sequence") { index, _ in try tape.integer(Int.self, at: index) },
+                sequence: try object.readIfPresent("sequence") { index in try tape.integer(Int.self, at: index) },
                 occurredAt: try object.date("occurredAt"),
                 eventID: try object.string("eventID"))
         }
 
-        private func eta(at index: Int, path: [Field]) throws -> ETAWindow {
-            let object = try Members(tape, index, path)
+        private func eta(at index: Int) throws -> ETAWindow {
+            let object = try Members(tape, index)
             return ETAWindow(earliest: try object.date("earliest"), latest: try object.date("latest"))
         }
 
-        private func activity(at index: Int, path: [Field]) throws -> ActivityState {
-            let object = try Members(tape, index, path)
+        private func activity(at index: Int) throws -> ActivityState {
+            let object = try Members(tape, index)
             return ActivityState(
                 key: try object.string("key"),
                 activityID: try object.stringIfPresent("activityID"),
                 deviceID: try object.stringIfPresent("deviceID"),
                 phase: ActivityState.Phase(rawValue: try object.string("phase")),
                 closeReason: try object.stringIfPresent("closeReason"),
-                updateToken: try object.readIfPresent("updateToken") { index, path in
-                    let token = try Members(tape, index, path)
+                updateToken: try object.readIfPresent("updateToken") { index in
+                    let token = try Members(tape, index)
                     return ActivityState.UpdateToken(
-                        token: try token.read("token") { index, _ in try deviceToken(at: index) },
+                        token: try token.read("token") { index in try deviceToken(at: index) },
                         bundleID: try token.string("bundleID"),
                         environment: APNsEnvironment(rawValue: try token.string("environment")),
-                        key: try token.read("key") { try eventKey(at: $0, path: $1) },
+                        key: try token.read("key") { try eventKey(at: $0) },
                         receivedAt: try token.date("receivedAt"))
                 },
-                startToken: try object.readIfPresent("startToken") { try registration(at: $0, path: $1) },
+                startToken: try object.readIfPresent("startToken") { try registration(at: $0) },
                 createdAt: try object.date("createdAt"),
-                startedAt: try object.readIfPresent("startedAt") { index, _ in try date(at: index) },
-                endedAt: try object.readIfPresent("endedAt") { index, _ in try date(at: index) },
-                pending: try object.readIfPresent("pending") { index, path in
-                    let pending = try Members(tape, index, path)
+                startedAt: try object.readIfPresent("startedAt") { index in try date(at: index) },
+                endedAt: try object.readIfPresent("endedAt") { index in try date(at: index) },
+                pending: try object.readIfPresent("pending") { index in
+                    let pending = try Members(tape, index)
                     return ActivityState.PendingPush(
                         apnsID: try pending.string("apnsID"),
-                        kind: try pending.read("kind") { index, _ in try kind(at: index) },
+                        kind: try pending.read("kind") { index in try kind(at: index) },
                         timestamp: try pending.int("timestamp"),
                         priority: try pending.int("priority"),
                         alertStep: try pending.stringIfPresent("alertStep"),
                         alertKind: try pending.stringIfPresent("alertKind"),
-                        mark: try pending.read("mark") { try mark(at: $0, path: $1) })
+                        mark: try pending.read("mark") { try mark(at: $0) })
                 },
-                planned: try object.readIfPresent("planned") { try mark(at: $0, path: $1) },
-                sent: try object.readIfPresent("sent") { try mark(at: $0, path: $1) },
+                planned: try object.readIfPresent("planned") { try mark(at: $0) },
+                sent: try object.readIfPresent("sent") { try mark(at: $0) },
                 lastTimestamp: try object.int("lastTimestamp"),
-                alertedSteps: try object.read("alertedSteps") { try array(at: $0, path: $1) { index, _ in try tape.string(at: index) } },
+                alertedSteps: try object.read("alertedSteps") { try array(at: $0) { index in try tape.string(at: index) } },
                 alertCount: try object.int("alertCount"),
                 highPriorityLog: try object.read("highPriorityLog") {
-                    try array(at: $0, path: $1) { index, _ in try tape.integer(Int.self, at: index) }
+                    try array(at: $0) { index in try tape.integer(Int.self, at: index) }
                 })
         }
 
-        private func mark(at index: Int, path: [Field]) throws -> ActivityState.ContentMark {
-            let object = try Members(tape, index, path)
+        private func mark(at index: Int) throws -> ActivityState.ContentMark {
+            let object = try Members(tape, index)
             return ActivityState.ContentMark(
                 contentState: try object.string("contentState"),
                 step: try object.string("step"),
-                relevance: try object.read("relevance") { index, _ in try tape.double(at: index) },
+                relevance: try object.read("relevance") { index in try tape.double(at: index) },
                 status: OrderStatus(rawValue: try object.string("status")),
-                statusKey: try object.read("statusKey") { try eventKey(at: $0, path: $1) },
-                eta: try object.readIfPresent("eta") { try eta(at: $0, path: $1) })
+                statusKey: try object.read("statusKey") { try eventKey(at: $0) },
+                eta: try object.readIfPresent("eta") { try eta(at: $0) })
         }
 
-        private func registration(at index: Int, path: [Field]) throws -> PushToStartRegistration {
-            let object = try Members(tape, index, path)
+        private func registration(at index: Int) throws -> PushToStartRegistration {
+            let object = try Members(tape, index)
             return PushToStartRegistration(
                 userID: try object.string("userID"),
                 deviceID: try object.string("deviceID"),
-                token: try object.read("token") { index, _ in try deviceToken(at: index) },
+                token: try object.read("token") { index in try deviceToken(at: index) },
                 bundleID: try object.string("bundleID"),
                 environment: APNsEnvironment(rawValue: try object.string("environment")),
                 attributesType: try object.string("attributesType"),
-                key: try object.read("key") { try eventKey(at: $0, path: $1) })
+                key: try object.read("key") { try eventKey(at: $0) })
         }
 
-        private func array<Element>(
-            at index: Int, path: [Field], _ element: (Int, [Field]) throws -> Element
-        ) throws -> [Element] {
+        private func array<Element>(at index: Int, _ element: (Int) throws -> Element) throws -> [Element] {
             guard tape.kind(at: index) == .array else { throw tape.mismatch([Element].self, at: index) }
             let end = Int(tape.tokens[index].next)
             var elements: [Element] = []
@@ -547,8 +543,7 @@ extension StoredJSON {
             var item = index + 1
             var position = 0
             while item < end {
-                let itemPath = path + [Field(index: position)]
-                elements.append(try located(itemPath) { try element(item, itemPath) })
+                elements.append(try prefixing(Field(index: position)) { try element(item) })
                 item = Int(tape.tokens[item].next)
                 position += 1
             }
@@ -576,69 +571,61 @@ extension StoredJSON {
         }
     }
 
-    /// The members of one object of the tape, and the path to it (for errors).
+    /// The members of one object of the tape.
+    ///
+    /// Errors get their coding path on the way out (each member and element puts its key in front),
+    /// so a read that succeeds builds no path at all.
     private struct Members {
         let tape: JSONTape
         let index: Int
-        let path: [Field]
 
-        init(_ tape: JSONTape, _ index: Int, _ path: [Field]) throws {
-            guard tape.kind(at: index) == .object else {
-                throw relocated(tape.mismatch([String: Any].self, at: index), to: path)
-            }
+        init(_ tape: JSONTape, _ index: Int) throws {
+            guard tape.kind(at: index) == .object else { throw tape.mismatch([String: Any].self, at: index) }
             self.tape = tape
             self.index = index
-            self.path = path
         }
 
         /// A required member: missing is `keyNotFound`, null is `valueNotFound` (from `value`).
-        func read<Value>(_ key: String, _ value: (Int, [Field]) throws -> Value) throws -> Value {
+        func read<Value>(_ key: String, _ value: (Int) throws -> Value) throws -> Value {
             guard let member = tape.find(key, in: index) else {
                 throw DecodingError.keyNotFound(
-                    Field(key), .init(codingPath: path, debugDescription: "No value associated with key \"\(key)\"."))
+                    Field(key), .init(codingPath: [], debugDescription: "No value associated with key \"\(key)\"."))
             }
-            let memberPath = path + [Field(key)]
-            return try located(memberPath) { try value(member, memberPath) }
+            return try prefixing(Field(key)) { try value(member) }
         }
 
         /// An optional member: missing or null is nil, as `decodeIfPresent` reads it.
-        func readIfPresent<Value>(_ key: String, _ value: (Int, [Field]) throws -> Value) throws -> Value? {
+        func readIfPresent<Value>(_ key: String, _ value: (Int) throws -> Value) throws -> Value? {
             guard let member = tape.find(key, in: index), tape.kind(at: member) != .null else { return nil }
-            let memberPath = path + [Field(key)]
-            return try located(memberPath) { try value(member, memberPath) }
+            return try prefixing(Field(key)) { try value(member) }
         }
 
-        func string(_ key: String) throws -> String { try read(key) { index, _ in try tape.string(at: index) } }
+        func string(_ key: String) throws -> String { try read(key) { index in try tape.string(at: index) } }
         func stringIfPresent(_ key: String) throws -> String? {
-            try readIfPresent(key) { index, _ in try tape.string(at: index) }
+            try readIfPresent(key) { index in try tape.string(at: index) }
         }
-        func int(_ key: String) throws -> Int { try read(key) { index, _ in try tape.integer(Int.self, at: index) } }
+        func int(_ key: String) throws -> Int { try read(key) { index in try tape.integer(Int.self, at: index) } }
         func date(_ key: String) throws -> Date {
-            try read(key) { index, _ in Date(timeIntervalSinceReferenceDate: try tape.double(at: index)) }
+            try read(key) { index in Date(timeIntervalSinceReferenceDate: try tape.double(at: index)) }
         }
     }
 }
 
-/// Gives a decoding error thrown without a coding path (the tape's) the path of the value it is about.
-private func located<Value>(_ path: [any CodingKey], _ body: () throws -> Value) throws -> Value {
+/// Puts `key` in front of the coding path of a decoding error leaving `body`.
+private func prefixing<Value>(_ key: StoredJSON.Field, _ body: () throws -> Value) throws -> Value {
     do {
         return try body()
     } catch let error as DecodingError {
-        throw relocated(error, to: path)
-    }
-}
-
-/// The error with `path` as its coding path, unless it has one already (from a nested value).
-private func relocated(_ error: DecodingError, to path: [any CodingKey]) -> DecodingError {
-    func context(_ context: DecodingError.Context) -> DecodingError.Context {
-        guard context.codingPath.isEmpty else { return context }
-        return .init(codingPath: path, debugDescription: context.debugDescription, underlyingError: context.underlyingError)
-    }
-    switch error {
-    case .typeMismatch(let type, let c): return .typeMismatch(type, context(c))
-    case .valueNotFound(let type, let c): return .valueNotFound(type, context(c))
-    case .keyNotFound(let key, let c): return .keyNotFound(key, context(c))
-    case .dataCorrupted(let c): return .dataCorrupted(context(c))
-    @unknown default: return error
+        func context(_ context: DecodingError.Context) -> DecodingError.Context {
+            .init(codingPath: [key] + context.codingPath, debugDescription: context.debugDescription,
+                  underlyingError: context.underlyingError)
+        }
+        switch error {
+        case .typeMismatch(let type, let c): throw DecodingError.typeMismatch(type, context(c))
+        case .valueNotFound(let type, let c): throw DecodingError.valueNotFound(type, context(c))
+        case .keyNotFound(let missing, let c): throw DecodingError.keyNotFound(missing, context(c))
+        case .dataCorrupted(let c): throw DecodingError.dataCorrupted(context(c))
+        @unknown default: throw error
+        }
     }
 }
