@@ -390,7 +390,8 @@ extension StoredJSON {
                 pushToStartTokens: try object.read("pushToStartTokens") {
                     try array(at: $0) { try registration(at: $0) }
                 },
-                seenEventIDs: Set(try object.read("seenEventIDs") { try array(at: $0) { index in try tape.string(at: index) } }),
+                seenEventIDs: Set(
+                    try object.read("seenEventIDs") { try array(at: $0) { index in try tape.string(at: index) } }),
                 createdAt: try object.date("createdAt"),
                 lastChangeAt: try object.date("lastChangeAt"),
                 nextSweepAt: try object.readIfPresent("nextSweepAt") { index in try date(at: index) })
@@ -419,7 +420,8 @@ extension StoredJSON {
                 },
                 // Stored as JSON text; the first versions stored an array of byte values.
                 payload: try object.read("payload") { index in
-                    tape.kind(at: index) == .string ? Array(try tape.string(at: index).utf8) : try tape.value([UInt8].self, at: index)
+                    tape.kind(at: index) == .string
+                        ? Array(try tape.string(at: index).utf8) : try tape.value([UInt8].self, at: index)
                 },
                 alert: try object.readIfPresent("alert") { index in try tape.value(AlertContent.self, at: index) },
                 step: try object.string("step"),
@@ -454,7 +456,8 @@ extension StoredJSON {
 
         private func register<Value>(at index: Int, _ value: (Int) throws -> Value) throws -> Register<Value> {
             let object = try Members(tape, index)
-            return Register(value: try object.read("value", value), key: try object.read("key") { try eventKey(at: $0) })
+            return Register(
+                value: try object.read("value", value), key: try object.read("key") { try eventKey(at: $0) })
         }
 
         private func eventKey(at index: Int) throws -> EventKey {
@@ -505,7 +508,9 @@ extension StoredJSON {
                 planned: try object.readIfPresent("planned") { try mark(at: $0) },
                 sent: try object.readIfPresent("sent") { try mark(at: $0) },
                 lastTimestamp: try object.int("lastTimestamp"),
-                alertedSteps: try object.read("alertedSteps") { try array(at: $0) { index in try tape.string(at: index) } },
+                alertedSteps: try object.read("alertedSteps") {
+                    try array(at: $0) { index in try tape.string(at: index) }
+                },
                 alertCount: try object.int("alertCount"),
                 highPriorityLog: try object.read("highPriorityLog") {
                     try array(at: $0) { index in try tape.integer(Int.self, at: index) }
