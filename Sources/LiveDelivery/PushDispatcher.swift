@@ -208,10 +208,30 @@ public final class PushDispatcher: Service {
     }
 
     /// Leases up to `limit` due rows of the `lease` kind.
+    ///
+    /// A row whose push cannot be read (written by a newer version of the worker, say, or edited by
+    /// hand) is not sent and not deleted: it is logged as an error, counted, and stays leased, so it
+    /// comes back once per lease period until someone fixes it or a newer event replaces it. The rest
+    /// of the batch goes out: one bad row used to fail every claim it was part of.
     private func lease(_ lease: Lease, limit: Int) async throws -> [Claim] {
         let rows = try await client.query(
             Self.leaseQuery(lease, workerID: workerID, seconds: configuration.lease.seconds, limit: limit))
-        return try Self.claims(rows)
+        var claims: [Claim] = []
+        for row in rows {
+            do {
+                claims.append(try Self.claim(row))
+            } catch {
+                metrics.unreadableOutboxRow()
+                logger.error(
+                    "an outbox row cannot be read; it is not sent and is tried again after its lease",
+                    metadata: [
+                        LiveDeliveryLoggingKeys.orderID: "\((try? row.decode(String.self, "order_id")) ?? "?")",
+                        LiveDeliveryLoggingKeys.activityKey: "\((try? row.decode(String.self, "activity_key")) ?? "?")",
+                        LiveDeliveryLoggingKeys.error: "\(error)",
+                    ])
+            }
+        }
+        return claims
     }
 
     /// The claim statement, planned every run (see ``Outbox``): a generic plan made while the outbox
@@ -241,18 +261,13 @@ public final class PushDispatcher: Service {
         return query.planned(.everyRun)
     }
 
-    private static func claims(_ rows: PostgresRows) throws -> [Claim] {
-        var claims: [Claim] = []
-        for row in rows {
-            claims.append(
-                Claim(
-                    orderID: try row.decode(String.self, "order_id"),
-                    activityKey: try row.decode(String.self, "activity_key"),
-                    generation: try row.decode(Int64.self, "generation"),
-                    attempts: try row.decode(Int.self, "attempts"),
-                    push: try OrderStore.decodePush(try row.decode(PostgresJSON.self, "push"))))
-        }
-        return claims
+    private static func claim(_ row: PostgresRow) throws -> Claim {
+        Claim(
+            orderID: try row.decode(String.self, "order_id"),
+            activityKey: try row.decode(String.self, "activity_key"),
+            generation: try row.decode(Int64.self, "generation"),
+            attempts: try row.decode(Int.self, "attempts"),
+            push: try OrderStore.decodePush(try row.decode(PostgresJSON.self, "push")))
     }
 
     private func send(_ claim: Claim) async -> Sent {

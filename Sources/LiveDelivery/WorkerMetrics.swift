@@ -12,6 +12,8 @@ import Synchronization
 /// - `livedelivery_sweeps_total{reason}`: sweeper decisions.
 /// - `livedelivery_batch_seconds`: histogram of batch transactions.
 /// - `livedelivery_paused_apps_total{app,reason}`: configuration faults that paused an app.
+/// - `livedelivery_outbox_unreadable_total`: claimed outbox rows whose push could not be read (not
+///   sent; tried again after their lease).
 /// - `livedelivery_state_reads_total{source}`: order states read under their row lock, from the
 ///   worker's cache (`cache`) or sent by the database (`database`).
 public final class WorkerMetrics: Sendable {
@@ -64,6 +66,10 @@ public final class WorkerMetrics: Sendable {
             label: "livedelivery_paused_apps_total", dimensions: [("app", app), ("reason", reason)], factory: factory
         )
         .increment()
+    }
+
+    func unreadableOutboxRow() {
+        Counter(label: "livedelivery_outbox_unreadable_total", dimensions: [], factory: factory).increment()
     }
 
     func stateReads(cached: Int, fetched: Int) {

@@ -144,6 +144,22 @@ struct DispatcherTests {
         }
     }
 
+    @Test("an outbox row whose push cannot be read is kept, leased and counted; the rest of its batch goes out")
+    func unreadableRow() async throws {
+        try await withWorker { harness, worker in
+            let (_, token) = try await trackedOrder(worker)
+            let (bad, badToken) = try await trackedOrder(worker)
+            try await harness.database.client.query("UPDATE outbox SET push = '{\"orderID\": 1}' WHERE order_id = \(bad)")
+            #expect(try await worker.dispatcher.dispatchOnce() == 1)
+            #expect(harness.simulator.pushes(token: token).count == 1)
+            #expect(harness.simulator.pushes(token: badToken).isEmpty)
+            #expect(try await harness.database.strings("SELECT order_id FROM outbox WHERE lease_owner IS NOT NULL") == [bad])
+            #expect(try await harness.database.count("SELECT count(*) FROM outbox") == 1)
+            let metrics = String(decoding: worker.metrics.exposition(), as: UTF8.self)
+            #expect(metrics.contains("livedelivery_outbox_unreadable_total 1"))
+        }
+    }
+
     @Test("retries are bounded: the push is given up after maxAttempts")
     func retriesBounded() async throws {
         try await withWorker(adjust: { $0.dispatcher.maxAttempts = 3 }) { harness, worker in
