@@ -201,7 +201,8 @@ enum OrderStore {
                     written.append(.init(orderID: orderID, version: try row.decode(Int64.self, "version"), state: state))
                 }
             }
-            try await writeActivities(changedStates, on: connection)
+            try await writeActivities(
+                changes.filter { $0.original != $0.state }.map { ($0.original, $0.state) }, on: connection)
         }
         let withdrawn = changes.flatMap { change in
             change.withdrawn.sorted().map { Outbox.Key(orderID: change.state.orderID, activityKey: $0) }
@@ -321,7 +322,7 @@ enum OrderStore {
     }
 
     /// The activity projection rows (the columns of an `unnest`).
-    private struct ActivityRow {
+    private struct ActivityRow: Equatable {
         var orderID: String
         var activityKey: String
         var activityID: String?
@@ -366,8 +367,20 @@ enum OrderStore {
         }
     }
 
-    static func writeActivities(_ states: [OrderState], on connection: PostgresConnection) async throws {
-        let rows = states.flatMap { state in state.activities.map { ActivityRow(orderID: state.orderID, $0) } }
+    /// Writes the activity rows of changed states. A row whose columns the change leaves as they were
+    /// (an ended activity beside a live one, say) is not written again.
+    static func writeActivities(
+        _ changes: [(original: OrderState?, state: OrderState)], on connection: PostgresConnection
+    ) async throws {
+        let rows = changes.flatMap { original, state in
+            state.activities.compactMap { activity -> ActivityRow? in
+                let row = ActivityRow(orderID: state.orderID, activity)
+                if let before = original?.activity(activity.key), ActivityRow(orderID: state.orderID, before) == row {
+                    return nil
+                }
+                return row
+            }
+        }
         guard !rows.isEmpty else { return }
         try await connection.query(
             """

@@ -160,6 +160,50 @@ struct DispatcherTests {
         }
     }
 
+    @Test("an activity row the change leaves as it was is not written again; the changed one is")
+    func unchangedActivityRowsAreNotRewritten() async throws {
+        try await withWorker { harness, worker in
+            let order = TestEnvironment.uniqueName("O")
+            let ended = "act-a-" + order
+            let live = "act-b-" + order
+            _ = try await worker.processor.process([
+                Events.status(order, "confirmed", sequence: 1),
+                Events.activityToken(order, activity: ended, token: Events.token()),
+                Events.activityToken(order, activity: live, token: Events.token()),
+            ])
+            let endedEvent = """
+                {"type":"activity.ended","version":1,"event_id":"end-\(order)","occurred_at":"2026-11-21T10:04:07Z",\
+                "order_id":"\(order)","activity_id":"\(ended)","reason":"dismissed_by_user"}
+                """
+            _ = try await worker.processor.process([
+                InboundMessage(body: Array(endedEvent.utf8), routingKey: "activity.ended", messageID: "end-\(order)")
+            ])
+            try await eventually("the outbox is empty") {
+                try await worker.dispatcher.dispatchOnce()
+                return try await harness.database.count("SELECT count(*) FROM outbox") == 0
+            }
+            func version(_ activity: String) async throws -> Int {
+                try await harness.database.count(
+                    "SELECT xmin::text::bigint FROM activities WHERE order_id = \(order) AND activity_id = \(activity)")
+            }
+            #expect(
+                try await harness.database.strings(
+                    "SELECT state FROM activities WHERE order_id = \(order) ORDER BY activity_id") == ["ended", "active"])
+            let (endedBefore, liveBefore) = (try await version(ended), try await version(live))
+            _ = try await worker.processor.process([Events.status(order, "preparing", sequence: 2)])
+            try await eventually("the update is recorded") {
+                try await worker.dispatcher.dispatchOnce()
+                return try await harness.database.count("SELECT count(*) FROM outbox") == 0
+            }
+            #expect(try await version(ended) == endedBefore)
+            #expect(try await version(live) != liveBefore)
+            #expect(
+                try await harness.database.strings(
+                    "SELECT last_sent_step FROM activities WHERE order_id = \(order) AND activity_id = \(live)")
+                    == ["preparing"])
+        }
+    }
+
     @Test("retries are bounded: the push is given up after maxAttempts")
     func retriesBounded() async throws {
         try await withWorker(adjust: { $0.dispatcher.maxAttempts = 3 }) { harness, worker in
