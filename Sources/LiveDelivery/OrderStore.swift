@@ -171,7 +171,8 @@ enum OrderStore {
     ) async throws -> [OrderStateCache.Written] {
         var written: [OrderStateCache.Written] = []
         let changes = changes.sorted { $0.state.orderID < $1.state.orderID }
-        let changedStates = changes.filter { $0.original != $0.state }.map(\.state)
+        let changed = changes.filter { $0.original != $0.state }
+        let changedStates = changed.map(\.state)
         if !changedStates.isEmpty {
             let rows = try changedStates.map(OrderRow.init)
             let versions = try await connection.query(
@@ -201,8 +202,7 @@ enum OrderStore {
                     written.append(.init(orderID: orderID, version: try row.decode(Int64.self, "version"), state: state))
                 }
             }
-            try await writeActivities(
-                changes.filter { $0.original != $0.state }.map { ($0.original, $0.state) }, on: connection)
+            try await writeActivities(changed.map { ($0.original, $0.state) }, on: connection)
         }
         let withdrawn = changes.flatMap { change in
             change.withdrawn.sorted().map { Outbox.Key(orderID: change.state.orderID, activityKey: $0) }

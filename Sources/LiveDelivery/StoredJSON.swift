@@ -29,82 +29,48 @@ enum StoredJSON {
 
     static func write(_ state: OrderState, to writer: JSONByteWriter) throws {
         var object = Object(writer)
-        object.key("orderID")
-        writer.writeString(state.orderID)
-        if let record = state.record {
-            object.key("record")
-            try write(record, to: writer)
+        object.string("orderID", state.orderID)
+        try object.member("record", ifPresent: state.record) { try write($0, to: writer) }
+        try object.member("activities") { try writeArray(state.activities, to: writer) { try write($0, to: writer) } }
+        try object.member("pushToStartTokens") {
+            try writeArray(state.pushToStartTokens, to: writer) { try write($0, to: writer) }
         }
-        object.key("activities")
-        try writeArray(state.activities, to: writer) { try write($0, to: writer) }
-        object.key("pushToStartTokens")
-        try writeArray(state.pushToStartTokens, to: writer) { try write($0, to: writer) }
-        object.key("seenEventIDs")
-        writeArray(state.seenEventIDs, to: writer) { writer.writeString($0) }
-        object.key("createdAt")
-        try writeDate(state.createdAt, to: writer)
-        object.key("lastChangeAt")
-        try writeDate(state.lastChangeAt, to: writer)
-        if let nextSweepAt = state.nextSweepAt {
-            object.key("nextSweepAt")
-            try writeDate(nextSweepAt, to: writer)
-        }
+        object.member("seenEventIDs") { writeArray(state.seenEventIDs, to: writer) { writer.writeString($0) } }
+        try object.date("createdAt", state.createdAt)
+        try object.date("lastChangeAt", state.lastChangeAt)
+        try object.member("nextSweepAt", ifPresent: state.nextSweepAt) { try writeDate($0, to: writer) }
         object.close()
     }
 
     static func write(_ push: PlannedPush, to writer: JSONByteWriter) throws {
         var object = Object(writer)
-        object.key("orderID")
-        writer.writeString(push.orderID)
-        object.key("activityKey")
-        writer.writeString(push.activityKey)
-        if let activityID = push.activityID {
-            object.key("activityID")
-            writer.writeString(activityID)
+        object.string("orderID", push.orderID)
+        object.string("activityKey", push.activityKey)
+        object.string("activityID", ifPresent: push.activityID)
+        object.string("kind", push.kind.rawValue)
+        object.string("deviceToken", push.deviceToken.hex)
+        object.string("environment", push.environment.rawValue)
+        object.string("bundleID", push.bundleID)
+        object.string("apnsID", push.apnsID)
+        object.int("priority", push.priority)
+        object.int("timestamp", push.timestamp)
+        try object.date("notBefore", push.notBefore)
+        object.int("expiration", push.expiration)
+        object.member("headers") {
+            writeArray(push.headers, to: writer) { header in
+                var object = Object(writer)
+                object.string("name", header.name)
+                object.string("value", header.value)
+                object.close()
+            }
         }
-        object.key("kind")
-        writer.writeString(push.kind.rawValue)
-        object.key("deviceToken")
-        writer.writeString(push.deviceToken.hex)
-        object.key("environment")
-        writer.writeString(push.environment.rawValue)
-        object.key("bundleID")
-        writer.writeString(push.bundleID)
-        object.key("apnsID")
-        writer.writeString(push.apnsID)
-        object.key("priority")
-        writer.writeRaw(String(push.priority))
-        object.key("timestamp")
-        writer.writeRaw(String(push.timestamp))
-        object.key("notBefore")
-        try writeDate(push.notBefore, to: writer)
-        object.key("expiration")
-        writer.writeRaw(String(push.expiration))
-        object.key("headers")
-        writeArray(push.headers, to: writer) { header in
-            var object = Object(writer)
-            object.key("name")
-            writer.writeString(header.name)
-            object.key("value")
-            writer.writeString(header.value)
-            object.close()
-        }
-        object.key("payload")
-        writer.writeString(String(decoding: push.payload, as: UTF8.self))
-        if let alert = push.alert {
-            object.key("alert")
-            try writer.encodeValue(alert, parent: nil, key: nil)
-        }
-        object.key("step")
-        writer.writeString(push.step)
-        object.key("status")
-        writer.writeString(push.status.rawValue)
-        object.key("statusKey")
-        try write(push.statusKey, to: writer)
-        object.key("reason")
-        writer.writeString(push.reason)
-        object.key("mark")
-        try write(push.mark, to: writer)
+        object.string("payload", String(decoding: push.payload, as: UTF8.self))
+        try object.member("alert", ifPresent: push.alert) { try writer.encodeValue($0, parent: nil, key: nil) }
+        object.string("step", push.step)
+        object.string("status", push.status.rawValue)
+        try object.member("statusKey") { try write(push.statusKey, to: writer) }
+        object.string("reason", push.reason)
+        try object.member("mark") { try write(push.mark, to: writer) }
         object.close()
     }
 
@@ -112,36 +78,24 @@ enum StoredJSON {
 
     private static func write(_ record: OrderRecord, to writer: JSONByteWriter) throws {
         var object = Object(writer)
-        object.key("orderID")
-        writer.writeString(record.orderID)
-        object.key("userID")
-        writer.writeString(record.userID)
-        if let latestOpen = record.latestOpen {
-            object.key("latestOpen")
-            try write(latestOpen, to: writer) { writer.writeString($0.rawValue) }
+        object.string("orderID", record.orderID)
+        object.string("userID", record.userID)
+        let status = { (register: Register<OrderStatus>) in
+            try write(register, to: writer) { writer.writeString($0.rawValue) }
         }
-        if let terminal = record.terminal {
-            object.key("terminal")
-            try write(terminal, to: writer) { writer.writeString($0.rawValue) }
+        try object.member("latestOpen", ifPresent: record.latestOpen, status)
+        try object.member("terminal", ifPresent: record.terminal, status)
+        try object.member("orderNumber", ifPresent: record.orderNumber) {
+            try write($0, to: writer) { writer.writeRaw(String($0)) }
         }
-        if let orderNumber = record.orderNumber {
-            object.key("orderNumber")
-            try write(orderNumber, to: writer) { writer.writeRaw(String($0)) }
+        try object.member("merchantName", ifPresent: record.merchantName) {
+            try write($0, to: writer) { writer.writeString($0) }
         }
-        if let merchantName = record.merchantName {
-            object.key("merchantName")
-            try write(merchantName, to: writer) { writer.writeString($0) }
+        try object.member("courierName", ifPresent: record.courierName) {
+            try write($0, to: writer) { writer.writeString($0) }
         }
-        if let courierName = record.courierName {
-            object.key("courierName")
-            try write(courierName, to: writer) { writer.writeString($0) }
-        }
-        if let eta = record.eta {
-            object.key("eta")
-            try write(eta, to: writer) { try write($0, to: writer) }
-        }
-        object.key("newest")
-        try write(record.newest, to: writer)
+        try object.member("eta", ifPresent: record.eta) { try write($0, to: writer) { try write($0, to: writer) } }
+        try object.member("newest") { try write(record.newest, to: writer) }
         object.close()
     }
 
@@ -149,159 +103,88 @@ enum StoredJSON {
         _ register: Register<Value>, to writer: JSONByteWriter, value: (Value) throws -> Void
     ) throws {
         var object = Object(writer)
-        object.key("value")
-        try value(register.value)
-        object.key("key")
-        try write(register.key, to: writer)
+        try object.member("value") { try value(register.value) }
+        try object.member("key") { try write(register.key, to: writer) }
         object.close()
     }
 
     private static func write(_ key: EventKey, to writer: JSONByteWriter) throws {
         var object = Object(writer)
-        if let sequence = key.sequence {
-            object.key("sequence")
-            writer.writeRaw(String(sequence))
-        }
-        object.key("occurredAt")
-        try writeDate(key.occurredAt, to: writer)
-        object.key("eventID")
-        writer.writeString(key.eventID)
+        object.int("sequence", ifPresent: key.sequence)
+        try object.date("occurredAt", key.occurredAt)
+        object.string("eventID", key.eventID)
         object.close()
     }
 
     private static func write(_ eta: ETAWindow, to writer: JSONByteWriter) throws {
         var object = Object(writer)
-        object.key("earliest")
-        try writeDate(eta.earliest, to: writer)
-        object.key("latest")
-        try writeDate(eta.latest, to: writer)
+        try object.date("earliest", eta.earliest)
+        try object.date("latest", eta.latest)
         object.close()
     }
 
     private static func write(_ activity: ActivityState, to writer: JSONByteWriter) throws {
         var object = Object(writer)
-        object.key("key")
-        writer.writeString(activity.key)
-        if let activityID = activity.activityID {
-            object.key("activityID")
-            writer.writeString(activityID)
-        }
-        if let deviceID = activity.deviceID {
-            object.key("deviceID")
-            writer.writeString(deviceID)
-        }
-        object.key("phase")
-        writer.writeString(activity.phase.rawValue)
-        if let closeReason = activity.closeReason {
-            object.key("closeReason")
-            writer.writeString(closeReason)
-        }
-        if let token = activity.updateToken {
-            object.key("updateToken")
+        object.string("key", activity.key)
+        object.string("activityID", ifPresent: activity.activityID)
+        object.string("deviceID", ifPresent: activity.deviceID)
+        object.string("phase", activity.phase.rawValue)
+        object.string("closeReason", ifPresent: activity.closeReason)
+        try object.member("updateToken", ifPresent: activity.updateToken) { token in
             var inner = Object(writer)
-            inner.key("token")
-            writer.writeString(token.token.hex)
-            inner.key("bundleID")
-            writer.writeString(token.bundleID)
-            inner.key("environment")
-            writer.writeString(token.environment.rawValue)
-            inner.key("key")
-            try write(token.key, to: writer)
-            inner.key("receivedAt")
-            try writeDate(token.receivedAt, to: writer)
+            inner.string("token", token.token.hex)
+            inner.string("bundleID", token.bundleID)
+            inner.string("environment", token.environment.rawValue)
+            try inner.member("key") { try write(token.key, to: writer) }
+            try inner.date("receivedAt", token.receivedAt)
             inner.close()
         }
-        if let startToken = activity.startToken {
-            object.key("startToken")
-            try write(startToken, to: writer)
-        }
-        object.key("createdAt")
-        try writeDate(activity.createdAt, to: writer)
-        if let startedAt = activity.startedAt {
-            object.key("startedAt")
-            try writeDate(startedAt, to: writer)
-        }
-        if let endedAt = activity.endedAt {
-            object.key("endedAt")
-            try writeDate(endedAt, to: writer)
-        }
-        if let pending = activity.pending {
-            object.key("pending")
+        try object.member("startToken", ifPresent: activity.startToken) { try write($0, to: writer) }
+        try object.date("createdAt", activity.createdAt)
+        try object.member("startedAt", ifPresent: activity.startedAt) { try writeDate($0, to: writer) }
+        try object.member("endedAt", ifPresent: activity.endedAt) { try writeDate($0, to: writer) }
+        try object.member("pending", ifPresent: activity.pending) { pending in
             var inner = Object(writer)
-            inner.key("apnsID")
-            writer.writeString(pending.apnsID)
-            inner.key("kind")
-            writer.writeString(pending.kind.rawValue)
-            inner.key("timestamp")
-            writer.writeRaw(String(pending.timestamp))
-            inner.key("priority")
-            writer.writeRaw(String(pending.priority))
-            if let alertStep = pending.alertStep {
-                inner.key("alertStep")
-                writer.writeString(alertStep)
-            }
-            if let alertKind = pending.alertKind {
-                inner.key("alertKind")
-                writer.writeString(alertKind)
-            }
-            inner.key("mark")
-            try write(pending.mark, to: writer)
+            inner.string("apnsID", pending.apnsID)
+            inner.string("kind", pending.kind.rawValue)
+            inner.int("timestamp", pending.timestamp)
+            inner.int("priority", pending.priority)
+            inner.string("alertStep", ifPresent: pending.alertStep)
+            inner.string("alertKind", ifPresent: pending.alertKind)
+            try inner.member("mark") { try write(pending.mark, to: writer) }
             inner.close()
         }
-        if let planned = activity.planned {
-            object.key("planned")
-            try write(planned, to: writer)
+        try object.member("planned", ifPresent: activity.planned) { try write($0, to: writer) }
+        try object.member("sent", ifPresent: activity.sent) { try write($0, to: writer) }
+        object.int("lastTimestamp", activity.lastTimestamp)
+        object.member("alertedSteps") { writeArray(activity.alertedSteps, to: writer) { writer.writeString($0) } }
+        object.int("alertCount", activity.alertCount)
+        object.member("highPriorityLog") {
+            writeArray(activity.highPriorityLog, to: writer) { writer.writeRaw(String($0)) }
         }
-        if let sent = activity.sent {
-            object.key("sent")
-            try write(sent, to: writer)
-        }
-        object.key("lastTimestamp")
-        writer.writeRaw(String(activity.lastTimestamp))
-        object.key("alertedSteps")
-        writeArray(activity.alertedSteps, to: writer) { writer.writeString($0) }
-        object.key("alertCount")
-        writer.writeRaw(String(activity.alertCount))
-        object.key("highPriorityLog")
-        writeArray(activity.highPriorityLog, to: writer) { writer.writeRaw(String($0)) }
         object.close()
     }
 
     private static func write(_ mark: ActivityState.ContentMark, to writer: JSONByteWriter) throws {
         var object = Object(writer)
-        object.key("contentState")
-        writer.writeString(mark.contentState)
-        object.key("step")
-        writer.writeString(mark.step)
-        object.key("relevance")
-        try writer.writeDouble(mark.relevance, path: { [Field("relevance")] })
-        object.key("status")
-        writer.writeString(mark.status.rawValue)
-        object.key("statusKey")
-        try write(mark.statusKey, to: writer)
-        if let eta = mark.eta {
-            object.key("eta")
-            try write(eta, to: writer)
-        }
+        object.string("contentState", mark.contentState)
+        object.string("step", mark.step)
+        try object.member("relevance") { try writer.writeDouble(mark.relevance, path: { [Field("relevance")] }) }
+        object.string("status", mark.status.rawValue)
+        try object.member("statusKey") { try write(mark.statusKey, to: writer) }
+        try object.member("eta", ifPresent: mark.eta) { try write($0, to: writer) }
         object.close()
     }
 
     private static func write(_ registration: PushToStartRegistration, to writer: JSONByteWriter) throws {
         var object = Object(writer)
-        object.key("userID")
-        writer.writeString(registration.userID)
-        object.key("deviceID")
-        writer.writeString(registration.deviceID)
-        object.key("token")
-        writer.writeString(registration.token.hex)
-        object.key("bundleID")
-        writer.writeString(registration.bundleID)
-        object.key("environment")
-        writer.writeString(registration.environment.rawValue)
-        object.key("attributesType")
-        writer.writeString(registration.attributesType)
-        object.key("key")
-        try write(registration.key, to: writer)
+        object.string("userID", registration.userID)
+        object.string("deviceID", registration.deviceID)
+        object.string("token", registration.token.hex)
+        object.string("bundleID", registration.bundleID)
+        object.string("environment", registration.environment.rawValue)
+        object.string("attributesType", registration.attributesType)
+        try object.member("key") { try write(registration.key, to: writer) }
         object.close()
     }
 
@@ -324,7 +207,8 @@ enum StoredJSON {
         writer.bytes.append(UInt8(ascii: "]"))
     }
 
-    /// An object being written: braces and the commas between members.
+    /// An object being written: braces, the commas between members, and members left out when nil
+    /// (as `encodeIfPresent` leaves them out).
     private struct Object {
         let writer: JSONByteWriter
         var empty = true
@@ -334,8 +218,46 @@ enum StoredJSON {
             writer.bytes.append(UInt8(ascii: "{"))
         }
 
+        /// A member whose value `value` writes.
+        mutating func member(_ name: StaticString, _ value: () throws -> Void) rethrows {
+            key(name)
+            try value()
+        }
+
+        /// A member written by `value` when it is present, left out when nil.
+        mutating func member<Value>(_ name: StaticString, ifPresent present: Value?, _ value: (Value) throws -> Void)
+            rethrows
+        {
+            guard let present else { return }
+            key(name)
+            try value(present)
+        }
+
+        mutating func string(_ name: StaticString, _ value: String) {
+            key(name)
+            writer.writeString(value)
+        }
+
+        mutating func string(_ name: StaticString, ifPresent value: String?) {
+            if let value { string(name, value) }
+        }
+
+        mutating func int(_ name: StaticString, _ value: Int) {
+            key(name)
+            writer.writeRaw(String(value))
+        }
+
+        mutating func int(_ name: StaticString, ifPresent value: Int?) {
+            if let value { int(name, value) }
+        }
+
+        mutating func date(_ name: StaticString, _ value: Date) throws {
+            key(name)
+            try writeDate(value, to: writer)
+        }
+
         /// A member's name (the core's property names: plain ASCII, nothing to escape) and its colon.
-        mutating func key(_ name: StaticString) {
+        private mutating func key(_ name: StaticString) {
             if !empty { writer.bytes.append(UInt8(ascii: ",")) }
             empty = false
             writer.bytes.append(UInt8(ascii: "\""))

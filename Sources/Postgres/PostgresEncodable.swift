@@ -227,24 +227,20 @@ enum PostgresArrayText {
 
     /// ``make(_:_:)`` for strings, without generics.
     static func make(_ strings: [String]) -> String {
-        var text: [UInt8] = [UInt8(ascii: "{")]
-        text.reserveCapacity(strings.count * 16 + 2)
-        for index in strings.indices {
-            if index > 0 { text.append(UInt8(ascii: ",")) }
-            var string = strings[index]
-            string.withUTF8 { appendQuoted($0, to: &text) }
-        }
-        text.append(UInt8(ascii: "}"))
-        return String(decoding: text, as: UTF8.self)
+        make(count: strings.count) { strings[$0] }
     }
 
     /// ``make(_:_:)`` for optional strings, without generics.
     static func make(_ strings: [String?]) -> String {
+        make(count: strings.count) { strings[$0] }
+    }
+
+    private static func make(count: Int, _ element: (Int) -> String?) -> String {
         var text: [UInt8] = [UInt8(ascii: "{")]
-        text.reserveCapacity(strings.count * 16 + 2)
-        for index in strings.indices {
+        text.reserveCapacity(count * 16 + 2)
+        for index in 0..<count {
             if index > 0 { text.append(UInt8(ascii: ",")) }
-            if var string = strings[index] {
+            if var string = element(index) {
                 string.withUTF8 { appendQuoted($0, to: &text) }
             } else {
                 text.append(contentsOf: "NULL".utf8)

@@ -282,7 +282,7 @@ struct HTTP2Benchmark: AsyncParsableCommand {
 }
 
 extension Duration {
-    fileprivate var seconds: Double {
+    var seconds: Double {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

@@ -566,8 +566,7 @@ private final class BenchEnvironment: @unchecked Sendable {
             // Superuser or pg_checkpoint only (the local services' user is one); without it, vacuuming is all.
             try? await connection.execute(unsafeSQL: "CHECKPOINT")
         }
-        let elapsed = clock.now - start
-        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return (clock.now - start).seconds
     }
 
     func count(_ sql: String) async throws -> Int {

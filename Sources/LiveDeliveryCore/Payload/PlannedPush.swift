@@ -53,33 +53,33 @@ public struct PlannedPush: Hashable, Sendable, Codable, CustomStringConvertible 
     /// What the push shows (``OrderTracker/record(_:for:in:now:)`` stores it as sent).
     public var mark: ActivityState.ContentMark
 
-        public init(
-            orderID: String, activityKey: String, activityID: String?, kind: Kind, deviceToken: DeviceToken,
-            environment: APNsEnvironment, bundleID: String, apnsID: String, priority: Int, timestamp: Int,
-            notBefore: Date, expiration: Int, headers: [Header], payload: [UInt8], alert: AlertContent?, step: String,
-            status: OrderStatus, statusKey: EventKey, reason: String, mark: ActivityState.ContentMark
-        ) {
-            self.orderID = orderID
-            self.activityKey = activityKey
-            self.activityID = activityID
-            self.kind = kind
-            self.deviceToken = deviceToken
-            self.environment = environment
-            self.bundleID = bundleID
-            self.apnsID = apnsID
-            self.priority = priority
-            self.timestamp = timestamp
-            self.notBefore = notBefore
-            self.expiration = expiration
-            self.headers = headers
-            self.payload = payload
-            self.alert = alert
-            self.step = step
-            self.status = status
-            self.statusKey = statusKey
-            self.reason = reason
-            self.mark = mark
-        }
+    public init(
+        orderID: String, activityKey: String, activityID: String?, kind: Kind, deviceToken: DeviceToken,
+        environment: APNsEnvironment, bundleID: String, apnsID: String, priority: Int, timestamp: Int,
+        notBefore: Date, expiration: Int, headers: [Header], payload: [UInt8], alert: AlertContent?, step: String,
+        status: OrderStatus, statusKey: EventKey, reason: String, mark: ActivityState.ContentMark
+    ) {
+        self.orderID = orderID
+        self.activityKey = activityKey
+        self.activityID = activityID
+        self.kind = kind
+        self.deviceToken = deviceToken
+        self.environment = environment
+        self.bundleID = bundleID
+        self.apnsID = apnsID
+        self.priority = priority
+        self.timestamp = timestamp
+        self.notBefore = notBefore
+        self.expiration = expiration
+        self.headers = headers
+        self.payload = payload
+        self.alert = alert
+        self.step = step
+        self.status = status
+        self.statusKey = statusKey
+        self.reason = reason
+        self.mark = mark
+    }
 
     public var method: String { "POST" }
     public var path: String { "/3/device/\(deviceToken.hex)" }
