@@ -41,6 +41,9 @@ public final class EventProcessor: Sendable {
     let now: @Sendable () -> Date
     /// States this process wrote, shared with the dispatcher (which records the pushes next).
     let states: OrderStateCache
+    /// This process's dispatcher, which takes the new pushes it has room for straight from the
+    /// transaction that plans them; without one, every push is claimed from the outbox.
+    let handoff: PushHandoff?
 
     public convenience init(
         client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
@@ -48,15 +51,17 @@ public final class EventProcessor: Sendable {
     ) {
         self.init(
             client: client, tracking: tracking, metrics: metrics, logger: logger, pushToStart: pushToStart,
-            states: OrderStateCache(), now: now)
+            states: OrderStateCache(), handoff: nil, now: now)
     }
 
     init(
         client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
-        pushToStart: WorkerConfiguration.PushToStart, states: OrderStateCache, now: @escaping @Sendable () -> Date
+        pushToStart: WorkerConfiguration.PushToStart, states: OrderStateCache, handoff: PushHandoff?,
+        now: @escaping @Sendable () -> Date
     ) {
         self.client = client
         self.states = states
+        self.handoff = handoff
         self.pushToStart = pushToStart
         self.tracker = OrderTracker(configuration: tracking)
         self.metrics = metrics
@@ -82,14 +87,19 @@ public final class EventProcessor: Sendable {
         }
         var attempt = 1
         while true {
+            let handover = handoff.map(Handover.init)
             do {
                 let (outcome, written) = try await client.withTransaction { connection in
-                    try await apply(decoded, messages: messages, on: connection)
+                    try await apply(decoded, messages: messages, handover: handover, on: connection)
                 }
                 states.store(written)
+                handover?.commit()
                 metrics.batch(duration: ContinuousClock.now - started)
                 return outcome
-            } catch let error as PostgresError where error.isRetriable && attempt < 3 {
+            } catch {
+                // Not committed (or not known to be: its leases then expire and the rows are claimed).
+                handover?.abandon()
+                guard let error = error as? PostgresError, error.isRetriable, attempt < 3 else { throw error }
                 logger.info(
                     "batch transaction failed; retrying",
                     metadata: [
@@ -102,7 +112,7 @@ public final class EventProcessor: Sendable {
 
     /// Applies the batch inside the transaction; returns what it did and the states it wrote.
     private func apply(
-        _ decoded: [Decoded], messages: [InboundMessage], on connection: PostgresConnection
+        _ decoded: [Decoded], messages: [InboundMessage], handover: Handover?, on connection: PostgresConnection
     ) async throws -> (BatchOutcome, [OrderStateCache.Written]) {
         var outcome = BatchOutcome()
         let now = self.now()
@@ -250,7 +260,7 @@ public final class EventProcessor: Sendable {
 
         // 6. Write every changed order at once (set-based, in a stable order).
         let written = changes.values.filter { $0.changed || !$0.decisions.isEmpty }
-        let stateWrites = try await OrderStore.write(Array(written), kind: "event", on: connection)
+        let stateWrites = try await OrderStore.write(Array(written), kind: "event", handover: handover, on: connection)
         outcome.pushesPlanned += written.reduce(0) { $0 + $1.pushes.count }
         if logger.logLevel <= .debug {
             for change in written {

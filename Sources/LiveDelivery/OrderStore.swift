@@ -165,9 +165,13 @@ enum OrderStore {
     /// the number of orders (set-based: the cost of a batch is a handful of round trips, not a few
     /// per order). Each order appears at most once. Returns the states written and the row versions
     /// they were written as (for ``OrderStateCache``, once the transaction has committed).
+    ///
+    /// With a `handover`, new outbox rows are leased to this process's dispatcher as they are
+    /// inserted, as many as it has slots for (see ``PushHandoff``); the rest are announced with a
+    /// `NOTIFY` for any dispatcher to claim.
     @discardableResult
     static func write(
-        _ changes: [OrderChange], kind: String, on connection: PostgresConnection
+        _ changes: [OrderChange], kind: String, handover: Handover? = nil, on connection: PostgresConnection
     ) async throws -> [OrderStateCache.Written] {
         var written: [OrderStateCache.Written] = []
         let changes = changes.sorted { $0.state.orderID < $1.state.orderID }
@@ -218,30 +222,65 @@ enum OrderStore {
             }
         }
         if !pushes.isEmpty {
-            // The NOTIFY (delivered at commit) rides in the same statement: one round trip fewer.
-            try await connection.query(
+            // Due pushes first: a slot reserved for a push that must wait is only given back.
+            let now = Date()
+            let due = pushes.indices.filter { pushes[$0].notBefore <= now }
+            let slots = handover?.reserve(upTo: due.count) ?? 0
+            var lease = [Bool](repeating: false, count: pushes.count)
+            for index in due.prefix(slots) { lease[index] = true }
+            // Only an inserted row is leased (generation 1: no push of the activity in flight), and only
+            // if due and its app is not paused, as a claim would. The NOTIFY (delivered at commit) for
+            // the rows left to claim rides in the same statement: one round trip fewer.
+            let handed = try await connection.query(
                 """
                 WITH written AS (
                     INSERT INTO outbox (order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push,
-                                        reason, not_before)
+                                        reason, not_before, lease_owner, lease_until, attempts)
                     SELECT r.order_id, r.activity_key, r.kind, r.bundle_id, r.environment, r.priority,
-                           r.apns_id::uuid, r.push, r.reason, r.not_before
+                           r.apns_id::uuid, r.push, r.reason, r.not_before,
+                           CASE WHEN l.leased THEN \(handover?.workerID ?? "") END,
+                           CASE WHEN l.leased
+                                THEN statement_timestamp() + make_interval(secs => \(handover?.leaseSeconds ?? 0)) END,
+                           CASE WHEN l.leased THEN 1 ELSE 0 END
                     FROM unnest(\(pushes.map(\.orderID))::text[], \(pushes.map(\.activityKey))::text[],
                                 \(pushes.map(\.kind))::text[], \(pushes.map(\.bundleID))::text[],
                                 \(pushes.map(\.environment))::text[], \(pushes.map(\.priority))::integer[],
                                 \(pushes.map(\.apnsID))::text[], \(pushes.map(\.push))::json[],
-                                \(pushes.map(\.reason))::text[], \(pushes.map(\.notBefore))::timestamptz[])
+                                \(pushes.map(\.reason))::text[], \(pushes.map(\.notBefore))::timestamptz[],
+                                \(lease)::boolean[])
                         AS r(order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push, reason,
-                             not_before)
+                             not_before, lease)
+                    CROSS JOIN LATERAL (
+                        SELECT r.lease AND r.not_before <= statement_timestamp()
+                               AND NOT EXISTS (SELECT 1 FROM app_pauses AS p
+                                               WHERE p.bundle_id = r.bundle_id AND p.paused_until > now()) AS leased
+                    ) AS l
                     ON CONFLICT (order_id, activity_key) DO UPDATE SET
                         kind = EXCLUDED.kind, bundle_id = EXCLUDED.bundle_id, environment = EXCLUDED.environment,
                         priority = EXCLUDED.priority, apns_id = EXCLUDED.apns_id, push = EXCLUDED.push,
                         reason = EXCLUDED.reason, not_before = EXCLUDED.not_before,
                         generation = outbox.generation + 1, updated_at = now()
-                    RETURNING 1
+                    RETURNING order_id, activity_key, generation = 1 AND lease_owner IS NOT NULL AS handed
                 )
-                SELECT pg_notify(\(notifyChannel), '') FROM (SELECT 1 FROM written LIMIT 1) AS any_row
+                SELECT order_id, activity_key FROM written WHERE handed
+                UNION ALL
+                SELECT NULL, NULL FROM (SELECT pg_notify(\(notifyChannel), '') FROM written WHERE NOT handed LIMIT 1) AS n
                 """)
+            if let handover, slots > 0 {
+                var planned: [Outbox.Key: PlannedPush] = [:]
+                for push in pushes { planned[Outbox.Key(orderID: push.orderID, activityKey: push.activityKey)] = push.planned }
+                var claims: [PushDispatcher.Claim] = []
+                for row in handed {
+                    guard let orderID = try row.decode(String?.self, "order_id"),
+                        let activityKey = try row.decode(String?.self, "activity_key"),
+                        let push = planned[Outbox.Key(orderID: orderID, activityKey: activityKey)]
+                    else { continue }
+                    claims.append(
+                        PushDispatcher.Claim(
+                            orderID: orderID, activityKey: activityKey, generation: 1, attempts: 1, push: push))
+                }
+                handover.leased(claims)
+            }
         }
         for registration in changes.flatMap(\.retired) {
             try await connection.query(
@@ -306,6 +345,7 @@ enum OrderStore {
         var push: PostgresJSONText
         var reason: String
         var notBefore: Date
+        var planned: PlannedPush
 
         init(orderID: String, push: PlannedPush, notBefore: Date) throws {
             self.orderID = orderID
@@ -318,6 +358,7 @@ enum OrderStore {
             self.push = try OrderStore.json(push)
             reason = push.reason
             self.notBefore = notBefore
+            planned = push
         }
     }
 

@@ -19,7 +19,9 @@ import Synchronization
 /// - Token gone: the core fails the activity (respecting the 410 timestamp rule).
 /// - Configuration fault: the app is paused in `app_pauses` for `pause` (every worker skips it),
 ///   its rows are kept, and the fault is logged as an error once per pause.
-/// - Woken at once by `NOTIFY livedelivery_outbox`, with a poll as fallback.
+/// - Woken at once by `NOTIFY livedelivery_outbox`, with a poll as fallback; the new pushes of
+///   this process's own consumer come in memory, already leased, while there are free slots
+///   (``PushHandoff``).
 public final class PushDispatcher: Service {
     let configuration: WorkerConfiguration.Dispatcher
     let workerID: String
@@ -30,8 +32,13 @@ public final class PushDispatcher: Service {
     let metrics: WorkerMetrics
     let logger: Logger
     let now: @Sendable () -> Date
-    /// New outbox rows, or rows released for resending.
+    /// New outbox rows, rows released for resending, or pushes handed over.
     let wakeup = Wakeup()
+    /// Set with the wake-ups that call for a claim (new or released rows): a handed push alone
+    /// does not.
+    private let claimWanted = Atomic<Bool>(true)
+    /// Pushes this process's consumer leased to this dispatcher as it wrote them.
+    let handoff: PushHandoff
     /// States this process wrote (the consumer's, moments before a push is recorded).
     let states: OrderStateCache
 
@@ -60,6 +67,9 @@ public final class PushDispatcher: Service {
         self.metrics = metrics
         self.logger = logger
         self.now = now
+        self.handoff = PushHandoff(
+            workerID: workerID, leaseSeconds: configuration.lease.seconds, concurrency: configuration.concurrency,
+            wakeup: wakeup)
     }
 
     /// Claims while fewer than `concurrency` pushes are in flight (sent or awaiting their
@@ -91,9 +101,27 @@ public final class PushDispatcher: Service {
         var backoff = Backoff(base: .milliseconds(100), maximum: .seconds(5))
         // Expired leases are rare (a worker died) and wait a lease length anyway: looked for once per poll.
         var expiredDue = ContinuousClock.now
+        // The outbox is read when a wake-up asks for it, after a full claim (more may be due), and
+        // once per poll (rows that came due, missed notifications).
+        var claimDue = ContinuousClock.now
+        handoff.open(answers)
+        defer {
+            // Handed over after the last pass: sent all the same (their slots are counted).
+            for claim in handoff.close() {
+                sends.addTask { answers.append(await self.send(claim)) }
+            }
+        }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            for claim in handoff.take() {
+                sends.addTask { answers.append(await self.send(claim)) }
+            }
+            if !claimWanted.exchange(false, ordering: .acquiringAndReleasing) && ContinuousClock.now < claimDue {
+                await wakeup.wait(timeout: claimDue - ContinuousClock.now)
+                continue
+            }
             let room = configuration.concurrency - answers.inFlight
             guard room > 0 else {
+                claimWanted.store(true, ordering: .releasing)
                 await answers.room.wait(timeout: configuration.poll)
                 continue
             }
@@ -108,9 +136,14 @@ public final class PushDispatcher: Service {
                 for claim in claims {
                     sends.addTask { answers.append(await self.send(claim)) }
                 }
-                if claims.count < limit { await wakeup.wait(timeout: configuration.poll) }
+                if claims.count < limit {
+                    claimDue = .now + configuration.poll
+                } else {
+                    claimWanted.store(true, ordering: .releasing)
+                }
             } catch {
                 health.update { $0.database = false }
+                claimWanted.store(true, ordering: .releasing)
                 logger.warning(
                     "dispatcher cannot reach the database; retrying",
                     metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
@@ -125,15 +158,21 @@ public final class PushDispatcher: Service {
         while let sent = await answers.next(limit: configuration.batchSize) {
             let released = await recordWithRetries(sent)
             answers.remove(inFlight: sent.count)
-            if released { wakeup.signal() }
+            if released { wantClaim() }
         }
     }
 
     /// LISTEN for new outbox rows; every notification (and every re-LISTEN) wakes the loop.
     private func listen() async {
         for await _ in client.notifications(channel: OrderStore.notifyChannel) {
-            wakeup.signal()
+            wantClaim()
         }
+    }
+
+    /// Wakes the claim loop for a claim.
+    private func wantClaim() {
+        claimWanted.store(true, ordering: .releasing)
+        wakeup.signal()
     }
 
     struct Claim: Sendable {
@@ -531,6 +570,15 @@ final class Answers: Sendable {
     var inFlight: Int { state.withLock { $0.inFlight } }
 
     func add(inFlight count: Int) { state.withLock { $0.inFlight += count } }
+
+    /// Counts up to `count` more in flight, as long as that stays within `limit`; returns how many.
+    func reserve(upTo count: Int, limit: Int) -> Int {
+        state.withLock { state in
+            let slots = max(0, min(count, limit - state.inFlight))
+            state.inFlight += slots
+            return slots
+        }
+    }
 
     func remove(inFlight count: Int) {
         state.withLock { $0.inFlight -= count }

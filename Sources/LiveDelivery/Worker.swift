@@ -49,16 +49,17 @@ public struct Worker: Sendable {
         self.health = health
         // One cache for the consumer and the dispatcher: a push is recorded moments after its event.
         let states = OrderStateCache(capacity: configuration.postgres.stateCacheSize, metrics: metrics)
-        self.processor = EventProcessor(
-            client: client, tracking: configuration.tracking, metrics: metrics, logger: logger,
-            pushToStart: configuration.pushToStart, states: states, now: now)
-        self.consumer = try EventConsumer(
-            configuration: configuration.amqp, processor: processor, client: client, health: health, metrics: metrics,
-            logger: logger)
         self.dispatcher = PushDispatcher(
             configuration: configuration.dispatcher, workerID: configuration.workerID, client: client,
             sender: pushSender, tracking: configuration.tracking, health: health, metrics: metrics, logger: logger,
             states: states, now: now)
+        // The consumer hands the pushes it plans to this dispatcher when it has room for them.
+        self.processor = EventProcessor(
+            client: client, tracking: configuration.tracking, metrics: metrics, logger: logger,
+            pushToStart: configuration.pushToStart, states: states, handoff: dispatcher.handoff, now: now)
+        self.consumer = try EventConsumer(
+            configuration: configuration.amqp, processor: processor, client: client, health: health, metrics: metrics,
+            logger: logger)
         self.sweeper = Sweeper(
             configuration: configuration.sweeper, client: client, tracking: configuration.tracking, metrics: metrics,
             logger: logger, pushToStart: configuration.pushToStart, now: now)

@@ -1,0 +1,137 @@
+import Synchronization
+
+/// Pushes the consumer leases to its own process's dispatcher in the transaction that plans them,
+/// handed over in memory once that transaction commits.
+///
+/// The other way round, a new push costs a `NOTIFY`, a wake-up of every worker's dispatcher, a
+/// claim statement that leases the row (a second version of it), and a decode of the push the
+/// consumer has just encoded. Here the outbox row is inserted already leased, and the dispatcher
+/// sends the push it is given.
+///
+/// What keeps it safe:
+/// - Only a row the statement *inserts* is leased: no row for the activity existed, so no push of
+///   it is in flight. A row that replaces a waiting or in-flight one keeps its lease state and goes
+///   the usual way (claim, or release after the push in flight is answered).
+/// - Only due rows of apps not paused are leased, as the claim would.
+/// - The consumer leases no more rows than the dispatcher has free slots for, reserved before the
+///   statement, so a handed push is sent at once and never waits out its lease in a queue.
+/// - A leased row that never reaches the dispatcher (the process dies, or the dispatcher has
+///   stopped) is an ordinary expired lease: any worker claims it again after the lease period.
+final class PushHandoff: Sendable {
+    private struct State {
+        /// The dispatcher's in-flight count while its claim loop runs; nil before and after.
+        var answers: Answers?
+        var queue: [PushDispatcher.Claim] = []
+    }
+
+    private let state = Mutex(State())
+    let workerID: String
+    let leaseSeconds: Double
+    private let concurrency: Int
+    private let wakeup: Wakeup
+
+    init(workerID: String, leaseSeconds: Double, concurrency: Int, wakeup: Wakeup) {
+        self.workerID = workerID
+        self.leaseSeconds = leaseSeconds
+        self.concurrency = concurrency
+        self.wakeup = wakeup
+    }
+
+    /// Takes up to `count` of the dispatcher's free slots; 0 when it is full or not running.
+    func reserve(upTo count: Int) -> Int {
+        guard count > 0 else { return 0 }
+        return state.withLock { state in
+            state.answers?.reserve(upTo: count, limit: concurrency) ?? 0
+        }
+    }
+
+    /// After commit: queues the pushes leased with `reserved` slots and gives back the slots they
+    /// did not use. A dispatcher that has stopped meanwhile gets nothing: the rows' leases expire.
+    func deliver(_ claims: [PushDispatcher.Claim], reserved: Int) {
+        precondition(claims.count <= reserved, "more pushes leased than slots reserved")
+        let answers = state.withLock { state -> Answers? in
+            guard let answers = state.answers else { return nil }
+            state.queue += claims
+            return answers
+        }
+        guard let answers else { return }
+        if reserved > claims.count { answers.remove(inFlight: reserved - claims.count) }
+        if !claims.isEmpty {
+            wakeup.signal()
+            answers.room.signal()
+        }
+    }
+
+    /// The transaction that reserved `reserved` slots did not commit: they are free again.
+    func release(_ reserved: Int) {
+        guard reserved > 0, let answers = state.withLock({ $0.answers }) else { return }
+        answers.remove(inFlight: reserved)
+    }
+
+    /// The claim loop starts taking handed pushes, counted in `answers`.
+    func open(_ answers: Answers) {
+        state.withLock { $0.answers = answers }
+    }
+
+    /// The pushes handed over since the last call; their slots are already counted in flight.
+    func take() -> [PushDispatcher.Claim] {
+        state.withLock { state in
+            defer { state.queue.removeAll() }
+            return state.queue
+        }
+    }
+
+    /// The claim loop has ended: no more reservations; returns what was handed and not yet taken.
+    func close() -> [PushDispatcher.Claim] {
+        state.withLock { state in
+            state.answers = nil
+            defer { state.queue.removeAll() }
+            return state.queue
+        }
+    }
+}
+
+/// One transaction's use of a ``PushHandoff``: the slots it reserved and the pushes it leased, handed
+/// over by ``commit()`` or given back by ``abandon()``.
+final class Handover: Sendable {
+    private struct State {
+        var reserved = 0
+        var claims: [PushDispatcher.Claim] = []
+    }
+
+    private let state = Mutex(State())
+    let handoff: PushHandoff
+
+    init(_ handoff: PushHandoff) {
+        self.handoff = handoff
+    }
+
+    var workerID: String { handoff.workerID }
+    var leaseSeconds: Double { handoff.leaseSeconds }
+
+    func reserve(upTo count: Int) -> Int {
+        let slots = handoff.reserve(upTo: count)
+        state.withLock { $0.reserved += slots }
+        return slots
+    }
+
+    func leased(_ claims: [PushDispatcher.Claim]) {
+        state.withLock { $0.claims += claims }
+    }
+
+    func commit() {
+        let (claims, reserved) = state.withLock { state in
+            defer { state = State() }
+            return (state.claims, state.reserved)
+        }
+        handoff.deliver(claims, reserved: reserved)
+    }
+
+    func abandon() {
+        let reserved = state.withLock { state in
+            defer { state = State() }
+            return state.reserved
+        }
+        handoff.release(reserved)
+    }
+}
