@@ -48,14 +48,19 @@ final class PushHandoff: Sendable {
     /// After commit: queues the pushes leased with `reserved` slots and gives back the slots they
     /// did not use. A dispatcher that has stopped meanwhile gets nothing: the rows' leases expire.
     func deliver(_ claims: [PushDispatcher.Claim], reserved: Int) {
-        precondition(claims.count <= reserved, "more pushes leased than slots reserved")
         let answers = state.withLock { state -> Answers? in
             guard let answers = state.answers else { return nil }
             state.queue += claims
             return answers
         }
         guard let answers else { return }
-        if reserved > claims.count { answers.remove(inFlight: reserved - claims.count) }
+        // The statement leases at most the rows it reserved for; should it ever lease more, they are
+        // counted (and sent) all the same rather than left to wait out their lease.
+        if reserved > claims.count {
+            answers.remove(inFlight: reserved - claims.count)
+        } else if claims.count > reserved {
+            answers.add(inFlight: claims.count - reserved)
+        }
         if !claims.isEmpty {
             wakeup.signal()
             answers.room.signal()
