@@ -15,6 +15,9 @@ struct ShutdownTests {
             }
             let status = try await first.process.terminate(timeout: .seconds(60))
             #expect(status == 0, "exit status \(status):\n\(first.process.tail())")
+            // Every push it had leased (claimed, or handed over by its own consumer) was sent and recorded
+            // before it exited: none is left to wait out its lease.
+            #expect(try await fixture.count("SELECT count(*) FROM outbox WHERE lease_until IS NOT NULL") == 0)
 
             // Whatever the first worker had not finished is still in the queue: a second worker completes it.
             try await fixture.startWorker("second")
