@@ -1,13 +1,13 @@
-import Foundation
+package import Foundation
 
 /// `apns-id` text without Foundation's formatter and parser: on Linux `uuidString` goes through
 /// `snprintf` and `UUID(uuidString:)` through `sscanf`, which together cost as much per push as
 /// building the rest of the request.
-enum UUIDText {
+package enum UUIDText {
     private static let digits = Array("0123456789abcdef".utf8)
 
     /// The canonical 36-character lower-case form, as APNs documents `apns-id`.
-    static func lowercased(_ uuid: UUID) -> String {
+    package static func lowercased(_ uuid: UUID) -> String {
         withUnsafeBytes(of: uuid.uuid) { bytes in
             String(unsafeUninitializedCapacity: 36) { text in
                 var at = 0
@@ -26,7 +26,7 @@ enum UUIDText {
     }
 
     /// Parses the canonical form, in either case; nil for anything else.
-    static func parse(_ text: String) -> UUID? {
+    package static func parse(_ text: String) -> UUID? {
         var text = text
         return text.withUTF8 { utf8 -> UUID? in
             guard utf8.count == 36 else { return nil }

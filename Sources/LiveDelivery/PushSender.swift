@@ -55,7 +55,7 @@ public final class APNsPushSender: PushSending {
             pushType: .liveActivity,
             priority: APNsPriority(rawValue: push.priority),
             expiration: .at(unixSeconds: push.expiration),
-            apnsID: UUID(uuidString: push.apnsID) ?? UUID(),
+            apnsID: UUIDText.parse(push.apnsID) ?? UUID(),
             payload: push.payload)
         return await client.send(notification, app: push.bundleID)
     }
