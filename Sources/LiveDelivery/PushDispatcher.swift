@@ -104,17 +104,17 @@ public final class PushDispatcher: Service {
         // The outbox is read when a wake-up asks for it, after a full claim (more may be due), and
         // once per poll (rows that came due, missed notifications).
         var claimDue = ContinuousClock.now
-        handoff.open(answers)
-        defer {
-            // Handed over after the last pass: sent all the same (their slots are counted).
-            for claim in handoff.close() {
+        // Each claim is sent at once; its answer goes to the recorder.
+        func start(_ claims: [Claim], _ sends: inout DiscardingTaskGroup) {
+            for claim in claims {
                 sends.addTask { answers.append(await self.send(claim)) }
             }
         }
+        handoff.open(answers)
+        // Handed over after the last pass: sent all the same (their slots are counted).
+        defer { start(handoff.close(), &sends) }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            for claim in handoff.take() {
-                sends.addTask { answers.append(await self.send(claim)) }
-            }
+            start(handoff.take(), &sends)
             if !claimWanted.exchange(false, ordering: .acquiringAndReleasing) && ContinuousClock.now < claimDue {
                 await wakeup.wait(timeout: claimDue - ContinuousClock.now)
                 continue
@@ -133,9 +133,7 @@ public final class PushDispatcher: Service {
                 health.update { $0.database = true }
                 backoff.reset()
                 answers.add(inFlight: claims.count)
-                for claim in claims {
-                    sends.addTask { answers.append(await self.send(claim)) }
-                }
+                start(claims, &sends)
                 if claims.count < limit {
                     claimDue = .now + configuration.poll
                 } else {

@@ -209,42 +209,40 @@ enum PostgresBinary {
 enum PostgresArrayText {
     /// The array literal: every element quoted, NULL for nil.
     static func make<Item, Element: PostgresArrayElement>(_ items: [Item], _ element: (Item) -> Element?) -> String {
-        // Built from UTF-8 bytes: `"` and `\` are ASCII, so escaping them byte by byte is exact, and
-        // much cheaper than walking Characters (a batch binds thousands of elements).
-        var text: [UInt8] = [UInt8(ascii: "{")]
-        text.reserveCapacity(items.count * 16 + 2)
-        for (index, item) in items.enumerated() {
-            if index > 0 { text.append(UInt8(ascii: ",")) }
-            guard let value = element(item) else {
-                text.append(contentsOf: "NULL".utf8)
-                continue
-            }
+        literal(count: items.count) { index, text in
+            guard let value = element(items[index]) else { return false }
             value.withPostgresTextBytes { appendQuoted($0, to: &text) }
+            return true
         }
-        text.append(UInt8(ascii: "}"))
-        return String(decoding: text, as: UTF8.self)
     }
 
     /// ``make(_:_:)`` for strings, without generics.
     static func make(_ strings: [String]) -> String {
-        make(count: strings.count) { strings[$0] }
+        literal(count: strings.count) { index, text in
+            var string = strings[index]
+            string.withUTF8 { appendQuoted($0, to: &text) }
+            return true
+        }
     }
 
     /// ``make(_:_:)`` for optional strings, without generics.
     static func make(_ strings: [String?]) -> String {
-        make(count: strings.count) { strings[$0] }
+        literal(count: strings.count) { index, text in
+            guard var string = strings[index] else { return false }
+            string.withUTF8 { appendQuoted($0, to: &text) }
+            return true
+        }
     }
 
-    private static func make(count: Int, _ element: (Int) -> String?) -> String {
+    /// `{…}` around `count` elements separated by commas; `append` writes element `index` and returns
+    /// false for NULL. Built from UTF-8 bytes: `"` and `\` are ASCII, so escaping them byte by byte is
+    /// exact, and much cheaper than walking Characters (a batch binds thousands of elements).
+    private static func literal(count: Int, _ append: (Int, inout [UInt8]) -> Bool) -> String {
         var text: [UInt8] = [UInt8(ascii: "{")]
         text.reserveCapacity(count * 16 + 2)
         for index in 0..<count {
             if index > 0 { text.append(UInt8(ascii: ",")) }
-            if var string = element(index) {
-                string.withUTF8 { appendQuoted($0, to: &text) }
-            } else {
-                text.append(contentsOf: "NULL".utf8)
-            }
+            if !append(index, &text) { text.append(contentsOf: "NULL".utf8) }
         }
         text.append(UInt8(ascii: "}"))
         return String(decoding: text, as: UTF8.self)

@@ -91,17 +91,22 @@ struct APNsBenchmark: AsyncParsableCommand {
         // Machine CPU per request (simulator included) varies less than the rates on a shared machine.
         var clientCPU: [Double] = []
         var h2CPU: [Double] = []
+        // Microseconds of the machine's busy time per request since `busy` was read.
+        func perRequest(since busy: Double) -> Double {
+            ((ChildProcess.machineBusySeconds ?? 0) - busy) / Double(requests) * 1e6
+        }
+        func middle(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
         for round in 1...max(1, rounds) {
             var busy = ChildProcess.machineBusySeconds ?? 0
             let result = try await push(client: client, notification: notification, bundleID: bundleID, count: requests)
             clientResults.append(result)
-            clientCPU.append(((ChildProcess.machineBusySeconds ?? 0) - busy) / Double(requests) * 1e6)
+            clientCPU.append(perRequest(since: busy))
             print(String(format: "  round %d APNsClient : %9.0f pushes/s   p50 %.2f ms   p99 %.2f ms   (%d delivered; machine CPU %.0f µs/push)",
                          round, result.rate, result.p50 * 1000, result.p99 * 1000, result.delivered, clientCPU.last!))
             busy = ChildProcess.machineBusySeconds ?? 0
             if let h2 = try runH2load(arguments: h2loadArguments) {
                 h2Results.append(h2)
-                h2CPU.append(((ChildProcess.machineBusySeconds ?? 0) - busy) / Double(requests) * 1e6)
+                h2CPU.append(perRequest(since: busy))
                 print(String(format: "  round %d h2load     : %9.0f req/s      mean %@   (%@; machine CPU %.0f µs/request)",
                              round, h2.rate, h2.meanLatency, h2.statusLine, h2CPU.last!))
             }
@@ -112,12 +117,12 @@ struct APNsBenchmark: AsyncParsableCommand {
         let median = clientResults.sorted { $0.rate < $1.rate }[clientResults.count / 2]
         print(String(format: "  median APNsClient : %9.0f pushes/s   p50 %.2f ms   p99 %.2f ms", median.rate, median.p50 * 1000, median.p99 * 1000))
         if !h2Results.isEmpty {
-            let h2 = h2Results.map(\.rate).sorted()[h2Results.count / 2]
+            let h2 = middle(h2Results.map(\.rate))
             print(String(format: "  median h2load     : %9.0f req/s", h2))
             print(String(format: "  client/h2load: %.0f%% (aim ≥ 50%%); apns-sim under h2load: %.0f req/s (aim ≥ 20000)",
                          median.rate / h2 * 100, h2))
-            let clientMedian = clientCPU.sorted()[clientCPU.count / 2]
-            let h2Median = h2CPU.sorted()[h2CPU.count / 2]
+            let clientMedian = middle(clientCPU)
+            let h2Median = middle(h2CPU)
             print(String(format: "  machine CPU per request (simulator included): client %.0f µs, h2load %.0f µs (h2load/client %.0f%%)",
                          clientMedian, h2Median, h2Median / clientMedian * 100))
         } else {
