@@ -83,6 +83,12 @@ struct WorkerBenchmark: AsyncParsableCommand {
         guard warmupSeconds >= 0, warmupSeconds < latencySeconds else {
             throw ValidationError("--warmup-seconds: at least 0 and less than --latency-seconds")
         }
+        // Each latency event goes to an order of its own (its push is told apart by the device token).
+        guard rate > 0, rate * latencySeconds <= sizes.last! else {
+            throw ValidationError(
+                "--rate × --latency-seconds (\(rate * latencySeconds) events) must not exceed the tracked orders "
+                    + "(\(sizes.last!), the last of --scales): each latency event goes to an order of its own")
+        }
         var logger = Logger(label: "livedelivery-bench.worker")
         logger.logLevel = .warning
         let bench = try await BenchEnvironment.start(
