@@ -12,3 +12,10 @@ struct BenchCommand: AsyncParsableCommand {
         ]
     )
 }
+
+extension Duration {
+    /// The duration in seconds, for rates and printed figures.
+    var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}

@@ -281,12 +281,6 @@ struct HTTP2Benchmark: AsyncParsableCommand {
     }
 }
 
-extension Duration {
-    var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}
-
 /// Hands out request numbers to the benchmark's worker tasks.
 private final class Counter: Sendable {
     private let value = Atomic(0)

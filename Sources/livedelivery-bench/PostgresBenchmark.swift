@@ -109,7 +109,7 @@ struct PostgresBenchmark: AsyncParsableCommand {
             return try await group.reduce(0, +)
         }
         let elapsed = clock.now - start
-        return Double(total) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        return Double(total) / elapsed.seconds
     }
 
     private static func insert(into table: String) -> PostgresQuery {

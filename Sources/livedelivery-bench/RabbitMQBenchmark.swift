@@ -81,7 +81,7 @@ struct RabbitMQBenchmark: AsyncParsableCommand {
     }
 
     private func report(_ what: String, count: Int, elapsed: Duration) {
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.seconds
         let rate = Double(count) / max(seconds, 1e-9)
         print("  \(what): \(count) in \(String(format: "%.2f", seconds)) s = \(Int(rate)) msg/s")
     }

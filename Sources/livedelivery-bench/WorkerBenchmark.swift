@@ -419,8 +419,8 @@ private final class BenchEnvironment: @unchecked Sendable {
             try await self.count("SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT 1) AS any_row") == 0 ? true : nil
         }
         let elapsed = clock.now - start
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        let consumedSeconds = Double(consumed.components.seconds) + Double(consumed.components.attoseconds) / 1e18
+        let seconds = elapsed.seconds
+        let consumedSeconds = consumed.seconds
         let workersUsed = workers.compactMap(\.cpuSeconds).reduce(0, +) - workersCPU
         let machineUsed = (ChildProcess.machineBusySeconds ?? 0) - machineCPU
         let cachedReads = await metric(#"livedelivery_state_reads_total{source="cache"}"#)
