@@ -15,8 +15,8 @@ struct DeviceModel: Sendable {
     var priority10BudgetPerHour: Int?
     var shape: ContentStateShape?
 
-    private(set) var tokens: [String: TokenState] = [:]
-    private(set) var activities: [String: ActivityState] = [:]
+    private(set) var tokens = ShardedDictionary<String, TokenState>()
+    private(set) var activities = ShardedDictionary<String, ActivityState>()
 
     init(
         environment: SimulatorConfiguration.Environment,

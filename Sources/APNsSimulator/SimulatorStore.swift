@@ -10,16 +10,13 @@ import Synchronization
 final class SimulatorStore: Sendable {
     private struct State: Sendable {
         var devices: DeviceModel
-        var records: [PushRecord] = []
-        /// Index of the oldest record once `records` is full (a ring buffer).
-        var ringStart = 0
+        var records: RecordRing<PushRecord>
         var nextSequence = 1
         var faults: [FaultRule] = []
     }
 
     private let state: NIOLockedValueBox<State>
     private let faultCount = Atomic<Int>(0)
-    private let recordLimit: Int
     let connectionsAccepted = Atomic<Int>(0)
     let connectionsOpen = Atomic<Int>(0)
     let requests = Atomic<Int>(0)
@@ -27,14 +24,17 @@ final class SimulatorStore: Sendable {
     let now: @Sendable () -> Date
 
     init(configuration: SimulatorConfiguration) {
-        self.state = NIOLockedValueBox(
-            State(
-                devices: DeviceModel(
-                    environment: configuration.environment,
-                    priority10BudgetPerHour: configuration.priority10BudgetPerHour,
-                    shape: configuration.contentStateShape)))
-        self.recordLimit = max(1, configuration.recordLimit)
+        self.state = NIOLockedValueBox(Self.emptyState(configuration))
         self.now = configuration.now
+    }
+
+    private static func emptyState(_ configuration: SimulatorConfiguration) -> State {
+        State(
+            devices: DeviceModel(
+                environment: configuration.environment,
+                priority10BudgetPerHour: configuration.priority10BudgetPerHour,
+                shape: configuration.contentStateShape),
+            records: RecordRing(limit: configuration.recordLimit))
     }
 
     // MARK: Pushes
@@ -63,20 +63,14 @@ final class SimulatorStore: Sendable {
             }
             record.sequence = state.nextSequence
             state.nextSequence += 1
-            if state.records.count < recordLimit {
-                state.records.append(record)
-            } else {
-                state.records[state.ringStart] = record
-                state.ringStart = (state.ringStart + 1) % recordLimit
-            }
+            state.records.append(record)
             return record
         }
     }
 
     func pushes(token: String?, activity: String?, limit: Int?) -> [PushRecord] {
         state.withLockedValue { state in
-            let ordered = Array(state.records[state.ringStart...] + state.records[..<state.ringStart])
-            let matching = ordered.filter { record in
+            let matching = state.records.elements.filter { record in
                 (token == nil || record.deviceToken == token
                     || (record.issuedUpdateToken != nil && record.issuedUpdateToken == token))
                     && (activity == nil || record.activityID == activity)
@@ -153,11 +147,7 @@ final class SimulatorStore: Sendable {
 
     func reset(configuration: SimulatorConfiguration) {
         state.withLockedValue { state in
-            state = State(
-                devices: DeviceModel(
-                    environment: configuration.environment,
-                    priority10BudgetPerHour: configuration.priority10BudgetPerHour,
-                    shape: configuration.contentStateShape))
+            state = Self.emptyState(configuration)
             faultCount.store(0, ordering: .releasing)
         }
     }
