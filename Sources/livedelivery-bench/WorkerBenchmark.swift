@@ -116,7 +116,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
                 print(String(format: "populate %7d → %7d orders: %7d events, %7.0f events/s end to end", tracked, size, grow.count, rate))
                 tracked = size
                 let settled = try await bench.settle()
-                print(String(format: "         (the populated database settled before the measured round: VACUUM (ANALYZE) and CHECKPOINT, %.1f s, not counted)", settled))
+                print(String(format: "         (the populated database settled before the measured round: VACUUM (ANALYZE), CHECKPOINT and sync, %.1f s, not counted)", settled))
             }
             let picked = (0..<tracked).shuffled().prefix(updates)
             let round = picked.map { bench.statusUpdate(order: $0) }
@@ -131,6 +131,8 @@ struct WorkerBenchmark: AsyncParsableCommand {
             print(String(format: "cost per event: %.0f µs at %d orders, %.0f µs at %d orders (×%.2f)", first.1, first.0, last.1, last.0, last.1 / first.1))
         }
 
+        let settled = try await bench.settle()
+        print(String(format: "         (settled before the latency phase: VACUUM (ANALYZE), CHECKPOINT and sync, %.1f s, not counted)", settled))
         let all = try await bench.latencyRound(orders: tracked, rate: rate, seconds: latencySeconds)
         let samples = all.filter { $0.offset >= Double(warmupSeconds) }
         if samples.isEmpty {
@@ -558,12 +560,18 @@ private final class BenchEnvironment: @unchecked Sendable {
         return tps
     }
 
-    /// Vacuums and analyzes the bench database and writes a checkpoint; returns the seconds it took.
+    /// Vacuums and analyzes the bench database, writes a checkpoint and has the kernel write every
+    /// dirty page to disk; returns the seconds it took.
     ///
     /// A populate round leaves cleanup behind in proportion to its size (dead row versions for
     /// autovacuum, dirty pages for the next checkpoint): 180k events before the 100k round, 20k before
     /// the 10k one. Left to run during the measured round, that work was charged to the larger table,
     /// which is the variable the rounds compare. Settling first makes the rounds start alike.
+    ///
+    /// The `sync`: the local cluster runs with `fsync = off`, so what a round writes stays in the page
+    /// cache until the kernel writes pages older than 30 s (`vm.dirty_expire_centisecs`) in one burst.
+    /// The burst left by a populate round landed in the latency phase that followed it (177 MB in half a
+    /// second), and the broker's own `fdatasync` waited behind it: the phase's worst second, every time.
     func settle() async throws -> Double {
         let clock = ContinuousClock()
         let start = clock.now
@@ -571,6 +579,13 @@ private final class BenchEnvironment: @unchecked Sendable {
             try await connection.execute(unsafeSQL: "VACUUM (ANALYZE)")
             // Superuser or pg_checkpoint only (the local services' user is one); without it, vacuuming is all.
             try? await connection.execute(unsafeSQL: "CHECKPOINT")
+        }
+        // `sync` blocks until the disk has everything: on a thread of its own, not the cooperative pool.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            Thread {
+                sync()
+                continuation.resume()
+            }.start()
         }
         return (clock.now - start).seconds
     }
