@@ -115,20 +115,124 @@ final class CPostgresHandle: @unchecked Sendable {
         let connection = try open()
         let binds = query.binds
         let key = PreparedKey(sql: query.sql, types: binds.types)
-        var name = query.planning == .cached ? prepared[key] : nil
-        if name == nil, query.planning == .cached, prepared.count < statementCacheSize {
-            preparedNames += 1
-            let candidate = "ld_\(preparedNames)"
-            let sent = binds.types.withUnsafeBufferPointer { types in
-                types.withMemoryRebound(to: Oid.self) { oids in
-                    PQsendPrepare(connection, candidate, query.sql, Int32(binds.count), oids.baseAddress)
-                }
-            }
-            guard sent == 1 else { throw sendError(connection) }
-            _ = try collectResults(connection)
-            prepared[key] = candidate
-            name = candidate
+        let name = try preparedName(query, binds: binds, key: key, connection)
+        try send(query, binds: binds, name: name, connection)
+        do {
+            return try collectResults(connection)
+        } catch {
+            forgetPlanIfStale(error, key: key)
+            throw error
         }
+    }
+
+    /// Runs several statements in one round trip (libpq's pipeline mode): every statement is sent, then
+    /// one Sync, then the results are read in order. When a statement fails the server skips the rest up
+    /// to the Sync; the first error is thrown once everything has been read, so the connection is ready
+    /// for the next statement (inside a transaction block, a failed one: the caller rolls back).
+    ///
+    /// Statements to be prepared are prepared first, one round trip each, once per connection (the cache
+    /// of ``query(_:)``). The results are small and read only after the Sync, so nothing here waits on
+    /// the server while it waits on us.
+    func pipeline(_ queries: [PostgresQuery]) throws(PostgresError) -> [PostgresRows] {
+        try checkAliveIfIdled()
+        let connection = try open()
+        var planned: [(query: PostgresQuery, binds: PostgresBindings, key: PreparedKey, name: String?)] = []
+        planned.reserveCapacity(queries.count)
+        for query in queries {
+            let binds = query.binds
+            let key = PreparedKey(sql: query.sql, types: binds.types)
+            planned.append((query, binds, key, try preparedName(query, binds: binds, key: key, connection)))
+        }
+        guard PQenterPipelineMode(connection) == 1 else { throw sendError(connection) }
+        var rows: [PostgresRows] = []
+        var firstError: PostgresError?
+        var sentAny = false
+        do throws(PostgresError) {
+            for statement in planned {
+                try send(statement.query, binds: statement.binds, name: statement.name, connection)
+                sentAny = true
+            }
+            guard PQpipelineSync(connection) == 1 else { throw sendError(connection) }
+            for statement in planned {
+                // One statement's results end with a NULL; a statement skipped after an error answers
+                // PGRES_PIPELINE_ABORTED.
+                var statementRows: PostgresRows?
+                while let result = PQgetResult(connection) {
+                    defer { PQclear(result) }
+                    switch PQresultStatus(result) {
+                    case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
+                        statementRows = Self.copy(result)
+                    case PGRES_PIPELINE_ABORTED:
+                        break
+                    case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR:
+                        if firstError == nil {
+                            let error = Self.error(from: result, connection: connection)
+                            forgetPlanIfStale(error, key: statement.key)
+                            firstError = error
+                        }
+                    default:
+                        if firstError == nil {
+                            firstError = PostgresError(
+                                code: .unexpectedResult, message: "unexpected libpq result status in a pipeline")
+                        }
+                    }
+                }
+                if let statementRows { rows.append(statementRows) }
+            }
+            guard let sync = PQgetResult(connection) else {
+                throw firstError
+                    ?? PostgresError(
+                        code: PQstatus(connection) == CONNECTION_OK ? .unexpectedResult : .connectionClosed,
+                        message: Self.errorMessage(connection) ?? "the pipeline ended without its Sync")
+            }
+            let status = PQresultStatus(sync)
+            PQclear(sync)
+            guard status == PGRES_PIPELINE_SYNC else {
+                throw PostgresError(code: .unexpectedResult, message: "unexpected libpq result status after a pipeline")
+            }
+        } catch {
+            // Mid-protocol: the connection cannot be trusted with another statement.
+            finish()
+            var error = firstError ?? error
+            // Part of the pipeline may have reached the server: never retried as unsent.
+            if sentAny { error.wasNotSent = false }
+            throw error
+        }
+        guard PQexitPipelineMode(connection) == 1 else {
+            finish()
+            throw PostgresError(code: .unexpectedResult, message: "libpq did not leave pipeline mode")
+        }
+        if let firstError { throw firstError }
+        guard rows.count == planned.count else {
+            throw PostgresError(code: .unexpectedResult, message: "a statement of the pipeline returned no result")
+        }
+        return rows
+    }
+
+    /// The prepared statement's name for a cached statement, preparing it first if there is room.
+    private func preparedName(
+        _ query: PostgresQuery, binds: PostgresBindings, key: PreparedKey, _ connection: OpaquePointer
+    ) throws(PostgresError) -> String? {
+        guard query.planning == .cached else { return nil }
+        if let name = prepared[key] { return name }
+        guard prepared.count < statementCacheSize else { return nil }
+        preparedNames += 1
+        let candidate = "ld_\(preparedNames)"
+        let sent = binds.types.withUnsafeBufferPointer { types in
+            types.withMemoryRebound(to: Oid.self) { oids in
+                PQsendPrepare(connection, candidate, query.sql, Int32(binds.count), oids.baseAddress)
+            }
+        }
+        guard sent == 1 else { throw sendError(connection) }
+        _ = try collectResults(connection)
+        prepared[key] = candidate
+        return candidate
+    }
+
+    /// Sends one statement (by name when prepared) without waiting for its result.
+    private func send(
+        _ query: PostgresQuery, binds: PostgresBindings, name: String?, _ connection: OpaquePointer
+    ) throws(PostgresError) {
         let sent: Int32 = try withParameterValues(binds.parameters) { values, lengths, formats throws(PostgresError) in
             if let name {
                 return PQsendQueryPrepared(connection, name, Int32(binds.count), values, lengths, formats, 0)
@@ -143,13 +247,11 @@ final class CPostgresHandle: @unchecked Sendable {
             }
         }
         guard sent == 1 else { throw sendError(connection) }
-        do {
-            return try collectResults(connection)
-        } catch {
-            // A plan the server may no longer use (a table changed under it): prepare afresh next time.
-            if let state = error.sqlState?.rawValue, state == "0A000" || state == "26000" { prepared[key] = nil }
-            throw error
-        }
+    }
+
+    /// A plan the server may no longer use (a table changed under it): prepare afresh next time.
+    private func forgetPlanIfStale(_ error: PostgresError, key: PreparedKey) {
+        if let state = error.sqlState?.rawValue, state == "0A000" || state == "26000" { prepared[key] = nil }
     }
 
     /// Runs SQL text that may hold several statements (simple protocol, no parameters). Returns the last result.

@@ -67,6 +67,21 @@ public final class PostgresConnection: Sendable {
         try await run { handle throws(PostgresError) in try handle.query(query) }
     }
 
+    /// Runs several statements in one round trip (libpq's pipeline mode) and returns each one's rows, in
+    /// order. They run one after another as if sent one by one, each seeing what the ones before it
+    /// did, but the caller waits for the server once instead of once per statement. When one fails, the
+    /// ones after it do not run and its error is thrown (inside a transaction, the transaction has then
+    /// failed; outside one, the statements form one implicit transaction and none of them stays). For
+    /// statements that do not need each other's results.
+    @discardableResult
+    public func pipeline(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
+        switch queries.count {
+        case 0: return []
+        case 1: return [try await query(queries[0])]
+        default: return try await run { handle throws(PostgresError) in try handle.pipeline(queries) }
+        }
+    }
+
     /// Runs SQL text that may contain several statements separated by semicolons (simple protocol, no
     /// parameters): for migrations and fixed commands. Never build the text from input.
     public func execute(unsafeSQL sql: String) async throws {

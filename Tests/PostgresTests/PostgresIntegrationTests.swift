@@ -517,3 +517,78 @@ struct StatementCancellationTests {
         }
     }
 }
+
+@Suite("Pipelines: several statements, one round trip", .timeLimit(.minutes(2)))
+struct PipelineTests {
+    @Test("statements run in order, each seeing the ones before it; prepared or not, each returns its rows")
+    func statementsRunInOrder() async throws {
+        let table = PostgresTestSupport.tableName("pg_pipe")
+        try await PreparedStatementCacheTests.withConnection(cacheSize: 8) { connection in
+            try await connection.execute(unsafeSQL: "CREATE TEMP TABLE \(table) (id int PRIMARY KEY, note text)")
+            for round in 0..<3 {
+                let base = round * 10
+                let results = try await connection.pipeline([
+                    "INSERT INTO \(unsafeRaw: table) VALUES (\(base + 1), \("one")), (\(base + 2), \("two"))",
+                    "UPDATE \(unsafeRaw: table) SET note = note || \("!") WHERE id = \(base + 2) RETURNING id, note",
+                    PostgresQuery("SELECT count(*)::int AS n FROM \(unsafeRaw: table)").planned(.everyRun),
+                ])
+                #expect(results.count == 3)
+                #expect(results[0].affectedRows == 2)
+                #expect(try results[1].map { try $0.decode(String.self, "note") } == ["two!"])
+                #expect(try results[2][0].decode(Int.self, "n") == base / 5 + 2)
+            }
+            // The two cached statements were prepared once each (and the count's own statement).
+            #expect(try await PreparedStatementCacheTests.preparedCount(connection) == 3)
+        }
+    }
+
+    @Test("a failing statement throws its error, the ones after it do not run, and the connection goes on")
+    func aFailureStopsThePipeline() async throws {
+        let table = PostgresTestSupport.tableName("pg_pipe_fail")
+        try await PreparedStatementCacheTests.withConnection(cacheSize: 8) { connection in
+            try await connection.execute(unsafeSQL: "CREATE TEMP TABLE \(table) (id int PRIMARY KEY)")
+            try await connection.query("INSERT INTO \(unsafeRaw: table) VALUES (\(1))")
+            func ids() async throws -> [Int] {
+                try await connection.query("SELECT id FROM \(unsafeRaw: table) ORDER BY id").map {
+                    try $0.decode(Int.self, "id")
+                }
+            }
+
+            // Inside a transaction block: the block has failed, and rolling it back leaves the table as it was.
+            try await connection.execute(unsafeSQL: "BEGIN")
+            let inBlock = await #expect(throws: PostgresError.self) {
+                try await connection.pipeline([
+                    "INSERT INTO \(unsafeRaw: table) VALUES (\(2))",
+                    "INSERT INTO \(unsafeRaw: table) VALUES (\(1))",
+                    "INSERT INTO \(unsafeRaw: table) VALUES (\(3))",
+                ])
+            }
+            #expect(inBlock?.sqlState?.rawValue == "23505")
+            #expect(inBlock?.constraintName == "\(table)_pkey")
+            let afterFailure = await #expect(throws: PostgresError.self) { try await ids() }
+            #expect(afterFailure?.sqlState == .inFailedSQLTransaction)
+            try await connection.execute(unsafeSQL: "ROLLBACK")
+            #expect(try await ids() == [1])
+
+            // Outside one, the pipeline is one implicit transaction: nothing of it stays. The statement after
+            // the failure never ran: a sequence, which no rollback resets, was not advanced.
+            try await connection.execute(unsafeSQL: "CREATE TEMP SEQUENCE \(table)_seq")
+            await #expect(throws: PostgresError.self) {
+                try await connection.pipeline([
+                    "INSERT INTO \(unsafeRaw: table) VALUES (\(4))",
+                    "INSERT INTO \(unsafeRaw: table) VALUES (\(1))",
+                    "SELECT nextval(\(table + "_seq")::regclass) AS n",
+                ])
+            }
+            #expect(try await ids() == [1])
+            let sequence = try await connection.query("SELECT is_called FROM \(unsafeRaw: table)_seq")
+            #expect(try sequence[0].decode(Bool.self, "is_called") == false)
+
+            // And the next pipeline on the same connection works.
+            let results = try await connection.pipeline([
+                "INSERT INTO \(unsafeRaw: table) VALUES (\(6))", "SELECT max(id) AS m FROM \(unsafeRaw: table)",
+            ])
+            #expect(try results[1][0].decode(Int.self, "m") == 6)
+        }
+    }
+}
