@@ -145,12 +145,16 @@ public final class EventProcessor: Sendable {
         // 2. Inbox: which events are new. Inserted in event-id order, so that two workers holding
         //    overlapping batches (redeliveries, duplicated streams) wait for each other on the unique
         //    index instead of deadlocking.
+        // 3. Users: serialise work on one user's orders and push-to-start tokens across workers, and
+        //    read the user's push-to-start tokens. Every event's user (a duplicate's too: harmless),
+        //    so that the three statements go in one round trip.
         let events: [InboundEvent] = decoded.compactMap {
             if case .event(let event, _) = $0 { return event }
             return nil
         }
         guard !events.isEmpty else { return (outcome, []) }
-        let inserted = try await connection.query(
+        let users = Set(events.compactMap(\.userID)).sorted()
+        var statements: [PostgresQuery] = [
             """
             INSERT INTO inbox (event_id, event_type, order_id, user_id, occurred_at)
             SELECT e, t, NULLIF(o, ''), NULLIF(u, ''), a
@@ -160,9 +164,20 @@ public final class EventProcessor: Sendable {
             ORDER BY e
             ON CONFLICT (event_id) DO NOTHING
             RETURNING event_id
-            """)
+            """
+        ]
+        if !users.isEmpty {
+            statements.append(
+                """
+                SELECT pg_advisory_xact_lock(k) FROM (
+                    SELECT hashtextextended('user:' || u, 0) AS k FROM unnest(\(users)::text[]) AS u ORDER BY u
+                ) AS s
+                """)
+            statements.append(OrderStore.pushToStartTokensQuery(users: users))
+        }
+        let results = try await connection.pipeline(statements)
         var fresh = Set<String>()
-        for row in inserted { fresh.insert(try row.decode(String.self, "event_id")) }
+        for row in results[0] { fresh.insert(try row.decode(String.self, "event_id")) }
         var newEvents: [InboundEvent] = []
         for event in events {
             if fresh.remove(event.eventID) != nil {
@@ -173,17 +188,8 @@ public final class EventProcessor: Sendable {
             }
         }
         guard !newEvents.isEmpty else { return (outcome, []) }
+        var tokens = users.isEmpty ? [:] : try OrderStore.pushToStartTokens(from: results[2])
 
-        // 3. Users: serialise work on one user's orders and push-to-start tokens across workers.
-        let users = Set(newEvents.compactMap(\.userID)).sorted()
-        if !users.isEmpty {
-            try await connection.query(
-                """
-                SELECT pg_advisory_xact_lock(k) FROM (
-                    SELECT hashtextextended('user:' || u, 0) AS k FROM unnest(\(users)::text[]) AS u ORDER BY u
-                ) AS s
-                """)
-        }
         for case .pushToStartToken(let e) in newEvents {
             let registration = e.registration
             try await connection.query(
@@ -202,7 +208,10 @@ public final class EventProcessor: Sendable {
                     > (push_to_start_tokens.occurred_at, push_to_start_tokens.event_id)
                 """)
         }
-        let tokens = try await OrderStore.pushToStartTokens(users: users, on: connection)
+        if newEvents.contains(where: { if case .pushToStartToken = $0 { true } else { false } }) {
+            // This batch registered tokens (above): read them again.
+            tokens = try await OrderStore.pushToStartTokens(users: users, on: connection)
+        }
         var startLimit = try await StartLimit.load(
             devices: tokens.values.flatMap { $0.map(\.deviceID) }, configuration: pushToStart, now: now,
             on: connection)

@@ -78,19 +78,22 @@ enum OrderStore {
     }
 
     /// Locks the orders (creating empty rows first, all in sorted order so that concurrent
-    /// workers never deadlock) and returns their stored states.
+    /// workers never deadlock) and returns their stored states. One round trip for both statements.
     static func lockOrders(
         _ orderIDs: [String], cache: OrderStateCache? = nil, on connection: PostgresConnection
     ) async throws -> [String: OrderState?] {
         let sorted = Array(Set(orderIDs)).sorted()
         guard !sorted.isEmpty else { return [:] }
-        try await connection.query(
+        let lock = ExistingLock(sorted, cache: cache)
+        let results = try await connection.pipeline([
             """
             INSERT INTO orders (order_id)
             SELECT id FROM unnest(\(sorted)::text[]) AS id ORDER BY id
             ON CONFLICT (order_id) DO NOTHING
-            """)
-        return try await lockExisting(sorted, cache: cache, on: connection)
+            """,
+            lock.query,
+        ])
+        return try lock.states(from: results[1])
     }
 
     /// Locks the orders that exist, in sorted order, and returns their stored states (nil for a
@@ -98,12 +101,26 @@ enum OrderStore {
     static func lockExisting(
         _ orderIDs: [String], cache: OrderStateCache? = nil, on connection: PostgresConnection
     ) async throws -> [String: OrderState?] {
-        let ids = Array(Set(orderIDs)).sorted()
-        guard !ids.isEmpty else { return [:] }
-        let held = cache?.entries(ids) ?? [:]
-        var states: [String: OrderState?] = [:]
-        // `xmin` is the id of the transaction that wrote the row's current version.
-        let rows = try await connection.query(
+        let lock = ExistingLock(orderIDs, cache: cache)
+        guard !lock.ids.isEmpty else { return [:] }
+        return try lock.states(from: try await connection.query(lock.query))
+    }
+
+    /// ``lockExisting(_:cache:on:)`` as a statement and the reading of its rows, for callers that send it
+    /// in a pipeline with others.
+    struct ExistingLock {
+        let ids: [String]
+        private let cache: OrderStateCache?
+        private let held: [String: OrderStateCache.Entry]
+
+        init(_ orderIDs: [String], cache: OrderStateCache?) {
+            ids = Array(Set(orderIDs)).sorted()
+            self.cache = cache
+            held = ids.isEmpty ? [:] : cache?.entries(ids) ?? [:]
+        }
+
+        /// `xmin` is the id of the transaction that wrote the row's current version.
+        var query: PostgresQuery {
             """
             SELECT o.order_id, o.xmin::text::bigint = k.known AS held,
                    CASE WHEN o.xmin::text::bigint = k.known THEN NULL ELSE o.state END AS state
@@ -111,19 +128,24 @@ enum OrderStore {
                 AS k(order_id, known)
             JOIN orders AS o ON o.order_id = k.order_id
             ORDER BY o.order_id FOR UPDATE OF o
-            """)
-        var cached = 0
-        for row in rows {
-            let orderID = try row.decode(String.self, "order_id")
-            if try row.decode(Bool?.self, "held") == true, let entry = held[orderID] {
-                states[orderID] = entry.state
-                cached += 1
-            } else {
-                states[orderID] = try decodeState(try row.decode(PostgresJSON?.self, "state"))
-            }
+            """
         }
-        cache?.counted(cached: cached, fetched: states.count - cached)
-        return states
+
+        func states(from rows: PostgresRows) throws -> [String: OrderState?] {
+            var states: [String: OrderState?] = [:]
+            var cached = 0
+            for row in rows {
+                let orderID = try row.decode(String.self, "order_id")
+                if try row.decode(Bool?.self, "held") == true, let entry = held[orderID] {
+                    states[orderID] = entry.state
+                    cached += 1
+                } else {
+                    states[orderID] = try OrderStore.decodeState(try row.decode(PostgresJSON?.self, "state"))
+                }
+            }
+            cache?.counted(cached: cached, fetched: states.count - cached)
+            return states
+        }
     }
 
     /// Locks one existing order; nil when it does not exist.
@@ -138,13 +160,20 @@ enum OrderStore {
         -> [String: [PushToStartRegistration]]
     {
         guard !users.isEmpty else { return [:] }
+        return try pushToStartTokens(from: try await connection.query(pushToStartTokensQuery(users: users)))
+    }
+
+    /// ``pushToStartTokens(users:on:)`` as a statement, for a pipeline.
+    static func pushToStartTokensQuery(users: [String]) -> PostgresQuery {
+        """
+        SELECT user_id, registration FROM push_to_start_tokens
+        WHERE user_id = ANY(\(Array(Set(users)).sorted())::text[]) AND invalidated_at IS NULL
+        ORDER BY user_id, device_id
+        """
+    }
+
+    static func pushToStartTokens(from rows: PostgresRows) throws -> [String: [PushToStartRegistration]] {
         var tokens: [String: [PushToStartRegistration]] = [:]
-        let rows = try await connection.query(
-            """
-            SELECT user_id, registration FROM push_to_start_tokens
-            WHERE user_id = ANY(\(Array(Set(users)).sorted())::text[]) AND invalidated_at IS NULL
-            ORDER BY user_id, device_id
-            """)
         for row in rows {
             let registration = try decode(
                 PushToStartRegistration.self, from: try row.decode(PostgresJSON.self, "registration"))
@@ -169,17 +198,31 @@ enum OrderStore {
     /// With a `handover`, new outbox rows are leased to this process's dispatcher as they are
     /// inserted, as many as it has slots for (see ``PushHandoff``); the rest are announced with a
     /// `NOTIFY` for any dispatcher to claim.
+    ///
+    /// The statements go in one pipeline (one round trip), after `leading` ones of the caller's; only
+    /// withdrawn pushes, which must be locked before they are deleted, cost a round trip of their own.
     @discardableResult
     static func write(
-        _ changes: [OrderChange], kind: String, handover: Handover? = nil, on connection: PostgresConnection
+        _ changes: [OrderChange], kind: String, handover: Handover? = nil, leading: [PostgresQuery] = [],
+        on connection: PostgresConnection
     ) async throws -> [OrderStateCache.Written] {
-        var written: [OrderStateCache.Written] = []
         let changes = changes.sorted { $0.state.orderID < $1.state.orderID }
+        // Withdrawn pushes first (the order rows are locked already, so this waits on no one new).
+        let withdrawn = changes.flatMap { change in
+            change.withdrawn.sorted().map { Outbox.Key(orderID: change.state.orderID, activityKey: $0) }
+        }
+        if !withdrawn.isEmpty {
+            try await Outbox.delete(try await Outbox.lock(withdrawn, on: connection).values.map(\.row), on: connection)
+        }
+
+        var statements = leading
         let changed = changes.filter { $0.original != $0.state }
         let changedStates = changed.map(\.state)
+        var versionsIndex: Int?
         if !changedStates.isEmpty {
             let rows = try changedStates.map(OrderRow.init)
-            let versions = try await connection.query(
+            versionsIndex = statements.count
+            statements.append(
                 """
                 UPDATE orders AS o SET
                     state = r.state, user_id = COALESCE(r.user_id, o.user_id), status = r.status,
@@ -198,21 +241,9 @@ enum OrderStore {
                 WHERE o.order_id = r.order_id
                 RETURNING o.order_id, o.xmin::text::bigint AS version
                 """)
-            var byID: [String: OrderState] = [:]
-            for state in changedStates { byID[state.orderID] = state }
-            for row in versions {
-                let orderID = try row.decode(String.self, "order_id")
-                if let state = byID[orderID] {
-                    written.append(.init(orderID: orderID, version: try row.decode(Int64.self, "version"), state: state))
-                }
+            if let activities = activitiesQuery(changed.map { ($0.original, $0.state) }) {
+                statements.append(activities)
             }
-            try await writeActivities(changed.map { ($0.original, $0.state) }, on: connection)
-        }
-        let withdrawn = changes.flatMap { change in
-            change.withdrawn.sorted().map { Outbox.Key(orderID: change.state.orderID, activityKey: $0) }
-        }
-        if !withdrawn.isEmpty {
-            try await Outbox.delete(try await Outbox.lock(withdrawn, on: connection).values.map(\.row), on: connection)
         }
         let pushes = try changes.flatMap { change in
             try change.orderedPushes.map { push in
@@ -221,17 +252,20 @@ enum OrderStore {
                     notBefore: max(push.notBefore, change.notBefore[push.activityKey] ?? push.notBefore))
             }
         }
+        var handedIndex: Int?
+        var slots = 0
         if !pushes.isEmpty {
             // Due pushes first: a slot reserved for a push that must wait is only given back.
             let now = Date()
             let due = pushes.indices.filter { pushes[$0].notBefore <= now }
-            let slots = handover?.reserve(upTo: due.count) ?? 0
+            slots = handover?.reserve(upTo: due.count) ?? 0
             var lease = [Bool](repeating: false, count: pushes.count)
             for index in due.prefix(slots) { lease[index] = true }
             // Only an inserted row is leased (generation 1: no push of the activity in flight), and only
             // if due and its app is not paused, as a claim would. The NOTIFY (delivered at commit) for
             // the rows left to claim rides in the same statement: one round trip fewer.
-            let handed = try await connection.query(
+            handedIndex = statements.count
+            statements.append(
                 """
                 WITH written AS (
                     INSERT INTO outbox (order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push,
@@ -266,24 +300,9 @@ enum OrderStore {
                 UNION ALL
                 SELECT NULL, NULL FROM (SELECT pg_notify(\(notifyChannel), '') FROM written WHERE NOT handed LIMIT 1) AS n
                 """)
-            if let handover, slots > 0 {
-                var planned: [Outbox.Key: PlannedPush] = [:]
-                for push in pushes { planned[Outbox.Key(orderID: push.orderID, activityKey: push.activityKey)] = push.planned }
-                var claims: [PushDispatcher.Claim] = []
-                for row in handed {
-                    guard let orderID = try row.decode(String?.self, "order_id"),
-                        let activityKey = try row.decode(String?.self, "activity_key"),
-                        let push = planned[Outbox.Key(orderID: orderID, activityKey: activityKey)]
-                    else { continue }
-                    claims.append(
-                        PushDispatcher.Claim(
-                            orderID: orderID, activityKey: activityKey, generation: 1, attempts: 1, push: push))
-                }
-                handover.leased(claims)
-            }
         }
         for registration in changes.flatMap(\.retired) {
-            try await connection.query(
+            statements.append(
                 """
                 UPDATE push_to_start_tokens SET invalidated_at = now(), invalid_reason = 'token_gone'
                 WHERE user_id = \(registration.userID) AND device_id = \(registration.deviceID)
@@ -292,7 +311,7 @@ enum OrderStore {
         }
         let decisions = changes.flatMap { change in change.decisions.map { (change.state.orderID, $0) } }
         if !decisions.isEmpty {
-            try await connection.query(
+            statements.append(
                 """
                 INSERT INTO timeline (order_id, activity_key, kind, code, message)
                 SELECT o, NULLIF(k, ''), \(kind), c, m
@@ -300,6 +319,34 @@ enum OrderStore {
                             \(decisions.map(\.1.code.rawValue))::text[],
                             \(decisions.map(\.1.message))::text[]) AS t(o, k, c, m)
                 """)
+        }
+
+        let results = try await connection.pipeline(statements)
+        var written: [OrderStateCache.Written] = []
+        if let versionsIndex {
+            var byID: [String: OrderState] = [:]
+            for state in changedStates { byID[state.orderID] = state }
+            for row in results[versionsIndex] {
+                let orderID = try row.decode(String.self, "order_id")
+                if let state = byID[orderID] {
+                    written.append(.init(orderID: orderID, version: try row.decode(Int64.self, "version"), state: state))
+                }
+            }
+        }
+        if let handover, let handedIndex, slots > 0 {
+            var planned: [Outbox.Key: PlannedPush] = [:]
+            for push in pushes { planned[Outbox.Key(orderID: push.orderID, activityKey: push.activityKey)] = push.planned }
+            var claims: [PushDispatcher.Claim] = []
+            for row in results[handedIndex] {
+                guard let orderID = try row.decode(String?.self, "order_id"),
+                    let activityKey = try row.decode(String?.self, "activity_key"),
+                    let push = planned[Outbox.Key(orderID: orderID, activityKey: activityKey)]
+                else { continue }
+                claims.append(
+                    PushDispatcher.Claim(
+                        orderID: orderID, activityKey: activityKey, generation: 1, attempts: 1, push: push))
+            }
+            handover.leased(claims)
         }
         return written
     }
@@ -408,11 +455,10 @@ enum OrderStore {
         }
     }
 
-    /// Writes the activity rows of changed states. A row whose columns the change leaves as they were
-    /// (an ended activity beside a live one, say) is not written again.
-    static func writeActivities(
-        _ changes: [(original: OrderState?, state: OrderState)], on connection: PostgresConnection
-    ) async throws {
+    /// The statement writing the activity rows of changed states; nil when there is none to write. A row
+    /// whose columns the change leaves as they were (an ended activity beside a live one, say) is not
+    /// written again.
+    static func activitiesQuery(_ changes: [(original: OrderState?, state: OrderState)]) -> PostgresQuery? {
         let rows = changes.flatMap { original, state in
             state.activities.compactMap { activity -> ActivityRow? in
                 let row = ActivityRow(orderID: state.orderID, activity)
@@ -422,9 +468,8 @@ enum OrderStore {
                 return row
             }
         }
-        guard !rows.isEmpty else { return }
-        try await connection.query(
-            """
+        guard !rows.isEmpty else { return nil }
+        return """
             INSERT INTO activities (order_id, activity_key, activity_id, device_id, bundle_id, environment, state,
                                     end_reason, token_prefix, token_received_at, last_sent_timestamp,
                                     last_sent_content, last_sent_step, relevance_score, alert_count, pending_kind,
@@ -459,7 +504,7 @@ enum OrderStore {
                 last_sent_step = EXCLUDED.last_sent_step, relevance_score = EXCLUDED.relevance_score,
                 alert_count = EXCLUDED.alert_count, pending_kind = EXCLUDED.pending_kind,
                 started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at, updated_at = now()
-            """)
+            """
     }
 }
 

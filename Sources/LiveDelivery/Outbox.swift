@@ -28,8 +28,13 @@ enum Outbox {
     /// Locks the rows of these keys (those that exist), in the order given: callers pass them sorted.
     static func lock(_ keys: [Key], on connection: PostgresConnection) async throws -> [Key: LockedRow] {
         guard !keys.isEmpty else { return [:] }
+        return try locked(from: try await connection.query(lockQuery(keys)))
+    }
+
+    /// The rows of ``lockQuery(_:)``'s result.
+    static func locked(from rows: PostgresRows) throws -> [Key: LockedRow] {
         var locked: [Key: LockedRow] = [:]
-        for row in try await connection.query(lockQuery(keys)) {
+        for row in rows {
             let key = Key(orderID: try row.decode(String.self, "order_id"), activityKey: try row.decode(String.self, "activity_key"))
             locked[key] = LockedRow(generation: try row.decode(Int64.self, "generation"), row: try row.decode(String.self, "row"))
         }
@@ -51,7 +56,11 @@ enum Outbox {
     /// Deletes rows this transaction locked with ``lock(_:on:)``.
     static func delete(_ rows: [String], on connection: PostgresConnection) async throws {
         guard !rows.isEmpty else { return }
+        try await connection.query(deleteQuery(rows))
+    }
+
+    static func deleteQuery(_ rows: [String]) -> PostgresQuery {
         let query: PostgresQuery = "DELETE FROM outbox WHERE ctid = ANY (\(rows)::text[]::tid[])"
-        try await connection.query(query.planned(.everyRun))
+        return query.planned(.everyRun)
     }
 }

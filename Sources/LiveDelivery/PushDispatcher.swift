@@ -400,12 +400,12 @@ public final class PushDispatcher: Service {
         let now = self.now()
         let sent = sent.sorted { ($0.claim.orderID, $0.claim.activityKey) < ($1.claim.orderID, $1.claim.activityKey) }
         let (released, written) = try await client.withTransaction { connection in
-            let stored = try await OrderStore.lockExisting(sent.map(\.claim.orderID), cache: states, on: connection)
-                .compactMapValues { $0 }
-            let outbox = try await Outbox.lock(
-                sent.map { Outbox.Key(orderID: $0.claim.orderID, activityKey: $0.claim.activityKey) }, on: connection)
+            // One round trip: the orders' locks (and states), the outbox rows' locks, and every attempt.
+            let orders = OrderStore.ExistingLock(sent.map(\.claim.orderID), cache: states)
             let attempts = sent.map(AttemptRow.init)
-            try await connection.query(
+            let locked = try await connection.pipeline([
+                orders.query,
+                Outbox.lockQuery(sent.map { Outbox.Key(orderID: $0.claim.orderID, activityKey: $0.claim.activityKey) }),
                 """
                 INSERT INTO push_attempts (order_id, activity_key, kind, bundle_id, priority, generation, apns_id,
                                            status, outcome, reason, latency_ms, worker_id)
@@ -419,7 +419,10 @@ public final class PushDispatcher: Service {
                             \(attempts.map(\.latency_ms))::double precision[])
                     AS r(order_id, activity_key, kind, bundle_id, priority, generation, apns_id, status, outcome, reason,
                          latency_ms)
-                """)
+                """,
+            ])
+            let stored = try orders.states(from: locked[0]).compactMapValues { $0 }
+            let outbox = try Outbox.locked(from: locked[1])
 
             var changes: [String: OrderChange] = [:]
             var settled: [String] = []
@@ -477,7 +480,9 @@ public final class PushDispatcher: Service {
                     released.append((current.row, current.generation != claim.generation, coreOutcome == nil))
                 }
             }
-            try await Outbox.delete(settled, on: connection)
+            // The outbox rows deleted or released go in the same round trip as the orders' writes.
+            var outboxWrites: [PostgresQuery] = []
+            if !settled.isEmpty { outboxWrites.append(Outbox.deleteQuery(settled)) }
             if !released.isEmpty {
                 // By the rows locked above; the `ANY` gives the planner a TID scan of the outbox, whatever
                 // it believes about the outbox's size.
@@ -491,11 +496,14 @@ public final class PushDispatcher: Service {
                                 \(released.map(\.uncounted))::boolean[]) AS k(row, replaced, uncounted)
                     WHERE o.ctid = ANY (\(rows)::text[]::tid[]) AND o.ctid = k.row
                     """
-                try await connection.query(release.planned(.everyRun))
+                outboxWrites.append(release.planned(.everyRun))
             }
             var written: [OrderStateCache.Written] = []
             if !changes.isEmpty {
-                written = try await OrderStore.write(Array(changes.values), kind: "outcome", on: connection)
+                written = try await OrderStore.write(
+                    Array(changes.values), kind: "outcome", leading: outboxWrites, on: connection)
+            } else {
+                try await connection.pipeline(outboxWrites)
             }
             return (!released.isEmpty, written)
         }
