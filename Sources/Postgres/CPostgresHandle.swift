@@ -131,8 +131,10 @@ final class CPostgresHandle: @unchecked Sendable {
     /// for the next statement (inside a transaction block, a failed one: the caller rolls back).
     ///
     /// Statements to be prepared are prepared first, one round trip each, once per connection (the cache
-    /// of ``query(_:)``). The results are small and read only after the Sync, so nothing here waits on
-    /// the server while it waits on us.
+    /// of ``query(_:)``). The connection blocks: nothing is read until everything is sent, while the server
+    /// answers each statement as it runs it. That is safe as long as the answers fit in the sockets'
+    /// buffers (hundreds of kilobytes), as the worker's few rows of ids do; a pipeline meant to return many
+    /// rows would need a non-blocking connection, or should not be a pipeline.
     func pipeline(_ queries: [PostgresQuery]) throws(PostgresError) -> [PostgresRows] {
         try checkAliveIfIdled()
         let connection = try open()
