@@ -190,7 +190,9 @@ public final class EventProcessor: Sendable {
         guard !newEvents.isEmpty else { return (outcome, []) }
         var tokens = users.isEmpty ? [:] : try OrderStore.pushToStartTokens(from: results[2])
 
+        var registered = false
         for case .pushToStartToken(let e) in newEvents {
+            registered = true
             let registration = e.registration
             try await connection.query(
                 """
@@ -208,7 +210,7 @@ public final class EventProcessor: Sendable {
                     > (push_to_start_tokens.occurred_at, push_to_start_tokens.event_id)
                 """)
         }
-        if newEvents.contains(where: { if case .pushToStartToken = $0 { true } else { false } }) {
+        if registered {
             // This batch registered tokens (above): read them again.
             tokens = try await OrderStore.pushToStartTokens(users: users, on: connection)
         }
