@@ -85,6 +85,8 @@ public final class EventProcessor: Sendable {
             case .failure(let rejection): decoded.append(.rejected(rejection, index: index))
             }
         }
+        // Each event may plan a push: room for them all, so that none waits in the outbox to be claimed.
+        await handoff?.waitForRoom(decoded.count)
         var attempt = 1
         while true {
             let handover = handoff.map(Handover.init)

@@ -69,7 +69,7 @@ public final class PushDispatcher: Service {
         self.now = now
         self.handoff = PushHandoff(
             workerID: workerID, leaseSeconds: configuration.lease.seconds, concurrency: configuration.concurrency,
-            wakeup: wakeup)
+            roomWait: configuration.handoffWait, wakeup: wakeup)
     }
 
     /// Claims while fewer than `concurrency` pushes are in flight (sent or awaiting their
@@ -572,6 +572,8 @@ final class Answers: Sendable {
     let arrived = Wakeup()
     /// Room for more claims.
     let room = Wakeup()
+    /// Slots freed, for the consumer waiting to hand its pushes over (``PushHandoff/waitForRoom(_:timeout:)``).
+    let freed = Wakeup()
 
     var inFlight: Int { state.withLock { $0.inFlight } }
 
@@ -589,6 +591,7 @@ final class Answers: Sendable {
     func remove(inFlight count: Int) {
         state.withLock { $0.inFlight -= count }
         room.signal()
+        freed.signal()
     }
 
     func append(_ sent: PushDispatcher.Sent) {

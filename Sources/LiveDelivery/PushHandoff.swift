@@ -22,18 +22,22 @@ final class PushHandoff: Sendable {
         /// The dispatcher's in-flight count while its claim loop runs; nil before and after.
         var answers: Answers?
         var queue: [PushDispatcher.Claim] = []
+        /// A caller is in ``waitForRoom(_:)``.
+        var waiting = false
     }
 
     private let state = Mutex(State())
     let workerID: String
     let leaseSeconds: Double
     private let concurrency: Int
+    private let roomWait: Duration
     private let wakeup: Wakeup
 
-    init(workerID: String, leaseSeconds: Double, concurrency: Int, wakeup: Wakeup) {
+    init(workerID: String, leaseSeconds: Double, concurrency: Int, roomWait: Duration, wakeup: Wakeup) {
         self.workerID = workerID
         self.leaseSeconds = leaseSeconds
         self.concurrency = concurrency
+        self.roomWait = roomWait
         self.wakeup = wakeup
     }
 
@@ -44,6 +48,39 @@ final class PushHandoff: Sendable {
             state.answers?.reserve(upTo: count, limit: concurrency) ?? 0
         }
     }
+
+    /// Waits until the dispatcher has room for `count` pushes (all its slots at most), for `roomWait` at
+    /// most; returns false if it gave up (the bound passed without room, or another caller was waiting).
+    ///
+    /// A consumer that waits here before its transaction hands all its pushes over. In a backlog it would
+    /// otherwise run ahead of the dispatcher, and each push it could not hand over costs a `NOTIFY`, a
+    /// claim that writes a second version of its outbox row, and a decode. The bound keeps a stalled APNs
+    /// from stalling the consumer: after it, pushes wait in the outbox, where a newer state replaces an
+    /// older one. One caller waits at a time (the consumer applies one batch at a time); another goes on.
+    @discardableResult
+    func waitForRoom(_ count: Int) async -> Bool {
+        let needed = min(count, concurrency)
+        guard needed > 0, roomWait > .zero else { return true }
+        // No dispatcher running is nothing to wait for.
+        func hasRoom(_ state: State) -> Bool { state.answers.map { concurrency - $0.inFlight >= needed } ?? true }
+        let answers = state.withLock { state -> Answers? in
+            guard !hasRoom(state), !state.waiting else { return nil }
+            state.waiting = true
+            return state.answers
+        }
+        guard let answers else { return state.withLock { hasRoom($0) } }
+        defer { state.withLock { $0.waiting = false } }
+        let deadline = ContinuousClock.now + roomWait
+        while !state.withLock({ hasRoom($0) }) {
+            let now = ContinuousClock.now
+            guard now < deadline, !Task.isCancelled else { return false }
+            await answers.freed.wait(timeout: deadline - now)
+        }
+        return true
+    }
+
+    /// Whether a caller is in ``waitForRoom(_:)``.
+    var isWaitingForRoom: Bool { state.withLock { $0.waiting } }
 
     /// After commit: queues the pushes leased with `reserved` slots and gives back the slots they
     /// did not use. A dispatcher that has stopped meanwhile gets nothing: the rows' leases expire.

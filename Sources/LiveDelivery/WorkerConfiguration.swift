@@ -36,8 +36,9 @@ import Synchronization
 /// - `worker.id` (string, optional, default hostname-pid): in logs and outbox leases.
 /// - `log.level` (string, optional, default `info`).
 /// - `dispatcher.batchSize` (int, default 250: rows per claim, answers per recording),
-///   `dispatcher.concurrency` (int, default 256: pushes in flight, sent or awaiting their recording),
-///   `dispatcher.leaseSeconds` (double, default 60), `dispatcher.pollSeconds` (double, default 1),
+///   `dispatcher.concurrency` (int, default 512: pushes in flight, sent or awaiting their recording),
+///   `dispatcher.handoffWaitSeconds` (double, default 0.1, 0…10: how long the consumer waits at most for
+///   room to hand a batch's pushes to its dispatcher), `dispatcher.leaseSeconds` (double, default 60), `dispatcher.pollSeconds` (double, default 1),
 ///   `dispatcher.maxAttempts` (int, default 8), `dispatcher.backoffBaseSeconds` (double, default 1),
 ///   `dispatcher.backoffMaxSeconds` (double, default 300), `dispatcher.pauseSeconds` (double, default 300).
 /// - `sweeper.intervalSeconds` (double, default 5), `sweeper.batchSize` (int, default 200).
@@ -106,7 +107,12 @@ public struct WorkerConfiguration: Sendable {
 
     public struct Dispatcher: Sendable {
         public var batchSize: Int = 250
-        public var concurrency: Int = 256
+        /// Twice `amqp.batchSize` by default: room for the pushes of one batch while the previous
+        /// batch's are sent and recorded.
+        public var concurrency: Int = 512
+        /// How long the consumer waits, at most, for the dispatcher to have room for a batch's pushes
+        /// (``PushHandoff/waitForRoom(_:)``); 0: it never waits.
+        public var handoffWait: Duration = .milliseconds(100)
         public var lease: Duration = .seconds(60)
         public var poll: Duration = .seconds(1)
         public var maxAttempts: Int = 8
@@ -287,6 +293,7 @@ public struct WorkerConfiguration: Sendable {
         var dispatcher = Dispatcher()
         dispatcher.batchSize = int("dispatcher.batchSize", dispatcher.batchSize, 1...10_000)
         dispatcher.concurrency = int("dispatcher.concurrency", dispatcher.concurrency, 1...10_000)
+        dispatcher.handoffWait = seconds("dispatcher.handoffWaitSeconds", dispatcher.handoffWait, 0...10)
         dispatcher.lease = seconds("dispatcher.leaseSeconds", dispatcher.lease, 1...3600)
         dispatcher.poll = seconds("dispatcher.pollSeconds", dispatcher.poll, 0.01...60)
         dispatcher.maxAttempts = int("dispatcher.maxAttempts", dispatcher.maxAttempts, 1...100)

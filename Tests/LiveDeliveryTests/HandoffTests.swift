@@ -104,6 +104,55 @@ struct HandoffTests {
         }
     }
 
+    @Test("a batch waits for the dispatcher to have room, then hands its push over rather than leave it for a claim")
+    func batchWaitsForRoom() async throws {
+        try await withWorker(adjust: { $0.dispatcher.handoffWait = .seconds(120) }) { harness, worker in
+            let concurrency = worker.configuration.dispatcher.concurrency
+            let answers = Answers()
+            answers.add(inFlight: concurrency)
+            worker.dispatcher.handoff.open(answers)
+            let tracked = Task { try await trackedOrder(worker) }
+            try await eventually("the batch waits for room") { worker.dispatcher.handoff.isWaitingForRoom }
+            #expect(try await harness.database.count("SELECT count(*) FROM orders") == 0)  // not applied yet
+
+            answers.remove(inFlight: concurrency)
+            let (order, _) = try await tracked.value
+            #expect(worker.dispatcher.handoff.take().map(\.orderID) == [order])
+            #expect(answers.inFlight == 1)
+            #expect(
+                try await harness.database.count(
+                    "SELECT count(*) FROM outbox WHERE order_id = \(order) AND lease_owner IS NOT NULL") == 1)
+        }
+    }
+
+    @Test("room: no wait with room or without a dispatcher; a wait ends with room, or false at its bound")
+    func room() async throws {
+        let handoff = PushHandoff(workerID: "w", leaseSeconds: 60, concurrency: 10, roomWait: .seconds(120), wakeup: Wakeup())
+        #expect(await handoff.waitForRoom(5))  // no dispatcher running
+        let answers = Answers()
+        answers.add(inFlight: 8)
+        handoff.open(answers)
+        #expect(await handoff.waitForRoom(2))
+
+        let waiter = Task { await handoff.waitForRoom(500) }  // at most all ten slots
+        try await eventually("the caller waits") { handoff.isWaitingForRoom }
+        #expect(await handoff.waitForRoom(5) == false)  // one waits at a time; another goes on at once
+        answers.remove(inFlight: 7)
+        #expect(handoff.isWaitingForRoom)  // nine free slots are not ten
+        answers.remove(inFlight: 1)
+        #expect(await waiter.value)
+        #expect(!handoff.isWaitingForRoom)
+
+        let bounded = PushHandoff(workerID: "w", leaseSeconds: 60, concurrency: 10, roomWait: .milliseconds(1), wakeup: Wakeup())
+        let full = Answers()
+        full.add(inFlight: 10)
+        bounded.open(full)
+        #expect(await bounded.waitForRoom(1) == false)
+        let never = PushHandoff(workerID: "w", leaseSeconds: 60, concurrency: 10, roomWait: .zero, wakeup: Wakeup())
+        never.open(full)
+        #expect(await never.waitForRoom(1))  // 0 turns the wait off: the batch goes on
+    }
+
     @Test("slots: a reservation is bounded by the free slots, and what a transaction does not use is given back")
     func slots() async throws {
         // One real claim, copied under other order ids.
@@ -119,7 +168,7 @@ struct HandoffTests {
             claim.orderID = orderID
             return claim
         }
-        let handoff = PushHandoff(workerID: "w", leaseSeconds: 60, concurrency: 10, wakeup: Wakeup())
+        let handoff = PushHandoff(workerID: "w", leaseSeconds: 60, concurrency: 10, roomWait: .zero, wakeup: Wakeup())
         #expect(handoff.reserve(upTo: 5) == 0)  // not open: no dispatcher to send
         let answers = Answers()
         answers.add(inFlight: 4)
