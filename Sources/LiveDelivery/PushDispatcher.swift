@@ -572,7 +572,7 @@ final class Answers: Sendable {
     let arrived = Wakeup()
     /// Room for more claims.
     let room = Wakeup()
-    /// Slots freed, for the consumer waiting to hand its pushes over (``PushHandoff/waitForRoom(_:timeout:)``).
+    /// Slots freed, for the consumer waiting to hand its pushes over (``PushHandoff/waitForRoom(_:)``).
     let freed = Wakeup()
 
     var inFlight: Int { state.withLock { $0.inFlight } }
