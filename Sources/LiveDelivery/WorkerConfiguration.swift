@@ -38,7 +38,8 @@ import Synchronization
 /// - `dispatcher.batchSize` (int, default 250: rows per claim, answers per recording),
 ///   `dispatcher.concurrency` (int, default 512: pushes in flight, sent or awaiting their recording),
 ///   `dispatcher.handoffWaitSeconds` (double, default 0.1, 0…10: how long the consumer waits at most for
-///   room to hand a batch's pushes to its dispatcher), `dispatcher.leaseSeconds` (double, default 60), `dispatcher.pollSeconds` (double, default 1),
+///   room to hand a batch's pushes to its dispatcher), `dispatcher.leaseSeconds` (double, default 60),
+///   `dispatcher.pollSeconds` (double, default 1),
 ///   `dispatcher.maxAttempts` (int, default 8), `dispatcher.backoffBaseSeconds` (double, default 1),
 ///   `dispatcher.backoffMaxSeconds` (double, default 300), `dispatcher.pauseSeconds` (double, default 300).
 /// - `sweeper.intervalSeconds` (double, default 5), `sweeper.batchSize` (int, default 200).
@@ -425,8 +426,8 @@ public struct WorkerConfiguration: Sendable {
         }
         lines.append("http: \(http.host):\(http.port)")
         lines.append(
-            "dispatcher: batch \(dispatcher.batchSize), concurrency \(dispatcher.concurrency), max attempts \(dispatcher.maxAttempts)"
-        )
+            "dispatcher: batch \(dispatcher.batchSize), concurrency \(dispatcher.concurrency), "
+                + "handoff wait \(dispatcher.handoffWait), max attempts \(dispatcher.maxAttempts)")
         lines.append("sweeper: every \(sweeper.interval), batch \(sweeper.batchSize)")
         lines.append(
             retention.days > 0

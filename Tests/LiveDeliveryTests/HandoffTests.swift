@@ -127,7 +127,8 @@ struct HandoffTests {
 
     @Test("room: no wait with room or without a dispatcher; a wait ends with room, or false at its bound")
     func room() async throws {
-        let handoff = PushHandoff(workerID: "w", leaseSeconds: 60, concurrency: 10, roomWait: .seconds(120), wakeup: Wakeup())
+        let handoff = PushHandoff(
+            workerID: "w", leaseSeconds: 60, concurrency: 10, roomWait: .seconds(120), wakeup: Wakeup())
         #expect(await handoff.waitForRoom(5))  // no dispatcher running
         let answers = Answers()
         answers.add(inFlight: 8)
@@ -143,7 +144,8 @@ struct HandoffTests {
         #expect(await waiter.value)
         #expect(!handoff.isWaitingForRoom)
 
-        let bounded = PushHandoff(workerID: "w", leaseSeconds: 60, concurrency: 10, roomWait: .milliseconds(1), wakeup: Wakeup())
+        let bounded = PushHandoff(
+            workerID: "w", leaseSeconds: 60, concurrency: 10, roomWait: .milliseconds(1), wakeup: Wakeup())
         let full = Answers()
         full.add(inFlight: 10)
         bounded.open(full)
