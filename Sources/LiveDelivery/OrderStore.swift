@@ -122,8 +122,9 @@ enum OrderStore {
         /// `xmin` is the id of the transaction that wrote the row's current version.
         var query: PostgresQuery {
             """
-            SELECT o.order_id, o.xmin::text::bigint = k.known AS held,
-                   CASE WHEN o.xmin::text::bigint = k.known THEN NULL ELSE o.state END AS state
+            SELECT o.order_id, o.xmin::text::bigint AS version, o.xmin::text::bigint = k.known AS held,
+                   CASE WHEN o.xmin::text::bigint = k.known THEN NULL ELSE o.state END AS state,
+                   \(unsafeRaw: OrderStore.deliveredColumn)
             FROM unnest(\(ids)::text[], \(PostgresNullableArray(ids.map { held[$0]?.version }))::bigint[])
                 AS k(order_id, known)
             JOIN orders AS o ON o.order_id = k.order_id
@@ -132,27 +133,61 @@ enum OrderStore {
         }
 
         func states(from rows: PostgresRows) throws -> [String: OrderState?] {
-            var states: [String: OrderState?] = [:]
+            try read(from: rows).mapValues(\.state)
+        }
+
+        /// Each order's state (with its delivered updates settled) and the row version it was read at.
+        func read(from rows: PostgresRows) throws -> [String: Read] {
+            var read: [String: Read] = [:]
             var cached = 0
             for row in rows {
                 let orderID = try row.decode(String.self, "order_id")
+                var state: OrderState?
                 if try row.decode(Bool?.self, "held") == true, let entry = held[orderID] {
-                    states[orderID] = entry.state
+                    state = entry.state
                     cached += 1
                 } else {
-                    states[orderID] = try OrderStore.decodeState(try row.decode(PostgresJSON?.self, "state"))
+                    state = try OrderStore.decodeState(try row.decode(PostgresJSON?.self, "state"))
                 }
+                state?.settleDelivered(try OrderStore.delivered(row))
+                read[orderID] = Read(state: state, version: try row.decode(Int64.self, "version"))
             }
-            cache?.counted(cached: cached, fetched: states.count - cached)
-            return states
+            cache?.counted(cached: cached, fetched: read.count - cached)
+            return read
         }
+
+        struct Read {
+            var state: OrderState?
+            var version: Int64
+        }
+    }
+
+    /// A column of a query over `orders AS o`: the `apns-id`s of the updates whose acceptance was
+    /// recorded in the order's activity rows only (`sql/108`), for ``delivered(_:)``.
+    static let deliveredColumn = """
+        (SELECT string_agg(a.last_sent_apns_id::text, ',') FROM activities AS a
+         WHERE a.order_id = o.order_id AND a.last_sent_apns_id IS NOT NULL) AS delivered
+        """
+
+    /// The ids of ``deliveredColumn``, for ``LiveDeliveryCore/OrderState/settleDelivered(_:)``.
+    static func delivered(_ row: PostgresRow) throws -> Set<String> {
+        guard let list = try row.decode(String?.self, "delivered") else { return [] }
+        return Set(list.split(separator: ",").map(String.init))
+    }
+
+    /// Reads a stored state from a row with `state` and ``deliveredColumn``, its delivered updates settled.
+    static func state(_ row: PostgresRow) throws -> OrderState? {
+        var state = try decodeState(try row.decode(PostgresJSON?.self, "state"))
+        state?.settleDelivered(try delivered(row))
+        return state
     }
 
     /// Locks one existing order; nil when it does not exist.
     static func lockOrder(_ orderID: String, on connection: PostgresConnection) async throws -> OrderState? {
-        let rows = try await connection.query("SELECT state FROM orders WHERE order_id = \(orderID) FOR UPDATE")
+        let rows = try await connection.query(
+            "SELECT state, \(unsafeRaw: deliveredColumn) FROM orders AS o WHERE order_id = \(orderID) FOR UPDATE")
         guard let row = rows.first else { return nil }
-        return try decodeState(try row.decode(PostgresJSON?.self, "state"))
+        return try state(row)
     }
 
     /// The push-to-start tokens on file for these users (not retired).
@@ -429,6 +464,8 @@ enum OrderStore {
         var pendingKind: String?
         var startedAt: Date?
         var endedAt: Date?
+        /// Set only where an accepted update is recorded in this row alone.
+        var deliveredAPNsID: String?
 
         init(orderID: String, _ activity: ActivityState) {
             let target =
@@ -457,12 +494,18 @@ enum OrderStore {
 
     /// The statement writing the activity rows of changed states; nil when there is none to write. A row
     /// whose columns the change leaves as they were (an ended activity beside a live one, say) is not
-    /// written again.
-    static func activitiesQuery(_ changes: [(original: OrderState?, state: OrderState)]) -> PostgresQuery? {
+    /// written again, unless `delivered` names it: then its `last_sent_apns_id` is set to that id
+    /// (an update whose acceptance is recorded in this row alone; see ``LiveDeliveryCore/OrderState/settleDelivered(_:)``).
+    static func activitiesQuery(
+        _ changes: [(original: OrderState?, state: OrderState)], delivered: [Outbox.Key: String] = [:]
+    ) -> PostgresQuery? {
         let rows = changes.flatMap { original, state in
             state.activities.compactMap { activity -> ActivityRow? in
-                let row = ActivityRow(orderID: state.orderID, activity)
-                if let before = original?.activity(activity.key), ActivityRow(orderID: state.orderID, before) == row {
+                var row = ActivityRow(orderID: state.orderID, activity)
+                row.deliveredAPNsID = delivered[Outbox.Key(orderID: state.orderID, activityKey: activity.key)]
+                if row.deliveredAPNsID == nil, let before = original?.activity(activity.key),
+                    ActivityRow(orderID: state.orderID, before) == row
+                {
                     return nil
                 }
                 return row
@@ -473,11 +516,11 @@ enum OrderStore {
             INSERT INTO activities (order_id, activity_key, activity_id, device_id, bundle_id, environment, state,
                                     end_reason, token_prefix, token_received_at, last_sent_timestamp,
                                     last_sent_content, last_sent_step, relevance_score, alert_count, pending_kind,
-                                    started_at, ended_at)
+                                    started_at, ended_at, last_sent_apns_id)
             SELECT r.order_id, r.activity_key, r.activity_id, r.device_id, r.bundle_id, r.environment, r.state,
                    r.end_reason, r.token_prefix, r.token_received_at, r.last_sent_timestamp,
                    r.last_sent_content::jsonb, r.last_sent_step, r.relevance_score, r.alert_count, r.pending_kind,
-                   r.started_at, r.ended_at
+                   r.started_at, r.ended_at, r.last_sent_apns_id::uuid
             FROM unnest(\(rows.map(\.orderID))::text[], \(rows.map(\.activityKey))::text[],
                         \(PostgresNullableArray(rows.map(\.activityID)))::text[],
                         \(PostgresNullableArray(rows.map(\.deviceID)))::text[],
@@ -492,10 +535,11 @@ enum OrderStore {
                         \(PostgresNullableArray(rows.map(\.relevanceScore)))::double precision[],
                         \(rows.map(\.alertCount))::integer[], \(PostgresNullableArray(rows.map(\.pendingKind)))::text[],
                         \(PostgresNullableArray(rows.map(\.startedAt)))::timestamptz[],
-                        \(PostgresNullableArray(rows.map(\.endedAt)))::timestamptz[])
+                        \(PostgresNullableArray(rows.map(\.endedAt)))::timestamptz[],
+                        \(PostgresNullableArray(rows.map(\.deliveredAPNsID)))::text[])
                 AS r(order_id, activity_key, activity_id, device_id, bundle_id, environment, state, end_reason,
                      token_prefix, token_received_at, last_sent_timestamp, last_sent_content, last_sent_step,
-                     relevance_score, alert_count, pending_kind, started_at, ended_at)
+                     relevance_score, alert_count, pending_kind, started_at, ended_at, last_sent_apns_id)
             ON CONFLICT (order_id, activity_key) DO UPDATE SET
                 activity_id = EXCLUDED.activity_id, device_id = EXCLUDED.device_id, bundle_id = EXCLUDED.bundle_id,
                 environment = EXCLUDED.environment, state = EXCLUDED.state, end_reason = EXCLUDED.end_reason,
@@ -503,7 +547,9 @@ enum OrderStore {
                 last_sent_timestamp = EXCLUDED.last_sent_timestamp, last_sent_content = EXCLUDED.last_sent_content,
                 last_sent_step = EXCLUDED.last_sent_step, relevance_score = EXCLUDED.relevance_score,
                 alert_count = EXCLUDED.alert_count, pending_kind = EXCLUDED.pending_kind,
-                started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at, updated_at = now()
+                started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at,
+                last_sent_apns_id = COALESCE(EXCLUDED.last_sent_apns_id, activities.last_sent_apns_id),
+                updated_at = now()
             """
     }
 }

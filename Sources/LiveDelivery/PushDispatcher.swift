@@ -421,13 +421,17 @@ public final class PushDispatcher: Service {
                          latency_ms)
                 """,
             ])
-            let stored = try orders.states(from: locked[0]).compactMapValues { $0 }
+            let read = try orders.read(from: locked[0])
+            let stored = read.compactMapValues(\.state)
             let outbox = try Outbox.locked(from: locked[1])
 
             var changes: [String: OrderChange] = [:]
             var settled: [String] = []
             var released: [(row: String, replaced: Bool, uncounted: Bool)] = []
             var paused = Set<String>()
+            // Orders whose only answers are deliveries of their activities' current updates, with the ids.
+            var deliveredUpdates: [String: Set<String>] = [:]
+            var otherAnswers = Set<String>()
             for answer in sent {
                 let claim = answer.claim
                 let push = claim.push
@@ -476,9 +480,36 @@ public final class PushDispatcher: Service {
                 }
                 if current.generation == claim.generation && coreOutcome != nil && !resend {
                     settled.append(current.row)
+                    if case .delivered = answer.outcome, push.kind == .update {
+                        deliveredUpdates[claim.orderID, default: []].insert(push.apnsID)
+                    } else {
+                        otherAnswers.insert(claim.orderID)
+                    }
                 } else {
                     released.append((current.row, current.generation != claim.generation, coreOutcome == nil))
+                    otherAnswers.insert(claim.orderID)
                 }
+            }
+            // A delivered current update changes nothing but its activity: it is recorded in the
+            // activity's row, and the order's state is left for its next write (see `sql/108`).
+            var folded: [(original: OrderState?, state: OrderState)] = []
+            var foldedIDs: [Outbox.Key: String] = [:]
+            var written: [OrderStateCache.Written] = []
+            for (orderID, ids) in deliveredUpdates where !otherAnswers.contains(orderID) {
+                guard let change = changes[orderID], let original = change.original, let version = read[orderID]?.version,
+                    change.pushes.isEmpty, change.withdrawn.isEmpty, change.retired.isEmpty
+                else { continue }
+                var settledState = original
+                // Only when settling on the next read gives exactly the state recording would write.
+                guard settledState.settleDelivered(ids), settledState == change.state else { continue }
+                for activity in original.activities {
+                    if let pending = activity.pending, ids.contains(pending.apnsID) {
+                        foldedIDs[Outbox.Key(orderID: orderID, activityKey: activity.key)] = pending.apnsID
+                    }
+                }
+                folded.append((original, settledState))
+                written.append(.init(orderID: orderID, version: version, state: settledState))
+                changes[orderID] = nil
             }
             // The outbox rows deleted or released go in the same round trip as the orders' writes.
             var outboxWrites: [PostgresQuery] = []
@@ -498,9 +529,11 @@ public final class PushDispatcher: Service {
                     """
                 outboxWrites.append(release.planned(.everyRun))
             }
-            var written: [OrderStateCache.Written] = []
+            if let activities = OrderStore.activitiesQuery(folded, delivered: foldedIDs) {
+                outboxWrites.append(activities)
+            }
             if !changes.isEmpty {
-                written = try await OrderStore.write(
+                written += try await OrderStore.write(
                     Array(changes.values), kind: "outcome", leading: outboxWrites, on: connection)
             } else {
                 try await connection.pipeline(outboxWrites)

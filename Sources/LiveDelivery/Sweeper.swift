@@ -93,7 +93,7 @@ public final class Sweeper: Service {
         return try await client.withTransaction { connection in
             let rows = try await connection.query(
                 """
-                SELECT order_id, user_id, state FROM orders
+                SELECT order_id, user_id, state, \(unsafeRaw: OrderStore.deliveredColumn) FROM orders AS o
                 WHERE next_sweep_at <= \(now) AND state IS NOT NULL
                 ORDER BY next_sweep_at
                 LIMIT \(literal: configuration.batchSize)
@@ -101,7 +101,7 @@ public final class Sweeper: Service {
                 """)
             var states: [OrderState] = []
             for row in rows {
-                guard let state = try OrderStore.decodeState(try row.decode(PostgresJSON?.self, "state")) else {
+                guard let state = try OrderStore.state(row) else {
                     continue
                 }
                 states.append(state)

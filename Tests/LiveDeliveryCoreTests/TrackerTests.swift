@@ -407,6 +407,47 @@ struct OutcomeSweepTests {
         return (run, push)
     }
 
+    /// The worker records a delivered current update in the activity's row only and settles it when it
+    /// next reads the order: the state it settles to must be the one recording the answer gives.
+    @Test func settlingADeliveredUpdateIsRecordingItsAcceptance() throws {
+        var (run, push) = Self.pending()
+        #expect(push.kind == .update && push.priority == 10)
+        let recorded = run.tracker.record(.accepted, for: push, in: run.state, now: Fixtures.at(11))
+        var settled = run.state
+        let changed = settled.settleDelivered([push.apnsID])
+        #expect(changed)
+        #expect(settled == recorded.state)
+        #expect(settled.activities[0].highPriorityLog == [push.timestamp])
+        // Settling twice, or with ids of no pending push, changes nothing.
+        let twice = settled.settleDelivered([push.apnsID])
+        #expect(!twice)
+        var untouched = run.state
+        let unknown = untouched.settleDelivered(["00000000-0000-8000-8000-000000000000"])
+        #expect(!unknown)
+        #expect(untouched == run.state)
+
+        // A priority-5 update on top of that, its log entry an hour and more old by now.
+        run.state = recorded.state
+        let quiet = try #require(
+            run.apply(Fixtures.status("out_for_delivery", seq: 2, minute: 75, courier: "Sam", eta: (80, 90))).pushes.first)
+        #expect(quiet.priority == 5)
+        var again = run.state
+        let settledQuiet = again.settleDelivered([quiet.apnsID])
+        #expect(settledQuiet)
+        #expect(again == run.tracker.record(.accepted, for: quiet, in: run.state, now: Fixtures.at(76)).state)
+    }
+
+    @Test func settlingLeavesStartsAndEndsToTheirRecord() throws {
+        var run = Fixtures.Run(context: TransitionTests.p2s)
+        run.accept = false
+        let start = try #require(run.apply(Fixtures.status("confirmed", seq: 1, minute: 1)).pushes.first)
+        #expect(start.kind == .start)
+        var state = run.state
+        let settledStart = state.settleDelivered([start.apnsID])
+        #expect(!settledStart)
+        #expect(state.activities[0].pending?.apnsID == start.apnsID)
+    }
+
     @Test func unregisteredFailsTheActivityUnlessTheTokenIsNewer() {
         let (run, push) = Self.pending()
         let gone = run.tracker.record(

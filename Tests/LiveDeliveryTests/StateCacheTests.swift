@@ -1,3 +1,4 @@
+import APNsSimulator
 import Foundation
 import LiveDeliveryCore
 import TestSupport
@@ -85,13 +86,79 @@ struct StateCacheTests {
             #expect(worker.processor.states.entries([order])[order] != nil)
             while try await worker.dispatcher.dispatchOnce() > 0 {}
             let held = try #require(worker.processor.states.entries([order])[order])
-            // The cache holds what the row holds: the accepted push is in both.
+            // The cache holds what a read of the row gives: the accepted push is in both (in the
+            // activity's row, settled on reading; the order's row is not written again for it).
             let row = try await harness.database.client.query(
-                "SELECT state, xmin::text::bigint AS version FROM orders WHERE order_id = \(order)")
-            let stored = try OrderStore.decodeState(try row[0].decode(PostgresJSON?.self, "state"))
+                """
+                SELECT state, xmin::text::bigint AS version, \(unsafeRaw: OrderStore.deliveredColumn)
+                FROM orders AS o WHERE order_id = \(order)
+                """)
+            let stored = try OrderStore.state(row[0])
             #expect(try row[0].decode(Int64.self, "version") == held.version)
             #expect(stored == held.state)
             #expect(held.state.activities.first?.sent != nil)
+            #expect(held.state.activities.first?.pending == nil)
+        }
+    }
+
+    /// APNs' acceptance of an activity's current update is written to the activity's row only; the
+    /// order's state keeps the update pending until its next read settles it (`sql/108`). Proven on
+    /// the rows themselves, by a reader with no cache, and by a second worker's next event.
+    @Test("a delivered current update is recorded in its activity's row alone; every later read settles it")
+    func deliveredUpdateFolded() async throws {
+        try await withWorker { harness, worker in
+            let (order, token) = try await trackedOrder(worker)
+            let planned = try await harness.database.client.withTransaction { connection in
+                try await OrderStore.lockExisting([order], on: connection)
+            }
+            let pendingID = try #require(planned[order]??.activities.first?.pending?.apnsID)
+            let version: PostgresQuery = "SELECT xmin::text FROM orders WHERE order_id = \(order)"
+            let before = try await harness.database.strings(version)
+            try await eventually("the outbox is empty") {
+                try await worker.dispatcher.dispatchOnce()
+                return try await harness.database.count("SELECT count(*) FROM outbox") == 0
+            }
+            #expect(harness.simulator.pushes(token: token).filter { $0.status == 200 }.count == 1)
+            #expect(try await harness.database.strings(version) == before)  // the order's row is untouched
+            #expect(
+                try await harness.database.strings(
+                    """
+                    SELECT concat_ws(' ', last_sent_apns_id, coalesce(pending_kind, '-'), last_sent_step)
+                    FROM activities WHERE order_id = \(order)
+                    """) == ["\(pendingID) - confirmed"])
+            #expect(
+                try await harness.database.strings("SELECT outcome FROM push_attempts WHERE order_id = \(order)")
+                    == ["delivered"])
+            #expect(
+                try await harness.database.count(
+                    "SELECT count(*) FROM timeline WHERE order_id = \(order) AND code = 'push_accepted'") == 0)
+
+            // A reader with no cache settles it as the worker's cache holds it.
+            let read = try await harness.database.client.withTransaction { connection in
+                try await OrderStore.lockExisting([order], on: connection)
+            }
+            let settled = try #require(read[order] ?? nil)
+            #expect(settled.activities.first?.pending == nil)
+            #expect(settled.activities.first?.sent?.step == "confirmed")
+            #expect(worker.processor.states.entries([order])[order]?.state == settled)
+
+            // A second worker (its own cache, empty) applies the next event on the settled state, and
+            // its write carries the acceptance into the order's row.
+            let second = try harness.worker()
+            var failure: (any Error)?
+            do {
+                _ = try await second.processor.process([Events.status(order, "preparing", sequence: 2)])
+            } catch {
+                failure = error
+            }
+            await second.dispatcher.sender.shutdown()
+            await second.client.shutdown()
+            if let failure { throw failure }
+            let row = try await harness.database.client.query("SELECT state FROM orders WHERE order_id = \(order)")
+            let written = try #require(try OrderStore.decodeState(try row[0].decode(PostgresJSON?.self, "state")))
+            #expect(written.activities.first?.sent?.step == "confirmed")
+            #expect(written.activities.first?.pending?.mark.step == "preparing")
+            #expect(written.activities.first?.pending?.apnsID != pendingID)
         }
     }
 }

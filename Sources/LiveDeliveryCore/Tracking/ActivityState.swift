@@ -151,3 +151,44 @@ public struct ActivityState: Hashable, Sendable, Codable {
         return nil
     }
 }
+
+extension ActivityState {
+    /// What APNs' acceptance of a push carrying `mark` changes (``OrderTracker/record(_:for:in:now:)``):
+    /// the content counts as sent unless something newer was sent already, and an accepted
+    /// priority-10 push joins the budget log (entries at or before `cutoff` are dropped; planning
+    /// counts the last hour itself).
+    mutating func countSent(_ mark: ContentMark, priority: Int, timestamp: Int, cutoff: Int) {
+        if sent.map({ !$0.statusKey.isNewer(than: mark.statusKey) }) ?? true {
+            sent = mark
+        }
+        if priority == 10 {
+            highPriorityLog = highPriorityLog.filter { $0 > cutoff } + [timestamp]
+        }
+    }
+}
+
+extension OrderState {
+    /// Settles the pending updates APNs accepted whose acceptance was not written into this state
+    /// (the worker records a delivered current update in the activity's row only, with its
+    /// `apns-id`, and folds it in here when it next reads the order). An activity whose pending
+    /// push is an update with one of these ids counts its content as sent and has nothing pending,
+    /// as ``OrderTracker/record(_:for:in:now:)`` would have left it; the budget log drops entries
+    /// older than an hour before the push's own timestamp, so the result depends on nothing but
+    /// the state and the ids. Returns whether anything changed.
+    @discardableResult
+    public mutating func settleDelivered(_ apnsIDs: Set<String>) -> Bool {
+        guard !apnsIDs.isEmpty else { return false }
+        var changed = false
+        for index in activities.indices {
+            guard let pending = activities[index].pending, pending.kind == .update,
+                apnsIDs.contains(pending.apnsID)
+            else { continue }
+            activities[index].countSent(
+                pending.mark, priority: pending.priority, timestamp: pending.timestamp,
+                cutoff: pending.timestamp - 3600)
+            activities[index].pending = nil
+            changed = true
+        }
+        return changed
+    }
+}

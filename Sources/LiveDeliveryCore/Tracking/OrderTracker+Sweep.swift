@@ -83,13 +83,9 @@ extension OrderTracker {
 
         switch outcome {
         case .accepted:
-            if activity.sent.map({ !$0.statusKey.isNewer(than: push.mark.statusKey) }) ?? true {
-                activity.sent = push.mark
-            }
-            if push.priority == 10 {
-                let cutoff = Int(now.timeIntervalSince1970.rounded(.down)) - 3600
-                activity.highPriorityLog = activity.highPriorityLog.filter { $0 > cutoff } + [push.timestamp]
-            }
+            activity.countSent(
+                push.mark, priority: push.priority, timestamp: push.timestamp,
+                cutoff: Int(now.timeIntervalSince1970.rounded(.down)) - 3600)
             if isCurrent { activity.pending = nil }
             switch push.kind {
             case .start:

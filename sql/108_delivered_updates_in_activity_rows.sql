@@ -1,0 +1,12 @@
+-- The apns-id of the newest update APNs accepted for the activity, when the worker recorded that
+-- acceptance in the activity's row alone.
+--
+-- APNs' answer to an activity's current update used to rewrite the order's whole state (about 2 kB
+-- of JSON, compressed again on every write) only to say "sent; nothing pending", and a timeline row
+-- beside the push_attempts row that already says "delivered". The worker now writes the activity's
+-- row (last sent content, nothing pending, and this id) and leaves the order's state as it was; the
+-- next read of the order (an event, an answer, the sweeper) settles the pending update whose id is
+-- here, exactly as recording the answer would have. The value is never cleared: an apns-id is
+-- derived from the push's own strictly increasing timestamp, so an old one never matches a newer
+-- pending push.
+ALTER TABLE activities ADD COLUMN last_sent_apns_id uuid;
