@@ -92,8 +92,9 @@ enum OrderStore {
             ON CONFLICT (order_id) DO NOTHING
             """,
             lock.query,
+            lock.deliveredQuery,
         ])
-        return try lock.states(from: results[1])
+        return try lock.states(from: results[1], delivered: results[2])
     }
 
     /// Locks the orders that exist, in sorted order, and returns their stored states (nil for a
@@ -103,11 +104,13 @@ enum OrderStore {
     ) async throws -> [String: OrderState?] {
         let lock = ExistingLock(orderIDs, cache: cache)
         guard !lock.ids.isEmpty else { return [:] }
-        return try lock.states(from: try await connection.query(lock.query))
+        let results = try await connection.pipeline([lock.query, lock.deliveredQuery])
+        return try lock.states(from: results[0], delivered: results[1])
     }
 
-    /// ``lockExisting(_:cache:on:)`` as a statement and the reading of its rows, for callers that send it
-    /// in a pipeline with others.
+    /// ``lockExisting(_:cache:on:)`` as statements and the reading of their rows, for callers that send
+    /// them in a pipeline with others: ``query`` locks and reads the orders, and ``deliveredQuery``, sent
+    /// after it, reads their delivered updates (see ``delivered(from:)``).
     struct ExistingLock {
         let ids: [String]
         private let cache: OrderStateCache?
@@ -123,8 +126,7 @@ enum OrderStore {
         var query: PostgresQuery {
             """
             SELECT o.order_id, o.xmin::text::bigint AS version, o.xmin::text::bigint = k.known AS held,
-                   CASE WHEN o.xmin::text::bigint = k.known THEN NULL ELSE o.state END AS state,
-                   \(unsafeRaw: OrderStore.deliveredColumn)
+                   CASE WHEN o.xmin::text::bigint = k.known THEN NULL ELSE o.state END AS state
             FROM unnest(\(ids)::text[], \(PostgresNullableArray(ids.map { held[$0]?.version }))::bigint[])
                 AS k(order_id, known)
             JOIN orders AS o ON o.order_id = k.order_id
@@ -132,12 +134,15 @@ enum OrderStore {
             """
         }
 
-        func states(from rows: PostgresRows) throws -> [String: OrderState?] {
-            try read(from: rows).mapValues(\.state)
+        var deliveredQuery: PostgresQuery { OrderStore.deliveredQuery(ids) }
+
+        func states(from rows: PostgresRows, delivered: PostgresRows) throws -> [String: OrderState?] {
+            try read(from: rows, delivered: delivered).mapValues(\.state)
         }
 
         /// Each order's state (with its delivered updates settled) and the row version it was read at.
-        func read(from rows: PostgresRows) throws -> [String: Read] {
+        func read(from rows: PostgresRows, delivered deliveredRows: PostgresRows) throws -> [String: Read] {
+            let delivered = try OrderStore.delivered(from: deliveredRows)
             var read: [String: Read] = [:]
             var cached = 0
             for row in rows {
@@ -149,7 +154,7 @@ enum OrderStore {
                 } else {
                     state = try OrderStore.decodeState(try row.decode(PostgresJSON?.self, "state"))
                 }
-                state?.settleDelivered(try OrderStore.delivered(row))
+                state?.settleDelivered(delivered[orderID] ?? [])
                 read[orderID] = Read(state: state, version: try row.decode(Int64.self, "version"))
             }
             cache?.counted(cached: cached, fetched: read.count - cached)
@@ -162,32 +167,39 @@ enum OrderStore {
         }
     }
 
-    /// A column of a query over `orders AS o`: the `apns-id`s of the updates whose acceptance was
-    /// recorded in the order's activity rows only (`sql/108`), for ``delivered(_:)``.
-    static let deliveredColumn = """
-        (SELECT string_agg(a.last_sent_apns_id::text, ',') FROM activities AS a
-         WHERE a.order_id = o.order_id AND a.last_sent_apns_id IS NOT NULL) AS delivered
+    /// The `apns-id`s of the updates whose acceptance was recorded in these orders' activity rows
+    /// only (`sql/108`), for ``LiveDeliveryCore/OrderState/settleDelivered(_:)``.
+    ///
+    /// Its own statement, sent after the one that locks the orders, never a column of it: a statement
+    /// reads with the snapshot it started with, and a lock that waited for the transaction recording
+    /// such an answer returns the order's row as it is (that transaction only locked it), with
+    /// everything else as it was before that transaction committed. The next statement starts after
+    /// the lock is held, and sees what it committed.
+    static func deliveredQuery(_ orderIDs: [String]) -> PostgresQuery {
         """
-
-    /// The ids of ``deliveredColumn``, for ``LiveDeliveryCore/OrderState/settleDelivered(_:)``.
-    static func delivered(_ row: PostgresRow) throws -> Set<String> {
-        guard let list = try row.decode(String?.self, "delivered") else { return [] }
-        return Set(list.split(separator: ",").map(String.init))
+        SELECT order_id, last_sent_apns_id::text AS apns_id FROM activities
+        WHERE order_id = ANY(\(orderIDs)::text[]) AND last_sent_apns_id IS NOT NULL
+        """
     }
 
-    /// Reads a stored state from a row with `state` and ``deliveredColumn``, its delivered updates settled.
-    static func state(_ row: PostgresRow) throws -> OrderState? {
-        var state = try decodeState(try row.decode(PostgresJSON?.self, "state"))
-        state?.settleDelivered(try delivered(row))
-        return state
+    /// The ids ``deliveredQuery(_:)`` read, by order.
+    static func delivered(from rows: PostgresRows) throws -> [String: Set<String>] {
+        var delivered: [String: Set<String>] = [:]
+        for row in rows {
+            delivered[try row.decode(String.self, "order_id"), default: []].insert(try row.decode(String.self, "apns_id"))
+        }
+        return delivered
     }
 
     /// Locks one existing order; nil when it does not exist.
     static func lockOrder(_ orderID: String, on connection: PostgresConnection) async throws -> OrderState? {
-        let rows = try await connection.query(
-            "SELECT state, \(unsafeRaw: deliveredColumn) FROM orders AS o WHERE order_id = \(orderID) FOR UPDATE")
-        guard let row = rows.first else { return nil }
-        return try state(row)
+        let results = try await connection.pipeline([
+            "SELECT state FROM orders WHERE order_id = \(orderID) FOR UPDATE", deliveredQuery([orderID]),
+        ])
+        guard let row = results[0].first else { return nil }
+        var state = try decodeState(try row.decode(PostgresJSON?.self, "state"))
+        state?.settleDelivered(try delivered(from: results[1])[orderID] ?? [])
+        return state
     }
 
     /// The push-to-start tokens on file for these users (not retired).

@@ -400,7 +400,8 @@ public final class PushDispatcher: Service {
         let now = self.now()
         let sent = sent.sorted { ($0.claim.orderID, $0.claim.activityKey) < ($1.claim.orderID, $1.claim.activityKey) }
         let (released, written) = try await client.withTransaction { connection in
-            // One round trip: the orders' locks (and states), the outbox rows' locks, and every attempt.
+            // One round trip: the orders' locks (and states), the outbox rows' locks, every attempt, and
+            // the orders' delivered updates.
             let orders = OrderStore.ExistingLock(sent.map(\.claim.orderID), cache: states)
             let attempts = sent.map(AttemptRow.init)
             let locked = try await connection.pipeline([
@@ -420,8 +421,9 @@ public final class PushDispatcher: Service {
                     AS r(order_id, activity_key, kind, bundle_id, priority, generation, apns_id, status, outcome, reason,
                          latency_ms)
                 """,
+                orders.deliveredQuery,
             ])
-            let read = try orders.read(from: locked[0])
+            let read = try orders.read(from: locked[0], delivered: locked[3])
             let stored = read.compactMapValues(\.state)
             let outbox = try Outbox.locked(from: locked[1])
 

@@ -89,11 +89,11 @@ struct StateCacheTests {
             // The cache holds what a read of the row gives: the accepted push is in both (in the
             // activity's row, settled on reading; the order's row is not written again for it).
             let row = try await harness.database.client.query(
-                """
-                SELECT state, xmin::text::bigint AS version, \(unsafeRaw: OrderStore.deliveredColumn)
-                FROM orders AS o WHERE order_id = \(order)
-                """)
-            let stored = try OrderStore.state(row[0])
+                "SELECT state, xmin::text::bigint AS version FROM orders WHERE order_id = \(order)")
+            var stored = try OrderStore.decodeState(try row[0].decode(PostgresJSON?.self, "state"))
+            let delivered = try OrderStore.delivered(
+                from: try await harness.database.client.query(OrderStore.deliveredQuery([order])))
+            stored?.settleDelivered(delivered[order] ?? [])
             #expect(try row[0].decode(Int64.self, "version") == held.version)
             #expect(stored == held.state)
             #expect(held.state.activities.first?.sent != nil)
@@ -159,6 +159,42 @@ struct StateCacheTests {
             #expect(written.activities.first?.sent?.step == "confirmed")
             #expect(written.activities.first?.pending?.mark.step == "preparing")
             #expect(written.activities.first?.pending?.apnsID != pendingID)
+        }
+    }
+
+    /// A read whose lock waited for the transaction that recorded a delivery in the activity's row
+    /// settles that delivery: the ids are read after the lock is held, not with the lock statement's
+    /// older snapshot (that transaction leaves the order's row as it was, so nothing re-reads it).
+    @Test("a read that waited for the lock of a delivery's record sees that delivery")
+    func readAfterWaitingSeesTheDelivery() async throws {
+        try await withWorker { harness, worker in
+            let (order, _) = try await trackedOrder(worker)
+            let client = harness.database.client
+            let planned = try await client.withTransaction { try await OrderStore.lockExisting([order], on: $0) }
+            let pending = try #require(planned[order]??.activities.first?.pending)
+            let reader = try await client.withTransaction { recording in
+                // What the dispatcher writes for a delivered current update, not yet committed.
+                try await recording.query("SELECT 1 FROM orders WHERE order_id = \(order) FOR UPDATE")
+                try await recording.query(
+                    """
+                    UPDATE activities SET last_sent_apns_id = \(pending.apnsID)::uuid, pending_kind = NULL
+                    WHERE order_id = \(order)
+                    """)
+                let reader = Task {
+                    try await client.withTransaction { try await OrderStore.lockExisting([order], on: $0) }
+                }
+                try await eventually("the reader waits for the order's lock") {
+                    try await harness.database.count(
+                        """
+                        SELECT count(*) FROM pg_stat_activity
+                        WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE OF o%'
+                        """) == 1
+                }
+                return reader
+            }
+            let state = try #require(try await reader.value[order] ?? nil)
+            #expect(state.activities.first?.pending == nil)
+            #expect(state.activities.first?.sent == pending.mark)
         }
     }
 }
