@@ -40,6 +40,16 @@ struct OrderChange: Sendable {
     var orderedPushes: [PlannedPush] { pushOrder.compactMap { pushes[$0] } }
 }
 
+/// An order whose only change is APNs' acceptance of its activities' current updates: the state read
+/// (`original`), the same state with those updates settled, and their ids (see ``OrderStore/write(_:kind:handover:delivered:leading:on:)``).
+struct Delivered: Sendable {
+    var original: OrderState
+    var settled: OrderState
+    var apnsIDs: [String]
+
+    var orderID: String { original.orderID }
+}
+
 /// The one write path of an order (consumer, dispatcher and sweeper), inside the caller's
 /// transaction and under the order's row lock.
 enum OrderStore {
@@ -92,9 +102,8 @@ enum OrderStore {
             ON CONFLICT (order_id) DO NOTHING
             """,
             lock.query,
-            lock.deliveredQuery,
         ])
-        return try lock.states(from: results[1], delivered: results[2])
+        return try lock.states(from: results[1])
     }
 
     /// Locks the orders that exist, in sorted order, and returns their stored states (nil for a
@@ -104,13 +113,11 @@ enum OrderStore {
     ) async throws -> [String: OrderState?] {
         let lock = ExistingLock(orderIDs, cache: cache)
         guard !lock.ids.isEmpty else { return [:] }
-        let results = try await connection.pipeline([lock.query, lock.deliveredQuery])
-        return try lock.states(from: results[0], delivered: results[1])
+        return try lock.states(from: try await connection.query(lock.query))
     }
 
-    /// ``lockExisting(_:cache:on:)`` as statements and the reading of their rows, for callers that send
-    /// them in a pipeline with others: ``query`` locks and reads the orders, and ``deliveredQuery``, sent
-    /// after it, reads their delivered updates (see ``delivered(from:)``).
+    /// ``lockExisting(_:cache:on:)`` as a statement and the reading of its rows, for callers that send it
+    /// in a pipeline with others.
     struct ExistingLock {
         let ids: [String]
         private let cache: OrderStateCache?
@@ -126,7 +133,8 @@ enum OrderStore {
         var query: PostgresQuery {
             """
             SELECT o.order_id, o.xmin::text::bigint AS version, o.xmin::text::bigint = k.known AS held,
-                   CASE WHEN o.xmin::text::bigint = k.known THEN NULL ELSE o.state END AS state
+                   CASE WHEN o.xmin::text::bigint = k.known THEN NULL ELSE o.state END AS state,
+                   array_to_string(o.delivered, ',') AS delivered
             FROM unnest(\(ids)::text[], \(PostgresNullableArray(ids.map { held[$0]?.version }))::bigint[])
                 AS k(order_id, known)
             JOIN orders AS o ON o.order_id = k.order_id
@@ -134,15 +142,12 @@ enum OrderStore {
             """
         }
 
-        var deliveredQuery: PostgresQuery { OrderStore.deliveredQuery(ids) }
-
-        func states(from rows: PostgresRows, delivered: PostgresRows) throws -> [String: OrderState?] {
-            try read(from: rows, delivered: delivered).mapValues(\.state)
+        func states(from rows: PostgresRows) throws -> [String: OrderState?] {
+            try read(from: rows).mapValues(\.state)
         }
 
         /// Each order's state (with its delivered updates settled) and the row version it was read at.
-        func read(from rows: PostgresRows, delivered deliveredRows: PostgresRows) throws -> [String: Read] {
-            let delivered = try OrderStore.delivered(from: deliveredRows)
+        func read(from rows: PostgresRows) throws -> [String: Read] {
             var read: [String: Read] = [:]
             var cached = 0
             for row in rows {
@@ -154,7 +159,7 @@ enum OrderStore {
                 } else {
                     state = try OrderStore.decodeState(try row.decode(PostgresJSON?.self, "state"))
                 }
-                state?.settleDelivered(delivered[orderID] ?? [])
+                state?.settleDelivered(try OrderStore.delivered(row))
                 read[orderID] = Read(state: state, version: try row.decode(Int64.self, "version"))
             }
             cache?.counted(cached: cached, fetched: read.count - cached)
@@ -167,39 +172,30 @@ enum OrderStore {
         }
     }
 
-    /// The `apns-id`s of the updates whose acceptance was recorded in these orders' activity rows
-    /// only (`sql/108`), for ``LiveDeliveryCore/OrderState/settleDelivered(_:)``.
-    ///
-    /// Its own statement, sent after the one that locks the orders, never a column of it: a statement
-    /// reads with the snapshot it started with, and a lock that waited for the transaction recording
-    /// such an answer returns the order's row as it is (that transaction only locked it), with
-    /// everything else as it was before that transaction committed. The next statement starts after
-    /// the lock is held, and sees what it committed.
-    static func deliveredQuery(_ orderIDs: [String]) -> PostgresQuery {
-        """
-        SELECT order_id, last_sent_apns_id::text AS apns_id FROM activities
-        WHERE order_id = ANY(\(orderIDs)::text[]) AND last_sent_apns_id IS NOT NULL
-        """
+    /// The `apns-id`s of a row's `delivered` column (read as `array_to_string(delivered, ',') AS delivered`):
+    /// updates APNs accepted that the row's state does not say yet (`sql/108`), for
+    /// ``LiveDeliveryCore/OrderState/settleDelivered(_:)``.
+    static func delivered(_ row: PostgresRow) throws -> Set<String> {
+        guard let list = try row.decode(String?.self, "delivered"), !list.isEmpty else { return [] }
+        return Set(list.split(separator: ",").map(String.init))
     }
 
-    /// The ids ``deliveredQuery(_:)`` read, by order.
-    static func delivered(from rows: PostgresRows) throws -> [String: Set<String>] {
-        var delivered: [String: Set<String>] = [:]
-        for row in rows {
-            delivered[try row.decode(String.self, "order_id"), default: []].insert(try row.decode(String.self, "apns_id"))
-        }
-        return delivered
+    /// A stored state from a row with `state` and `delivered`, its delivered updates settled.
+    static func state(_ row: PostgresRow) throws -> OrderState? {
+        var state = try decodeState(try row.decode(PostgresJSON?.self, "state"))
+        state?.settleDelivered(try delivered(row))
+        return state
     }
 
     /// Locks one existing order; nil when it does not exist.
     static func lockOrder(_ orderID: String, on connection: PostgresConnection) async throws -> OrderState? {
-        let results = try await connection.pipeline([
-            "SELECT state FROM orders WHERE order_id = \(orderID) FOR UPDATE", deliveredQuery([orderID]),
-        ])
-        guard let row = results[0].first else { return nil }
-        var state = try decodeState(try row.decode(PostgresJSON?.self, "state"))
-        state?.settleDelivered(try delivered(from: results[1])[orderID] ?? [])
-        return state
+        let rows = try await connection.query(
+            """
+            SELECT state, array_to_string(delivered, ',') AS delivered FROM orders WHERE order_id = \(orderID)
+            FOR UPDATE
+            """)
+        guard let row = rows.first else { return nil }
+        return try state(row)
     }
 
     /// The push-to-start tokens on file for these users (not retired).
@@ -246,12 +242,17 @@ enum OrderStore {
     /// inserted, as many as it has slots for (see ``PushHandoff``); the rest are announced with a
     /// `NOTIFY` for any dispatcher to claim.
     ///
+    /// `delivered` are orders whose only change is APNs' acceptance of current updates (see
+    /// ``LiveDeliveryCore/OrderState/settleDelivered(_:)``): their activity rows are written, their states
+    /// are not; the updates' ids join the rows' `delivered` lists, and the settled states are returned
+    /// with the rows' new versions.
+    ///
     /// The statements go in one pipeline (one round trip), after `leading` ones of the caller's; only
     /// withdrawn pushes, which must be locked before they are deleted, cost a round trip of their own.
     @discardableResult
     static func write(
-        _ changes: [OrderChange], kind: String, handover: Handover? = nil, leading: [PostgresQuery] = [],
-        on connection: PostgresConnection
+        _ changes: [OrderChange], kind: String, handover: Handover? = nil, delivered: [Delivered] = [],
+        leading: [PostgresQuery] = [], on connection: PostgresConnection
     ) async throws -> [OrderStateCache.Written] {
         let changes = changes.sorted { $0.state.orderID < $1.state.orderID }
         // Withdrawn pushes first (the order rows are locked already, so this waits on no one new).
@@ -275,7 +276,7 @@ enum OrderStore {
                     state = r.state, user_id = COALESCE(r.user_id, o.user_id), status = r.status,
                     terminal = r.terminal, settled = r.settled, last_sequence = r.last_sequence,
                     last_occurred_at = r.last_occurred_at, last_event_id = r.last_event_id,
-                    next_sweep_at = r.next_sweep_at, updated_at = now()
+                    next_sweep_at = r.next_sweep_at, delivered = NULL, updated_at = now()
                 FROM unnest(\(rows.map(\.orderID))::text[], \(rows.map(\.state))::json[],
                             \(PostgresNullableArray(rows.map(\.userID)))::text[],
                             \(PostgresNullableArray(rows.map(\.status)))::text[], \(rows.map(\.terminal))::boolean[],
@@ -288,9 +289,24 @@ enum OrderStore {
                 WHERE o.order_id = r.order_id
                 RETURNING o.order_id, o.xmin::text::bigint AS version
                 """)
-            if let activities = activitiesQuery(changed.map { ($0.original, $0.state) }) {
-                statements.append(activities)
-            }
+        }
+        let activityChanges = changed.map { ($0.original, $0.state) } + delivered.map { (Optional($0.original), $0.settled) }
+        if let activities = activitiesQuery(activityChanges) {
+            statements.append(activities)
+        }
+        var deliveredIndex: Int?
+        if !delivered.isEmpty {
+            deliveredIndex = statements.count
+            statements.append(
+                """
+                UPDATE orders AS o SET delivered = coalesce(o.delivered, '{}'::uuid[]) || r.ids
+                FROM (SELECT order_id, array_agg(apns_id::uuid ORDER BY apns_id) AS ids
+                      FROM unnest(\(delivered.flatMap { d in d.apnsIDs.map { _ in d.orderID } })::text[],
+                                  \(delivered.flatMap(\.apnsIDs))::text[]) AS d(order_id, apns_id)
+                      GROUP BY order_id) AS r
+                WHERE o.order_id = r.order_id
+                RETURNING o.order_id, o.xmin::text::bigint AS version
+                """)
         }
         let pushes = try changes.flatMap { change in
             try change.orderedPushes.map { push in
@@ -368,12 +384,14 @@ enum OrderStore {
                 """)
         }
 
+        guard !statements.isEmpty else { return [] }
         let results = try await connection.pipeline(statements)
         var written: [OrderStateCache.Written] = []
-        if let versionsIndex {
-            var byID: [String: OrderState] = [:]
-            for state in changedStates { byID[state.orderID] = state }
-            for row in results[versionsIndex] {
+        var byID: [String: OrderState] = [:]
+        for state in changedStates { byID[state.orderID] = state }
+        for item in delivered { byID[item.orderID] = item.settled }
+        for index in [versionsIndex, deliveredIndex].compactMap({ $0 }) {
+            for row in results[index] {
                 let orderID = try row.decode(String.self, "order_id")
                 if let state = byID[orderID] {
                     written.append(.init(orderID: orderID, version: try row.decode(Int64.self, "version"), state: state))
@@ -476,8 +494,6 @@ enum OrderStore {
         var pendingKind: String?
         var startedAt: Date?
         var endedAt: Date?
-        /// Set only where an accepted update is recorded in this row alone.
-        var deliveredAPNsID: String?
 
         init(orderID: String, _ activity: ActivityState) {
             let target =
@@ -506,18 +522,12 @@ enum OrderStore {
 
     /// The statement writing the activity rows of changed states; nil when there is none to write. A row
     /// whose columns the change leaves as they were (an ended activity beside a live one, say) is not
-    /// written again, unless `delivered` names it: then its `last_sent_apns_id` is set to that id
-    /// (an update whose acceptance is recorded in this row alone; see ``LiveDeliveryCore/OrderState/settleDelivered(_:)``).
-    static func activitiesQuery(
-        _ changes: [(original: OrderState?, state: OrderState)], delivered: [Outbox.Key: String] = [:]
-    ) -> PostgresQuery? {
+    /// written again.
+    static func activitiesQuery(_ changes: [(original: OrderState?, state: OrderState)]) -> PostgresQuery? {
         let rows = changes.flatMap { original, state in
             state.activities.compactMap { activity -> ActivityRow? in
-                var row = ActivityRow(orderID: state.orderID, activity)
-                row.deliveredAPNsID = delivered[Outbox.Key(orderID: state.orderID, activityKey: activity.key)]
-                if row.deliveredAPNsID == nil, let before = original?.activity(activity.key),
-                    ActivityRow(orderID: state.orderID, before) == row
-                {
+                let row = ActivityRow(orderID: state.orderID, activity)
+                if let before = original?.activity(activity.key), ActivityRow(orderID: state.orderID, before) == row {
                     return nil
                 }
                 return row
@@ -528,11 +538,11 @@ enum OrderStore {
             INSERT INTO activities (order_id, activity_key, activity_id, device_id, bundle_id, environment, state,
                                     end_reason, token_prefix, token_received_at, last_sent_timestamp,
                                     last_sent_content, last_sent_step, relevance_score, alert_count, pending_kind,
-                                    started_at, ended_at, last_sent_apns_id)
+                                    started_at, ended_at)
             SELECT r.order_id, r.activity_key, r.activity_id, r.device_id, r.bundle_id, r.environment, r.state,
                    r.end_reason, r.token_prefix, r.token_received_at, r.last_sent_timestamp,
                    r.last_sent_content::jsonb, r.last_sent_step, r.relevance_score, r.alert_count, r.pending_kind,
-                   r.started_at, r.ended_at, r.last_sent_apns_id::uuid
+                   r.started_at, r.ended_at
             FROM unnest(\(rows.map(\.orderID))::text[], \(rows.map(\.activityKey))::text[],
                         \(PostgresNullableArray(rows.map(\.activityID)))::text[],
                         \(PostgresNullableArray(rows.map(\.deviceID)))::text[],
@@ -547,11 +557,10 @@ enum OrderStore {
                         \(PostgresNullableArray(rows.map(\.relevanceScore)))::double precision[],
                         \(rows.map(\.alertCount))::integer[], \(PostgresNullableArray(rows.map(\.pendingKind)))::text[],
                         \(PostgresNullableArray(rows.map(\.startedAt)))::timestamptz[],
-                        \(PostgresNullableArray(rows.map(\.endedAt)))::timestamptz[],
-                        \(PostgresNullableArray(rows.map(\.deliveredAPNsID)))::text[])
+                        \(PostgresNullableArray(rows.map(\.endedAt)))::timestamptz[])
                 AS r(order_id, activity_key, activity_id, device_id, bundle_id, environment, state, end_reason,
                      token_prefix, token_received_at, last_sent_timestamp, last_sent_content, last_sent_step,
-                     relevance_score, alert_count, pending_kind, started_at, ended_at, last_sent_apns_id)
+                     relevance_score, alert_count, pending_kind, started_at, ended_at)
             ON CONFLICT (order_id, activity_key) DO UPDATE SET
                 activity_id = EXCLUDED.activity_id, device_id = EXCLUDED.device_id, bundle_id = EXCLUDED.bundle_id,
                 environment = EXCLUDED.environment, state = EXCLUDED.state, end_reason = EXCLUDED.end_reason,
@@ -559,9 +568,7 @@ enum OrderStore {
                 last_sent_timestamp = EXCLUDED.last_sent_timestamp, last_sent_content = EXCLUDED.last_sent_content,
                 last_sent_step = EXCLUDED.last_sent_step, relevance_score = EXCLUDED.relevance_score,
                 alert_count = EXCLUDED.alert_count, pending_kind = EXCLUDED.pending_kind,
-                started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at,
-                last_sent_apns_id = COALESCE(EXCLUDED.last_sent_apns_id, activities.last_sent_apns_id),
-                updated_at = now()
+                started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at, updated_at = now()
             """
     }
 }

@@ -400,8 +400,7 @@ public final class PushDispatcher: Service {
         let now = self.now()
         let sent = sent.sorted { ($0.claim.orderID, $0.claim.activityKey) < ($1.claim.orderID, $1.claim.activityKey) }
         let (released, written) = try await client.withTransaction { connection in
-            // One round trip: the orders' locks (and states), the outbox rows' locks, every attempt, and
-            // the orders' delivered updates.
+            // One round trip: the orders' locks (and states), the outbox rows' locks, and every attempt.
             let orders = OrderStore.ExistingLock(sent.map(\.claim.orderID), cache: states)
             let attempts = sent.map(AttemptRow.init)
             let locked = try await connection.pipeline([
@@ -421,9 +420,8 @@ public final class PushDispatcher: Service {
                     AS r(order_id, activity_key, kind, bundle_id, priority, generation, apns_id, status, outcome, reason,
                          latency_ms)
                 """,
-                orders.deliveredQuery,
             ])
-            let read = try orders.read(from: locked[0], delivered: locked[3])
+            let read = try orders.read(from: locked[0])
             let stored = read.compactMapValues(\.state)
             let outbox = try Outbox.locked(from: locked[1])
 
@@ -492,25 +490,18 @@ public final class PushDispatcher: Service {
                     otherAnswers.insert(claim.orderID)
                 }
             }
-            // A delivered current update changes nothing but its activity: it is recorded in the
-            // activity's row, and the order's state is left for its next write (see `sql/108`).
-            var folded: [(original: OrderState?, state: OrderState)] = []
-            var foldedIDs: [Outbox.Key: String] = [:]
-            var written: [OrderStateCache.Written] = []
-            for (orderID, ids) in deliveredUpdates where !otherAnswers.contains(orderID) {
-                guard let change = changes[orderID], let original = change.original, let version = read[orderID]?.version,
+            // A delivered current update changes nothing but its activity: the order's state is not
+            // written again, only the update's id, which the next read settles (see `sql/108`).
+            var delivered: [Delivered] = []
+            for (orderID, ids) in deliveredUpdates.sorted(by: { $0.key < $1.key }) where !otherAnswers.contains(orderID) {
+                guard let change = changes[orderID], let original = change.original,
                     change.pushes.isEmpty, change.withdrawn.isEmpty, change.retired.isEmpty
                 else { continue }
-                var settledState = original
+                var settled = original
                 // Only when settling on the next read gives exactly the state recording would write.
-                guard settledState.settleDelivered(ids), settledState == change.state else { continue }
-                for activity in original.activities {
-                    if let pending = activity.pending, ids.contains(pending.apnsID) {
-                        foldedIDs[Outbox.Key(orderID: orderID, activityKey: activity.key)] = pending.apnsID
-                    }
-                }
-                folded.append((original, settledState))
-                written.append(.init(orderID: orderID, version: version, state: settledState))
+                guard settled.settleDelivered(ids), settled == change.state else { continue }
+                let settledIDs = original.activities.compactMap { $0.pending?.apnsID }.filter(ids.contains)
+                delivered.append(Delivered(original: original, settled: settled, apnsIDs: settledIDs.sorted()))
                 changes[orderID] = nil
             }
             // The outbox rows deleted or released go in the same round trip as the orders' writes.
@@ -531,12 +522,10 @@ public final class PushDispatcher: Service {
                     """
                 outboxWrites.append(release.planned(.everyRun))
             }
-            if let activities = OrderStore.activitiesQuery(folded, delivered: foldedIDs) {
-                outboxWrites.append(activities)
-            }
-            if !changes.isEmpty {
-                written += try await OrderStore.write(
-                    Array(changes.values), kind: "outcome", leading: outboxWrites, on: connection)
+            var written: [OrderStateCache.Written] = []
+            if !changes.isEmpty || !delivered.isEmpty {
+                written = try await OrderStore.write(
+                    Array(changes.values), kind: "outcome", delivered: delivered, leading: outboxWrites, on: connection)
             } else {
                 try await connection.pipeline(outboxWrites)
             }

@@ -93,7 +93,7 @@ public final class Sweeper: Service {
         return try await client.withTransaction { connection in
             let rows = try await connection.query(
                 """
-                SELECT order_id, user_id, state FROM orders
+                SELECT order_id, user_id, state, array_to_string(delivered, ',') AS delivered FROM orders
                 WHERE next_sweep_at <= \(now) AND state IS NOT NULL
                 ORDER BY next_sweep_at
                 LIMIT \(literal: configuration.batchSize)
@@ -101,18 +101,10 @@ public final class Sweeper: Service {
                 """)
             var states: [OrderState] = []
             for row in rows {
-                guard let state = try OrderStore.decodeState(try row.decode(PostgresJSON?.self, "state")) else {
+                guard let state = try OrderStore.state(row) else {
                     continue
                 }
                 states.append(state)
-            }
-            // Read after the rows are locked (see `OrderStore.deliveredQuery`).
-            if !states.isEmpty {
-                let delivered = try OrderStore.delivered(
-                    from: try await connection.query(OrderStore.deliveredQuery(states.map(\.orderID))))
-                for index in states.indices {
-                    states[index].settleDelivered(delivered[states[index].orderID] ?? [])
-                }
             }
             // The users' advisory locks (as the consumer takes them), without waiting: an order
             // whose user is busy elsewhere is swept next time. Under them the start limit holds.

@@ -512,8 +512,8 @@ private final class BenchEnvironment: @unchecked Sendable {
     }
 
     /// pgbench running the worker's per-event statements (order lock + state, activity, outbox, timeline, inbox;
-    /// then the push's attempt, the outbox delete and the delivered update in the activity's row, `sql/108`) on the
-    /// same tables. The outbox row is inserted leased, as
+    /// then the push's attempt, the outbox delete, the activity's row and the delivered update's id, `sql/108`) on
+    /// the same tables. The outbox row is inserted leased, as
     /// when the consumer hands the push to its own dispatcher (every push at the latency phase's rate, about
     /// half in a backlog, where the rest are claimed).
     func pgbench(seconds: Int, orders: Int) async throws -> Double {
@@ -527,19 +527,18 @@ private final class BenchEnvironment: @unchecked Sendable {
         BEGIN;
         INSERT INTO inbox (event_id, event_type, order_id, user_id, occurred_at) VALUES (gen_random_uuid()::text, 'order.status', 'pgb-' || (:n)::text, 'u', now()) ON CONFLICT DO NOTHING;
         INSERT INTO orders (order_id) VALUES ('pgb-' || (:n)::text) ON CONFLICT (order_id) DO NOTHING;
-        SELECT state FROM orders WHERE order_id = 'pgb-' || (:n)::text FOR UPDATE;
-        SELECT order_id, last_sent_apns_id::text FROM activities WHERE order_id = ANY(ARRAY['pgb-' || (:n)::text]) AND last_sent_apns_id IS NOT NULL;
-        UPDATE orders SET state = \(state), user_id = 'u', status = 'preparing', terminal = false, settled = false, last_sequence = :n, last_occurred_at = now(), last_event_id = 'e', next_sweep_at = now() + interval '1 hour', updated_at = now() WHERE order_id = 'pgb-' || (:n)::text;
+        SELECT state, array_to_string(delivered, ',') FROM orders WHERE order_id = 'pgb-' || (:n)::text FOR UPDATE;
+        UPDATE orders SET state = \(state), user_id = 'u', status = 'preparing', terminal = false, settled = false, last_sequence = :n, last_occurred_at = now(), last_event_id = 'e', next_sweep_at = now() + interval '1 hour', delivered = NULL, updated_at = now() WHERE order_id = 'pgb-' || (:n)::text;
         INSERT INTO activities (order_id, activity_key, activity_id, bundle_id, environment, state, alert_count) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'a', 'com.example.pizza', 'production', 'active', 0) ON CONFLICT (order_id, activity_key) DO UPDATE SET state = EXCLUDED.state, updated_at = now();
         INSERT INTO outbox (order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push, reason, not_before, lease_owner, lease_until, attempts) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'update', 'com.example.pizza', 'production', 5, gen_random_uuid(), \(state), 'status changed', now(), 'pgbench', now() + interval '60 seconds', 1) ON CONFLICT (order_id, activity_key) DO UPDATE SET push = EXCLUDED.push, generation = outbox.generation + 1, updated_at = now() RETURNING generation = 1 AND lease_owner IS NOT NULL AS handed;
         INSERT INTO timeline (order_id, activity_key, kind, code, message) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'event', 'status_changed', 'preparing');
         COMMIT;
         BEGIN;
-        SELECT state FROM orders WHERE order_id = 'pgb-' || (:n)::text FOR UPDATE;
-        SELECT order_id, last_sent_apns_id::text FROM activities WHERE order_id = ANY(ARRAY['pgb-' || (:n)::text]) AND last_sent_apns_id IS NOT NULL;
+        SELECT state, array_to_string(delivered, ',') FROM orders WHERE order_id = 'pgb-' || (:n)::text FOR UPDATE;
         INSERT INTO push_attempts (order_id, activity_key, kind, bundle_id, priority, generation, apns_id, status, outcome, latency_ms, worker_id) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'update', 'com.example.pizza', 5, 1, gen_random_uuid(), 200, 'delivered', 3.0, 'pgbench');
         DELETE FROM outbox WHERE order_id = 'pgb-' || (:n)::text AND activity_key = 'pgb-activity';
-        UPDATE activities SET last_sent_content = '{"currentStep":"preparing"}', last_sent_step = 'preparing', pending_kind = NULL, last_sent_apns_id = gen_random_uuid(), updated_at = now() WHERE order_id = 'pgb-' || (:n)::text AND activity_key = 'pgb-activity';
+        UPDATE activities SET last_sent_content = '{"currentStep":"preparing"}', last_sent_step = 'preparing', pending_kind = NULL, updated_at = now() WHERE order_id = 'pgb-' || (:n)::text AND activity_key = 'pgb-activity';
+        UPDATE orders SET delivered = coalesce(delivered, '{}'::uuid[]) || gen_random_uuid() WHERE order_id = 'pgb-' || (:n)::text;
         COMMIT;
 
         """.write(to: script, atomically: true, encoding: .utf8)

@@ -89,11 +89,11 @@ struct StateCacheTests {
             // The cache holds what a read of the row gives: the accepted push is in both (in the
             // activity's row, settled on reading; the order's row is not written again for it).
             let row = try await harness.database.client.query(
-                "SELECT state, xmin::text::bigint AS version FROM orders WHERE order_id = \(order)")
-            var stored = try OrderStore.decodeState(try row[0].decode(PostgresJSON?.self, "state"))
-            let delivered = try OrderStore.delivered(
-                from: try await harness.database.client.query(OrderStore.deliveredQuery([order])))
-            stored?.settleDelivered(delivered[order] ?? [])
+                """
+                SELECT state, array_to_string(delivered, ',') AS delivered, xmin::text::bigint AS version
+                FROM orders WHERE order_id = \(order)
+                """)
+            let stored = try OrderStore.state(row[0])
             #expect(try row[0].decode(Int64.self, "version") == held.version)
             #expect(stored == held.state)
             #expect(held.state.activities.first?.sent != nil)
@@ -101,10 +101,10 @@ struct StateCacheTests {
         }
     }
 
-    /// APNs' acceptance of an activity's current update is written to the activity's row only; the
-    /// order's state keeps the update pending until its next read settles it (`sql/108`). Proven on
-    /// the rows themselves, by a reader with no cache, and by a second worker's next event.
-    @Test("a delivered current update is recorded in its activity's row alone; every later read settles it")
+    /// APNs' acceptance of an activity's current update does not rewrite the order's state: its id joins
+    /// the order's `delivered` list, and every read settles it (`sql/108`). Proven on the rows
+    /// themselves, by a reader with no cache, and by a second worker's next event.
+    @Test("a delivered current update leaves the order's state as it was; every later read settles it")
     func deliveredUpdateFolded() async throws {
         try await withWorker { harness, worker in
             let (order, token) = try await trackedOrder(worker)
@@ -112,20 +112,23 @@ struct StateCacheTests {
                 try await OrderStore.lockExisting([order], on: connection)
             }
             let pendingID = try #require(planned[order]??.activities.first?.pending?.apnsID)
-            let version: PostgresQuery = "SELECT xmin::text FROM orders WHERE order_id = \(order)"
-            let before = try await harness.database.strings(version)
+            let stateText: PostgresQuery = "SELECT state::text FROM orders WHERE order_id = \(order)"
+            let before = try await harness.database.strings(stateText)
             try await eventually("the outbox is empty") {
                 try await worker.dispatcher.dispatchOnce()
                 return try await harness.database.count("SELECT count(*) FROM outbox") == 0
             }
             #expect(harness.simulator.pushes(token: token).filter { $0.status == 200 }.count == 1)
-            #expect(try await harness.database.strings(version) == before)  // the order's row is untouched
+            #expect(try await harness.database.strings(stateText) == before)  // the state is as it was
+            #expect(
+                try await harness.database.strings(
+                    "SELECT array_to_string(delivered, ',') FROM orders WHERE order_id = \(order)") == [pendingID])
             #expect(
                 try await harness.database.strings(
                     """
-                    SELECT concat_ws(' ', last_sent_apns_id, coalesce(pending_kind, '-'), last_sent_step)
+                    SELECT concat_ws(' ', coalesce(pending_kind, '-'), last_sent_step)
                     FROM activities WHERE order_id = \(order)
-                    """) == ["\(pendingID) - confirmed"])
+                    """) == ["- confirmed"])
             #expect(
                 try await harness.database.strings("SELECT outcome FROM push_attempts WHERE order_id = \(order)")
                     == ["delivered"])
@@ -142,8 +145,8 @@ struct StateCacheTests {
             #expect(settled.activities.first?.sent?.step == "confirmed")
             #expect(worker.processor.states.entries([order])[order]?.state == settled)
 
-            // A second worker (its own cache, empty) applies the next event on the settled state, and
-            // its write carries the acceptance into the order's row.
+            // A second worker (its own cache, empty) applies the next event on the settled state; its
+            // write carries the acceptance into the state and empties the list.
             let second = try harness.worker()
             var failure: (any Error)?
             do {
@@ -159,12 +162,15 @@ struct StateCacheTests {
             #expect(written.activities.first?.sent?.step == "confirmed")
             #expect(written.activities.first?.pending?.mark.step == "preparing")
             #expect(written.activities.first?.pending?.apnsID != pendingID)
+            #expect(
+                try await harness.database.count(
+                    "SELECT count(*) FROM orders WHERE order_id = \(order) AND delivered IS NULL") == 1)
         }
     }
 
-    /// A read whose lock waited for the transaction that recorded a delivery in the activity's row
-    /// settles that delivery: the ids are read after the lock is held, not with the lock statement's
-    /// older snapshot (that transaction leaves the order's row as it was, so nothing re-reads it).
+    /// A read whose lock waited for the transaction that recorded a delivery settles that delivery. (The
+    /// ids live in the order's row, which that transaction updates, so the lock reads them from the row's
+    /// newest version; kept in the activity rows and read with the lock's snapshot, they were missed.)
     @Test("a read that waited for the lock of a delivery's record sees that delivery")
     func readAfterWaitingSeesTheDelivery() async throws {
         try await withWorker { harness, worker in
@@ -177,7 +183,7 @@ struct StateCacheTests {
                 try await recording.query("SELECT 1 FROM orders WHERE order_id = \(order) FOR UPDATE")
                 try await recording.query(
                     """
-                    UPDATE activities SET last_sent_apns_id = \(pending.apnsID)::uuid, pending_kind = NULL
+                    UPDATE orders SET delivered = coalesce(delivered, '{}'::uuid[]) || \(pending.apnsID)::uuid
                     WHERE order_id = \(order)
                     """)
                 let reader = Task {
