@@ -132,7 +132,7 @@ enum OrderStore {
         /// `xmin` is the id of the transaction that wrote the row's current version.
         var query: PostgresQuery {
             """
-            SELECT o.order_id, o.xmin::text::bigint AS version, o.xmin::text::bigint = k.known AS held,
+            SELECT o.order_id, o.xmin::text::bigint = k.known AS held,
                    CASE WHEN o.xmin::text::bigint = k.known THEN NULL ELSE o.state END AS state,
                    array_to_string(o.delivered, ',') AS delivered
             FROM unnest(\(ids)::text[], \(PostgresNullableArray(ids.map { held[$0]?.version }))::bigint[])
@@ -142,13 +142,9 @@ enum OrderStore {
             """
         }
 
+        /// Each order's state, with its delivered updates settled (nil for a row created empty).
         func states(from rows: PostgresRows) throws -> [String: OrderState?] {
-            try read(from: rows).mapValues(\.state)
-        }
-
-        /// Each order's state (with its delivered updates settled) and the row version it was read at.
-        func read(from rows: PostgresRows) throws -> [String: Read] {
-            var read: [String: Read] = [:]
+            var states: [String: OrderState?] = [:]
             var cached = 0
             for row in rows {
                 let orderID = try row.decode(String.self, "order_id")
@@ -160,15 +156,10 @@ enum OrderStore {
                     state = try OrderStore.decodeState(try row.decode(PostgresJSON?.self, "state"))
                 }
                 state?.settleDelivered(try OrderStore.delivered(row))
-                read[orderID] = Read(state: state, version: try row.decode(Int64.self, "version"))
+                states[orderID] = state
             }
-            cache?.counted(cached: cached, fetched: read.count - cached)
-            return read
-        }
-
-        struct Read {
-            var state: OrderState?
-            var version: Int64
+            cache?.counted(cached: cached, fetched: states.count - cached)
+            return states
         }
     }
 

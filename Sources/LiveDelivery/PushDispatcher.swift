@@ -421,8 +421,7 @@ public final class PushDispatcher: Service {
                          latency_ms)
                 """,
             ])
-            let read = try orders.read(from: locked[0])
-            let stored = read.compactMapValues(\.state)
+            let stored = try orders.states(from: locked[0]).compactMapValues { $0 }
             let outbox = try Outbox.locked(from: locked[1])
 
             var changes: [String: OrderChange] = [:]

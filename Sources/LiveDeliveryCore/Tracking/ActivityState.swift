@@ -169,8 +169,8 @@ extension ActivityState {
 
 extension OrderState {
     /// Settles the pending updates APNs accepted whose acceptance was not written into this state
-    /// (the worker records a delivered current update in the activity's row only, with its
-    /// `apns-id`, and folds it in here when it next reads the order). An activity whose pending
+    /// (the worker records a delivered current update by its `apns-id` alone, beside the stored
+    /// state, and settles it here when it next reads the order). An activity whose pending
     /// push is an update with one of these ids counts its content as sent and has nothing pending,
     /// as ``OrderTracker/record(_:for:in:now:)`` would have left it; the budget log drops entries
     /// older than an hour before the push's own timestamp, so the result depends on nothing but
