@@ -428,7 +428,7 @@ public final class PushDispatcher: Service {
             var settled: [String] = []
             var released: [(row: String, replaced: Bool, uncounted: Bool)] = []
             var paused = Set<String>()
-            // Orders whose only answers are deliveries of their activities' current updates, with the ids.
+            // The ids of delivered updates by order, and the orders with any other answer (never folded).
             var deliveredUpdates: [String: Set<String>] = [:]
             var otherAnswers = Set<String>()
             for answer in sent {
@@ -521,13 +521,8 @@ public final class PushDispatcher: Service {
                     """
                 outboxWrites.append(release.planned(.everyRun))
             }
-            var written: [OrderStateCache.Written] = []
-            if !changes.isEmpty || !delivered.isEmpty {
-                written = try await OrderStore.write(
-                    Array(changes.values), kind: "outcome", delivered: delivered, leading: outboxWrites, on: connection)
-            } else {
-                try await connection.pipeline(outboxWrites)
-            }
+            let written = try await OrderStore.write(
+                Array(changes.values), kind: "outcome", delivered: delivered, leading: outboxWrites, on: connection)
             return (!released.isEmpty, written)
         }
         states.store(written)

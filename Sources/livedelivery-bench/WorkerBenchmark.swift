@@ -660,4 +660,3 @@ private struct SplitMix: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 }
-
