@@ -107,7 +107,7 @@ private struct JSONParser {
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
-                let text = String(validating: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                let text = Self.text(UnsafeBufferPointer(rebasing: bytes[start..<index]))
                 index += 1
                 return text
             }
@@ -121,7 +121,7 @@ private struct JSONParser {
             switch byte {
             case UInt8(ascii: "\""):
                 index += 1
-                return String(validating: scalars, as: UTF8.self)
+                return scalars.withUnsafeBufferPointer(Self.text)
             case UInt8(ascii: "\\"):
                 index += 1
                 guard index < bytes.count else { return nil }
@@ -203,4 +203,11 @@ private struct JSONParser {
     }
 
     private func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+    /// The bytes as text; nil when not valid UTF-8. ASCII takes the specialised `String(decoding:as:)`:
+    /// `String(validating:as:)` is generic in the standard library and looks up its metadata per call.
+    private static func text(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        bytes.allSatisfy { $0 < 0x80 }
+            ? String(decoding: bytes, as: UTF8.self) : String(validating: bytes, as: UTF8.self)
+    }
 }

@@ -346,7 +346,7 @@ final class JSONTape {
             token.flag
                 // Escapes: the core's JSON parser resolves them, given the literal with its quotes.
                 ? JSONValue.string(literal: UnsafeBufferPointer(rebasing: buffer[(start - 1)...end]))
-                : String(validating: UnsafeBufferPointer(rebasing: buffer[start..<end]), as: UTF8.self)
+                : UTF8Text.string(UnsafeBufferPointer(rebasing: buffer[start..<end]))
         }
         guard let text else {
             throw DecodingError.dataCorrupted(

@@ -329,5 +329,9 @@ struct JSONParserTests {
         #expect(JSONValue.parse([0x22, 0xFF, 0x22]) == nil)
         #expect(JSONValue.parse([0x22, 0xC3, 0x22]) == nil)
         #expect(JSONValue.parse([0x22, 0xC3, 0xA9, 0x22]) == .string("é"))
+        #expect(JSONValue.parse([0x22, 0x5C, 0x6E, 0xC3, 0xA9, 0x22]) == .string("\né"))  // after an escape
+        #expect(JSONValue.parse([0x22, 0x5C, 0x6E, 0xFF, 0x22]) == nil)
+        #expect(JSONValue.parse([0x22, 0xED, 0xA0, 0x80, 0x22]) == nil)  // a surrogate's code point, raw
+        #expect(UTF8Text.string(UnsafeBufferPointer(start: nil, count: 0)) == "")
     }
 }

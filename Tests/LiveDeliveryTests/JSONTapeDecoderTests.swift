@@ -72,6 +72,18 @@ struct JSONTapeDecoderTests {
         #expect(throws: DecodingError.self) { try Self.decode([String].self, text) }
     }
 
+    /// ASCII strings take a faster path than the rest; both must refuse bytes that are not UTF-8.
+    @Test("strings are UTF-8: ASCII, other text and escapes are read; invalid bytes are refused")
+    func utf8Strings() throws {
+        func bytes(_ inner: [UInt8]) -> [UInt8] { [0x5B, 0x22] + inner + [0x22, 0x5D] }  // ["…"]
+        #expect(try JSONTapeDecoder.decode([String].self, from: bytes(Array("plain".utf8))) == ["plain"])
+        #expect(try JSONTapeDecoder.decode([String].self, from: bytes([0xC3, 0xA9])) == ["é"])
+        #expect(try JSONTapeDecoder.decode([String].self, from: bytes([0x5C, 0x6E, 0xC3, 0xA9])) == ["\né"])
+        for invalid: [UInt8] in [[0xFF], [0x61, 0xC3], [0xC3, 0x28], [0x5C, 0x6E, 0xFF], [0xED, 0xA0, 0x80]] {
+            #expect(throws: DecodingError.self) { try JSONTapeDecoder.decode([String].self, from: bytes(invalid)) }
+        }
+    }
+
     @Test("type mismatches, missing keys, nulls and overflows fail with their coding path")
     func errorsCarryTheirPath() throws {
         struct Inner: Decodable { var count: Int8 }
