@@ -54,7 +54,7 @@ final class OrderStateCache: Sendable {
         guard capacity > 0 else { return [:] }
         let oldest = ContinuousClock.now - maximumAge
         return generations.withLock { generations in
-            var found: [String: Entry] = [:]
+            var found = [String: Entry](minimumCapacity: orderIDs.count)
             for id in orderIDs {
                 if let entry = generations.young[id] ?? generations.old[id], entry.storedAt >= oldest {
                     found[id] = entry
@@ -69,10 +69,12 @@ final class OrderStateCache: Sendable {
         guard capacity > 0, !written.isEmpty else { return }
         let now = ContinuousClock.now
         generations.withLock { generations in
+            let half = max(1, capacity / 2)
             for item in written {
-                if generations.young.count >= max(1, capacity / 2) {
+                if generations.young.count >= half {
+                    // Sized at once: grown from empty, it was rehashed eleven times a generation.
                     generations.old = generations.young
-                    generations.young = [:]
+                    generations.young = Dictionary(minimumCapacity: half)
                 }
                 generations.old[item.orderID] = nil
                 generations.young[item.orderID] = Entry(version: item.version, state: item.state, storedAt: now)
