@@ -406,16 +406,53 @@ final class JSONTape {
     func double(at index: Int) throws -> Double {
         let token = tokens[index]
         guard token.kind == .number else { throw mismatch(Double.self, at: index) }
-        if !token.flag, token.end - token.start <= 15 {
-            // At most 15 digits: exact as an Int, and exactly representable as a Double.
-            return Double(try integer(Int.self, at: index))
-        }
+        if let value = plainDecimal(token) { return value }
         guard let value = Double(numberText(token)), value.isFinite else {
             throw DecodingError.dataCorrupted(
                 .init(codingPath: [], debugDescription: "Number <\(numberText(token))> is not representable in Double."))
         }
         return value
     }
+
+    /// Clinger's fast path, for integers and for the dates the worker stores (seconds with a
+    /// fraction, such as `817251594.2639999`, which `strtod` reads through its multi-precision path):
+    /// a number without an exponent whose digits make an integer of at most 2^53, with at most 22 of
+    /// them after the point, is that integer (exact as a `Double`) divided by a power of ten (exact
+    /// too), and one IEEE division rounds the quotient correctly, as `strtod` does. The sign is applied
+    /// last, so `-0` is negative zero, as `strtod` reads it. Nil for anything else.
+    private func plainDecimal(_ token: JSONToken) -> Double? {
+        var i = Int(token.start)
+        let end = Int(token.end)
+        let negative = bytes[i] == UInt8(ascii: "-")
+        if negative { i += 1 }
+        var mantissa: UInt64 = 0
+        var digits = 0
+        var fraction = -1  // digits after the point; -1 before it
+        while i < end {
+            let byte = bytes[i]
+            i += 1
+            if byte == UInt8(ascii: ".") {
+                fraction = 0
+                continue
+            }
+            let digit = byte &- UInt8(ascii: "0")
+            // An exponent, or more digits than a UInt64 holds safely.
+            guard digit < 10, digits < 19 else { return nil }
+            mantissa = mantissa &* 10 &+ UInt64(digit)
+            digits += 1
+            if fraction >= 0 { fraction += 1 }
+        }
+        fraction = max(fraction, 0)  // an integer of 16 or more digits: exact too, when at most 2^53
+        guard fraction < Self.powersOfTen.count, mantissa <= 1 << 53 else { return nil }
+        let value = Double(mantissa) / Self.powersOfTen[fraction]
+        return negative ? -value : value
+    }
+
+    /// 10^0 … 10^22: every one exact as a `Double`.
+    private static let powersOfTen: [Double] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18,
+        1e19, 1e20, 1e21, 1e22,
+    ]
 
     func float(at index: Int) throws -> Float {
         let token = tokens[index]

@@ -72,6 +72,35 @@ struct JSONTapeDecoderTests {
         #expect(throws: DecodingError.self) { try Self.decode([String].self, text) }
     }
 
+    /// Plain decimals up to 2^53 take a fast path (Clinger's); the rest go to `strtod`. Both must give
+    /// the very `Double` that `strtod` gives, bit for bit, on either side of every limit.
+    @Test("numbers read as Double are strtod's, bit for bit, on and off the fast path")
+    func doublesAreStrtods() throws {
+        var mantissas: [UInt64] = [
+            0, 1, 5, 10, 999_999_999_999_999, 8_172_515_942_639_999, 4_503_599_627_370_497,
+            9_007_199_254_740_991, 9_007_199_254_740_992, 9_007_199_254_740_993, 1_234_567_890_123_456_789,
+        ]
+        var next: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for _ in 0..<200 {
+            next = next &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            mantissas.append(next >> (next % 40))  // every magnitude, from 2^24 to 2^64
+        }
+        var texts: [String] = []
+        for mantissa in mantissas {
+            let digits = String(mantissa)
+            for fraction in [0, 1, 3, 7, 15, 16, 17, 22, 23, 25] {
+                let padded = String(repeating: "0", count: max(0, fraction + 1 - digits.count)) + digits
+                let text = fraction == 0 ? padded : "\(padded.dropLast(fraction)).\(padded.suffix(fraction))"
+                texts += [text, "-" + text]
+            }
+        }
+        texts += ["1e3", "-2.5E-3", "123456789012.5e2", "-0.0", "0.1", "817251594.2639999"]
+        let decoded = try JSONTapeDecoder.decode([Double].self, from: Array("[\(texts.joined(separator: ","))]".utf8))
+        for (text, value) in zip(texts, decoded) {
+            #expect(value.bitPattern == Double(text)!.bitPattern, "\(text): \(value) against strtod's \(Double(text)!)")
+        }
+    }
+
     /// ASCII strings take a faster path than the rest; both must refuse bytes that are not UTF-8.
     @Test("strings are UTF-8: ASCII, other text and escapes are read; invalid bytes are refused")
     func utf8Strings() throws {
