@@ -72,7 +72,8 @@ final class OrderStateCache: Sendable {
             let half = max(1, capacity / 2)
             for item in written {
                 if generations.young.count >= half {
-                    // Sized at once: grown from empty, it was rehashed eleven times a generation.
+                    // Sized at once: grown from empty, it was rehashed eleven times (at the default
+                    // capacity) before it filled.
                     generations.old = generations.young
                     generations.young = Dictionary(minimumCapacity: half)
                 }
