@@ -442,7 +442,7 @@ final class JSONTape {
             digits += 1
             if fraction >= 0 { fraction += 1 }
         }
-        fraction = max(fraction, 0)  // an integer of 16 or more digits: exact too, when at most 2^53
+        fraction = max(fraction, 0)  // no point: an integer
         guard fraction < Self.powersOfTen.count, mantissa <= 1 << 53 else { return nil }
         let value = Double(mantissa) / Self.powersOfTen[fraction]
         return negative ? -value : value
