@@ -401,6 +401,7 @@ private final class BenchEnvironment: @unchecked Sendable {
         let start = clock.now
         let workersCPU = workers.compactMap(\.cpuSeconds).reduce(0, +)
         let machineCPU = ChildProcess.machineBusySeconds ?? 0
+        let serversCPU = Self.serversCPU()
         let already = try await count("SELECT count(*) FROM inbox") - before
         // Polling `count(*)` of the inbox every 50 ms cost the database 20-95 ms a time at 160k-240k
         // rows: a good part of one core, taken from the workers, and more the larger the inbox. The
@@ -425,6 +426,11 @@ private final class BenchEnvironment: @unchecked Sendable {
         let consumedSeconds = consumed.seconds
         let workersUsed = workers.compactMap(\.cpuSeconds).reduce(0, +) - workersCPU
         let machineUsed = (ChildProcess.machineBusySeconds ?? 0) - machineCPU
+        let serversNow = Self.serversCPU()
+        let serversUsed = (
+            postgres: serversNow.postgres - serversCPU.postgres, rabbitmq: serversNow.rabbitmq - serversCPU.rabbitmq,
+            bench: serversNow.bench - serversCPU.bench
+        )
         let cachedReads = await metric(#"livedelivery_state_reads_total{source="cache"}"#)
         let fetchedReads = await metric(#"livedelivery_state_reads_total{source="database"}"#)
         try await stopWorkers()
@@ -439,7 +445,23 @@ private final class BenchEnvironment: @unchecked Sendable {
                 format: "         (CPU per event: workers %.0f µs, whole machine %.0f µs of %.0f µs × %d cores elapsed; order states read from the workers' cache %.0f, from the database %.0f)",
                 workersUsed / counted * 1e6, machineUsed / counted * 1e6, seconds / counted * 1e6,
                 ProcessInfo.processInfo.activeProcessorCount, cachedReads, fetchedReads))
+        let rest = machineUsed - workersUsed - serversUsed.postgres - serversUsed.rabbitmq - serversUsed.bench
+        print(
+            String(
+                format: "         (the machine's CPU per event by process: workers %.0f µs, PostgreSQL %.0f µs, RabbitMQ %.0f µs, this bench (the APNs simulator; the events were published before the clock started) %.0f µs, the rest (kernel work not charged to a process, other processes) %.0f µs)",
+                workersUsed / counted * 1e6, serversUsed.postgres / counted * 1e6, serversUsed.rabbitmq / counted * 1e6,
+                serversUsed.bench / counted * 1e6, rest / counted * 1e6))
         return (counted / seconds, seconds / counted)
+    }
+
+    /// CPU seconds so far of every process named `postgres` and of RabbitMQ's (the local services'; zero
+    /// for servers on other hosts), and of this process (the in-process APNs simulator and the publisher).
+    static func serversCPU() -> (postgres: Double, rabbitmq: Double, bench: Double) {
+        (
+            ProcessCPU.seconds(ofCommands: ["postgres"]),
+            ProcessCPU.seconds(ofCommands: ["beam.smp", "erl_child_setup", "inet_gethost", "epmd"]),
+            ProcessCPU.ownSeconds
+        )
     }
 
     /// Offered-rate status updates to distinct orders; for each, seconds from its publish call to the
