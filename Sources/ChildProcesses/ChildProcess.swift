@@ -139,15 +139,7 @@ public final class ChildProcess: Sendable {
     }
 
     /// CPU time used so far (user + system, from `/proc/<pid>/stat`); nil once the process is gone.
-    public var cpuSeconds: Double? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let end = text.lastIndex(of: ")")
-        else { return nil }
-        // After the command name: state is field 3, utime and stime fields 14 and 15.
-        let fields = text[text.index(after: end)...].split(separator: " ")
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
+    public var cpuSeconds: Double? { ProcessCPU.ownSeconds(pid: pid) }
 
     /// CPU time the whole machine spent busy so far (all cores, from `/proc/stat`), in seconds.
     public static var machineBusySeconds: Double? {

@@ -28,9 +28,13 @@ public enum ProcessCPU {
     }
 
     /// User and system seconds of this process, without its children's.
-    public static var ownSeconds: Double {
-        guard let stat = Stat(path: "/proc/self/stat") else { return 0 }
-        return stat.own / clockTicksPerSecond
+    public static var ownSeconds: Double { ownSeconds(path: "/proc/self/stat") ?? 0 }
+
+    /// User and system seconds of process `pid`, without its children's; nil once it is gone.
+    static func ownSeconds(pid: Int32) -> Double? { ownSeconds(path: "/proc/\(pid)/stat") }
+
+    private static func ownSeconds(path: String) -> Double? {
+        Stat(path: path).map { $0.own / clockTicksPerSecond }
     }
 
     private static var clockTicksPerSecond: Double { Double(sysconf(Int32(_SC_CLK_TCK))) }
