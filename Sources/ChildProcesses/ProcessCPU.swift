@@ -18,13 +18,20 @@ public enum ProcessCPU {
     /// postmaster's children's time, and a backend that was not there at the first reading started at
     /// zero.
     public static func seconds(ofCommands names: Set<String>) -> Double {
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return 0 }
-        var ticks = 0.0
+        seconds(ofGroups: [names])[0]
+    }
+
+    /// ``seconds(ofCommands:)`` for several groups of command names at once, in one pass over `/proc`.
+    public static func seconds(ofGroups groups: [Set<String>]) -> [Double] {
+        var ticks = [Double](repeating: 0, count: groups.count)
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return ticks }
         for entry in entries where entry.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
-            guard let stat = Stat(path: "/proc/\(entry)/stat"), names.contains(stat.command) else { continue }
-            ticks += stat.own + stat.children
+            guard let stat = Stat(path: "/proc/\(entry)/stat"),
+                let group = groups.firstIndex(where: { $0.contains(stat.command) })
+            else { continue }
+            ticks[group] += stat.own + stat.children
         }
-        return ticks / clockTicksPerSecond
+        return ticks.map { $0 / clockTicksPerSecond }
     }
 
     /// User and system seconds of this process, without its children's.

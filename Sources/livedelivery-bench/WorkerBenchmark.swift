@@ -401,7 +401,7 @@ private final class BenchEnvironment: @unchecked Sendable {
         let start = clock.now
         let workersCPU = workers.compactMap(\.cpuSeconds).reduce(0, +)
         let machineCPU = ChildProcess.machineBusySeconds ?? 0
-        let serversCPU = Self.serversCPU()
+        let serversCPU = ServersCPU.now()
         let already = try await count("SELECT count(*) FROM inbox") - before
         // Polling `count(*)` of the inbox every 50 ms cost the database 20-95 ms a time at 160k-240k
         // rows: a good part of one core, taken from the workers, and more the larger the inbox. The
@@ -426,11 +426,7 @@ private final class BenchEnvironment: @unchecked Sendable {
         let consumedSeconds = consumed.seconds
         let workersUsed = workers.compactMap(\.cpuSeconds).reduce(0, +) - workersCPU
         let machineUsed = (ChildProcess.machineBusySeconds ?? 0) - machineCPU
-        let serversNow = Self.serversCPU()
-        let serversUsed = (
-            postgres: serversNow.postgres - serversCPU.postgres, rabbitmq: serversNow.rabbitmq - serversCPU.rabbitmq,
-            bench: serversNow.bench - serversCPU.bench
-        )
+        let serversUsed = ServersCPU.now() - serversCPU
         let cachedReads = await metric(#"livedelivery_state_reads_total{source="cache"}"#)
         let fetchedReads = await metric(#"livedelivery_state_reads_total{source="database"}"#)
         try await stopWorkers()
@@ -452,16 +448,6 @@ private final class BenchEnvironment: @unchecked Sendable {
                 workersUsed / counted * 1e6, serversUsed.postgres / counted * 1e6, serversUsed.rabbitmq / counted * 1e6,
                 serversUsed.bench / counted * 1e6, rest / counted * 1e6))
         return (counted / seconds, seconds / counted)
-    }
-
-    /// CPU seconds so far of every process named `postgres` and of RabbitMQ's (the local services'; zero
-    /// for servers on other hosts), and of this process (the in-process APNs simulator and the publisher).
-    static func serversCPU() -> (postgres: Double, rabbitmq: Double, bench: Double) {
-        (
-            ProcessCPU.seconds(ofCommands: ["postgres"]),
-            ProcessCPU.seconds(ofCommands: ["beam.smp", "erl_child_setup", "inet_gethost", "epmd"]),
-            ProcessCPU.ownSeconds
-        )
     }
 
     /// Offered-rate status updates to distinct orders; for each, seconds from its publish call to the
@@ -680,5 +666,25 @@ private struct SplitMix: RandomNumberGenerator {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
+    }
+}
+
+/// CPU seconds so far of every process named `postgres` and of RabbitMQ's (the local services'; zero for
+/// servers on other hosts), and of this process (the in-process APNs simulator and the publisher).
+private struct ServersCPU {
+    var postgres: Double
+    var rabbitmq: Double
+    var bench: Double
+
+    static func now() -> ServersCPU {
+        let servers = ProcessCPU.seconds(
+            ofGroups: [["postgres"], ["beam.smp", "erl_child_setup", "inet_gethost", "epmd"]])
+        return ServersCPU(postgres: servers[0], rabbitmq: servers[1], bench: ProcessCPU.ownSeconds)
+    }
+
+    static func - (now: ServersCPU, before: ServersCPU) -> ServersCPU {
+        ServersCPU(
+            postgres: now.postgres - before.postgres, rabbitmq: now.rabbitmq - before.rabbitmq,
+            bench: now.bench - before.bench)
     }
 }
