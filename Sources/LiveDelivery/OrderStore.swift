@@ -219,9 +219,26 @@ enum OrderStore {
     /// Writes everything a change implies; returns the state written, if it changed (see below).
     @discardableResult
     static func write(
-        _ change: OrderChange, kind: String, on connection: PostgresConnection
+        _ change: OrderChange, kind: String, sweepColumn: SweepColumn = .keepEarlier,
+        on connection: PostgresConnection
     ) async throws -> [OrderStateCache.Written] {
-        try await write([change], kind: kind, on: connection)
+        try await write([change], kind: kind, sweepColumn: sweepColumn, on: connection)
+    }
+
+    /// How a write sets `orders.next_sweep_at`, the time the sweeper next looks at the order.
+    ///
+    /// The column is never later than the state's own ``LiveDeliveryCore/OrderState/nextSweepAt``,
+    /// but it may be earlier. Nearly every event moves an active order's idle deadline on, and a
+    /// column that changed with it would be an indexed column changed on every event: the row could
+    /// never be updated in place (a HOT update), and each event would add entries to all three of the
+    /// order's indexes, at a random place in each. So events and outcomes keep an earlier time
+    /// (``keepEarlier``), and the sweeper, finding an order whose own time has not come, only moves
+    /// the column to it (``exact``; about once per idle timeout for an order that stays open).
+    enum SweepColumn: Sendable {
+        /// Keep the column if it is earlier than the state's time; otherwise (earlier, or none) set it.
+        case keepEarlier
+        /// Set the column to the state's time.
+        case exact
     }
 
     /// Writes everything several orders' changes imply with a fixed number of statements, whatever
@@ -243,7 +260,7 @@ enum OrderStore {
     @discardableResult
     static func write(
         _ changes: [OrderChange], kind: String, handover: Handover? = nil, delivered: [Delivered] = [],
-        leading: [PostgresQuery] = [], on connection: PostgresConnection
+        leading: [PostgresQuery] = [], sweepColumn: SweepColumn = .keepEarlier, on connection: PostgresConnection
     ) async throws -> [OrderStateCache.Written] {
         let changes = changes.sorted { $0.state.orderID < $1.state.orderID }
         // Withdrawn pushes first (the order rows are locked already, so this waits on no one new).
@@ -267,7 +284,9 @@ enum OrderStore {
                     state = r.state, user_id = COALESCE(r.user_id, o.user_id), status = r.status,
                     terminal = r.terminal, settled = r.settled, last_sequence = r.last_sequence,
                     last_occurred_at = r.last_occurred_at, last_event_id = r.last_event_id,
-                    next_sweep_at = r.next_sweep_at, delivered = NULL, updated_at = now()
+                    next_sweep_at = CASE WHEN \(sweepColumn == .keepEarlier)::boolean AND r.next_sweep_at >= o.next_sweep_at
+                                         THEN o.next_sweep_at ELSE r.next_sweep_at END,
+                    delivered = NULL, updated_at = now()
                 FROM unnest(\(rows.map(\.orderID))::text[], \(rows.map(\.state))::json[],
                             \(PostgresNullableArray(rows.map(\.userID)))::text[],
                             \(PostgresNullableArray(rows.map(\.status)))::text[], \(rows.map(\.terminal))::boolean[],

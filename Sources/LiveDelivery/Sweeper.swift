@@ -31,7 +31,9 @@ public struct SweepSummary: Sendable, Hashable {
 /// Time-based decisions: every `interval`, locks due orders (`next_sweep_at <= now()`, `FOR UPDATE
 /// SKIP LOCKED`, so workers share the work) and runs the core's sweep through the same write path.
 /// Each decision is counted (`livedelivery_sweeps_total{reason}`) and written to the timeline
-/// (kind `sweep`). Starts waiting for the per-device limit are planned again here.
+/// (kind `sweep`). Starts waiting for the per-device limit are planned again here. An order whose
+/// column was left earlier than its state's own time (see `OrderStore.SweepColumn`) is not swept; its
+/// column is moved to that time.
 public final class Sweeper: Service {
     let configuration: WorkerConfiguration.Sweeper
     let pushToStart: WorkerConfiguration.PushToStart
@@ -100,11 +102,26 @@ public final class Sweeper: Service {
                 FOR UPDATE SKIP LOCKED
                 """)
             var states: [OrderState] = []
+            var notYet: [(orderID: String, at: Date)] = []
             for row in rows {
                 guard let state = try OrderStore.state(row) else {
                     continue
                 }
+                // Events leave the column earlier than the state's own time (see
+                // `OrderStore.SweepColumn`): such an order is only looked at again at that time.
+                if let at = state.nextSweepAt, at > now {
+                    notYet.append((state.orderID, at))
+                    continue
+                }
                 states.append(state)
+            }
+            if !notYet.isEmpty {
+                try await connection.query(
+                    """
+                    UPDATE orders AS o SET next_sweep_at = r.at
+                    FROM unnest(\(notYet.map(\.orderID))::text[], \(notYet.map(\.at))::timestamptz[]) AS r(order_id, at)
+                    WHERE o.order_id = r.order_id
+                    """)
             }
             // The users' advisory locks (as the consumer takes them), without waiting: an order
             // whose user is busy elsewhere is swept next time. Under them the start limit holds.
@@ -127,7 +144,7 @@ public final class Sweeper: Service {
                 devices: tokens.values.flatMap { $0.map(\.deviceID) }, configuration: pushToStart, now: now,
                 on: connection)
             var summary = SweepSummary()
-            summary.orders = states.count
+            summary.orders = states.count + notYet.count
             for state in states {
                 let context = TrackingContext(
                     pushToStartTokens: state.record.flatMap { tokens[$0.userID] } ?? [],
@@ -154,7 +171,7 @@ public final class Sweeper: Service {
                             LiveDeliveryLoggingKeys.decision: "\(decision.code)",
                         ])
                 }
-                try await OrderStore.write(change, kind: "sweep", on: connection)
+                try await OrderStore.write(change, kind: "sweep", sweepColumn: .exact, on: connection)
             }
             return summary
         }

@@ -219,6 +219,70 @@ struct LifecycleTests {
         }
     }
 
+    @Test("events leave the sweep column at its earlier time; the sweeper moves it to the state's own and sweeps then")
+    func sweepColumnKeepsEarlierTime() async throws {
+        let base = Date().addingTimeInterval(-7000)
+        let clock = TestClock(base)
+        try await withWorker(
+            adjust: {
+                $0.tracking.policy.sweep.lifetime = 7200
+                $0.tracking.policy.sweep.lifetimeMargin = 1800
+                $0.tracking.policy.sweep.idleTimeout = 3600
+            }, now: clock.closure
+        ) { harness, worker in
+            func at(_ seconds: Double) { clock.set(base.addingTimeInterval(seconds)) }
+            /// The column and the state's own time, in seconds after `base`.
+            func sweepTimes(_ order: String) async throws -> (column: Double?, state: Double?) {
+                let row = try await harness.database.strings(
+                    """
+                    SELECT coalesce(extract(epoch FROM next_sweep_at)::text, '-') || ' '
+                        || coalesce(state->>'nextSweepAt', '-') FROM orders WHERE order_id = \(order)
+                    """)
+                let fields = try #require(row.first).split(separator: " ").map { Double($0) }
+                return (
+                    fields[0].map { ($0 - base.timeIntervalSince1970).rounded() },
+                    fields[1].map { ($0 - base.timeIntervalSinceReferenceDate).rounded() }
+                )
+            }
+            let order = TestEnvironment.uniqueName("O")
+            let token = Events.token()
+            at(0)
+            _ = try await worker.processor.process([
+                Events.status(order, "preparing", sequence: 1, user: TestEnvironment.uniqueName("u")),
+                Events.activityToken(order, activity: "act-" + order, token: token),
+            ])
+            try await drain(harness, worker)
+            var times = try await sweepTimes(order)
+            #expect(times.column == 3600 && times.state == 3600)
+
+            // The event moves the idle deadline on; the column keeps the earlier time.
+            at(1000)
+            _ = try await worker.processor.process([Events.status(order, "picked_up", sequence: 2, courier: "Ana")])
+            try await drain(harness, worker)
+            times = try await sweepTimes(order)
+            #expect(times.column == 3600 && times.state == 4600)
+
+            // At the column's time the sweeper does nothing but move it to the state's own.
+            at(4000)
+            let early = try await worker.sweeper.sweepAll()
+            #expect(early.orders == 1 && early.actions.isEmpty)
+            times = try await sweepTimes(order)
+            #expect(times.column == 4600 && times.state == 4600)
+            #expect(try await harness.database.count("SELECT count(*) FROM outbox") == 0)
+            #expect(try await harness.database.count("SELECT count(*) FROM timeline WHERE order_id = \(order) AND kind = 'sweep'") == 0)
+
+            // At the state's own time the idle activity is ended, and once the order is settled the
+            // column is cleared.
+            at(4700)
+            #expect(try await worker.sweeper.sweepAll().reasonCounts == ["sweep_idle": 1])
+            try await drain(harness, worker)
+            #expect(try await harness.database.strings("SELECT state || ' ' || end_reason FROM activities WHERE order_id = \(order)") == ["ended sweep_idle"])
+            #expect(acceptedPushes(harness, token: token, event: "end").count == 1)
+            times = try await sweepTimes(order)
+            #expect(times.column == nil && times.state == nil)
+        }
+    }
+
     @Test("token rotation sends to the new token only; a 410 fails the activity; a later token is never used")
     func rotationAndInvalidation() async throws {
         try await withWorker { harness, worker in
