@@ -108,11 +108,12 @@ struct WorkerBenchmark: AsyncParsableCommand {
     private func measure(_ bench: BenchEnvironment, sizes: [Int]) async throws {
         var tracked = 0
         var perEvent: [(Int, Double)] = []
+        var splits: [CPUSplit] = []
         for size in sizes {
             // Grow to `size` tracked orders (token + confirmed each), then a round of `updates` status updates.
             if size > tracked {
                 let grow = (tracked..<size).flatMap { bench.newOrder($0) }
-                let (rate, _) = try await bench.backlogRound(grow)
+                let (rate, _, _) = try await bench.backlogRound(grow)
                 print(String(format: "populate %7d → %7d orders: %7d events, %7.0f events/s end to end", tracked, size, grow.count, rate))
                 tracked = size
                 let settled = try await bench.settle()
@@ -120,8 +121,9 @@ struct WorkerBenchmark: AsyncParsableCommand {
             }
             let picked = (0..<tracked).shuffled().prefix(updates)
             let round = picked.map { bench.statusUpdate(order: $0) }
-            let (rate, cost) = try await bench.backlogRound(round)
+            let (rate, cost, split) = try await bench.backlogRound(round)
             perEvent.append((size, cost * 1e6))
+            splits.append(split)
             print(
                 String(
                     format: "backlog  %7d updates at %7d tracked orders: %7.0f events/s end to end (%.0f µs/event)",
@@ -129,6 +131,15 @@ struct WorkerBenchmark: AsyncParsableCommand {
         }
         if let first = perEvent.first, let last = perEvent.last, perEvent.count > 1 {
             print(String(format: "cost per event: %.0f µs at %d orders, %.0f µs at %d orders (×%.2f)", first.1, first.0, last.1, last.0, last.1 / first.1))
+            // The machine's speed moves every process's CPU per event alike; a process whose figure grows
+            // beyond the others' is one whose work grows with the number of orders.
+            if let a = splits.first, let b = splits.last {
+                print(
+                    String(
+                        format: "         (CPU per event by process, %d → %d orders: workers ×%.2f, PostgreSQL ×%.2f, RabbitMQ ×%.2f, this bench (the APNs simulator) ×%.2f)",
+                        first.0, last.0, b.workers / a.workers, b.postgres / a.postgres, b.rabbitmq / a.rabbitmq,
+                        b.bench / a.bench))
+            }
         }
 
         let settled = try await bench.settle()
@@ -392,7 +403,9 @@ private final class BenchEnvironment: @unchecked Sendable {
     /// ready, times them until every event is in the inbox and the outbox is empty (every push answered).
     /// Events already processed while the workers were starting are not counted. Returns events/s and the
     /// seconds per event.
-    func backlogRound(_ messages: [(String, [UInt8], String)]) async throws -> (rate: Double, perEvent: Double) {
+    func backlogRound(
+        _ messages: [(String, [UInt8], String)]
+    ) async throws -> (rate: Double, perEvent: Double, split: CPUSplit) {
         simulator.reset()
         // This round's events are those processed from now on (`processed_at` is the time the worker's
         // transaction began). Counting them through the `processed_at` index reads this round's rows
@@ -455,7 +468,10 @@ private final class BenchEnvironment: @unchecked Sendable {
                 format: "         (the machine's CPU per event by process: workers %.0f µs, PostgreSQL %.0f µs, RabbitMQ %.0f µs, this bench (the APNs simulator; the events were published before the clock started) %.0f µs, the rest (kernel work not charged to a process, other processes) %.0f µs)",
                 workersUsed / counted * 1e6, serversUsed.postgres / counted * 1e6, serversUsed.rabbitmq / counted * 1e6,
                 serversUsed.bench / counted * 1e6, rest / counted * 1e6))
-        return (counted / seconds, seconds / counted)
+        let split = CPUSplit(
+            workers: workersUsed / counted, postgres: serversUsed.postgres / counted,
+            rabbitmq: serversUsed.rabbitmq / counted, bench: serversUsed.bench / counted)
+        return (counted / seconds, seconds / counted, split)
     }
 
     /// Offered-rate status updates to distinct orders; for each, seconds from its publish call to the
@@ -544,7 +560,7 @@ private final class BenchEnvironment: @unchecked Sendable {
         INSERT INTO inbox (event_id, event_type, order_id, user_id, occurred_at) VALUES (gen_random_uuid()::text, 'order.status', 'pgb-' || (:n)::text, 'u', now()) ON CONFLICT DO NOTHING;
         INSERT INTO orders (order_id) VALUES ('pgb-' || (:n)::text) ON CONFLICT (order_id) DO NOTHING;
         SELECT state, array_to_string(delivered, ',') FROM orders WHERE order_id = 'pgb-' || (:n)::text FOR UPDATE;
-        UPDATE orders SET state = \(state), user_id = 'u', status = 'preparing', terminal = false, settled = false, last_sequence = :n, last_occurred_at = now(), last_event_id = 'e', next_sweep_at = now() + interval '1 hour', delivered = NULL, updated_at = now() WHERE order_id = 'pgb-' || (:n)::text;
+        UPDATE orders SET state = \(state), user_id = 'u', status = 'preparing', terminal = false, settled = false, last_sequence = :n, last_occurred_at = now(), last_event_id = 'e', next_sweep_at = CASE WHEN now() + interval '1 hour' >= next_sweep_at THEN next_sweep_at ELSE now() + interval '1 hour' END, delivered = NULL, updated_at = now() WHERE order_id = 'pgb-' || (:n)::text;
         INSERT INTO activities (order_id, activity_key, activity_id, bundle_id, environment, state, alert_count) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'a', 'com.example.pizza', 'production', 'active', 0) ON CONFLICT (order_id, activity_key) DO UPDATE SET state = EXCLUDED.state, updated_at = now();
         INSERT INTO outbox (order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push, reason, not_before, lease_owner, lease_until, attempts) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'update', 'com.example.pizza', 'production', 5, gen_random_uuid(), \(state), 'status changed', now(), 'pgbench', now() + interval '60 seconds', 1) ON CONFLICT (order_id, activity_key) DO UPDATE SET push = EXCLUDED.push, generation = outbox.generation + 1, updated_at = now() RETURNING generation = 1 AND lease_owner IS NOT NULL AS handed;
         INSERT INTO timeline (order_id, activity_key, kind, code, message) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'event', 'status_changed', 'preparing');
@@ -675,6 +691,15 @@ private struct SplitMix: RandomNumberGenerator {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
+}
+
+/// CPU seconds per event of a backlog round, by process.
+struct CPUSplit {
+    var workers: Double
+    var postgres: Double
+    var rabbitmq: Double
+    /// This process: the in-process APNs simulator.
+    var bench: Double
 }
 
 /// CPU seconds so far of every process named `postgres` and of RabbitMQ's (the local services'; zero for
