@@ -235,7 +235,8 @@ enum OrderStore {
     /// (``keepEarlier``), and the sweeper, finding an order whose own time has not come, only moves
     /// the column to it (``exact``; about once per idle timeout for an order that stays open).
     enum SweepColumn: Sendable {
-        /// Keep the column if it is earlier than the state's time; otherwise (earlier, or none) set it.
+        /// Keep the column while it is earlier than the state's time; set it when the state's time is
+        /// earlier, or when either is absent.
         case keepEarlier
         /// Set the column to the state's time.
         case exact
