@@ -43,6 +43,13 @@ extension Events {
     }
 }
 
+/// Sweep times a test's clock can reach: a 2-hour lifetime ended 30 minutes early, a 1-hour idle timeout.
+func shortSweepTimes(_ configuration: inout WorkerConfiguration) {
+    configuration.tracking.policy.sweep.lifetime = 7200
+    configuration.tracking.policy.sweep.lifetimeMargin = 1800
+    configuration.tracking.policy.sweep.idleTimeout = 3600
+}
+
 /// Sends everything due with these dispatchers (concurrently) until the outbox is empty.
 func drain(_ harness: Harness, _ workers: Worker...) async throws {
     try await eventually("the outbox is empty") {
@@ -116,9 +123,7 @@ struct LifecycleTests {
         let clock = TestClock(base)
         try await withWorker(
             adjust: {
-                $0.tracking.policy.sweep.lifetime = 7200
-                $0.tracking.policy.sweep.lifetimeMargin = 1800
-                $0.tracking.policy.sweep.idleTimeout = 3600
+                shortSweepTimes(&$0)
                 $0.tracking.policy.sweep.adoptionTimeout = 600
                 $0.dispatcher.maxAttempts = 2
             }, now: clock.closure
@@ -224,11 +229,7 @@ struct LifecycleTests {
         let base = Date().addingTimeInterval(-7000)
         let clock = TestClock(base)
         try await withWorker(
-            adjust: {
-                $0.tracking.policy.sweep.lifetime = 7200
-                $0.tracking.policy.sweep.lifetimeMargin = 1800
-                $0.tracking.policy.sweep.idleTimeout = 3600
-            }, now: clock.closure
+            adjust: shortSweepTimes, now: clock.closure
         ) { harness, worker in
             func at(_ seconds: Double) { clock.set(base.addingTimeInterval(seconds)) }
             /// The column and the state's own time, in seconds after `base`.
