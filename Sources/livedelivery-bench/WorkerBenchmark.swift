@@ -423,7 +423,7 @@ private final class BenchEnvironment: @unchecked Sendable {
         let workersCPU = workers.compactMap(\.cpuSeconds).reduce(0, +)
         let machineCPU = ChildProcess.machineBusySeconds ?? 0
         let serversCPU = ServersCPU.now()
-        let already = try await database.query(processed).first?.decode(Int.self, at: 0) ?? 0
+        let already = try await count(processed)
         // Polling `count(*)` of the inbox every 50 ms cost the database 20-95 ms a time at 160k-240k
         // rows: a good part of one core, taken from the workers, and more the larger the inbox. The
         // poll looks up the last events published instead (primary-key probes), then counts until all
@@ -436,7 +436,7 @@ private final class BenchEnvironment: @unchecked Sendable {
                 ? true : nil
         }
         _ = try await poll("the backlog in the inbox", timeout: 600, interval: 0.05) { () -> Bool? in
-            try await self.database.query(processed).first?.decode(Int.self, at: 0) ?? 0 >= messages.count ? true : nil
+            try await self.count(processed) >= messages.count ? true : nil
         }
         let consumed = clock.now - start
         _ = try await poll("the outbox to drain", timeout: 600, interval: 0.05) { () -> Bool? in
@@ -462,15 +462,14 @@ private final class BenchEnvironment: @unchecked Sendable {
                 format: "         (CPU per event: workers %.0f µs, whole machine %.0f µs of %.0f µs × %d cores elapsed; order states read from the workers' cache %.0f, from the database %.0f)",
                 workersUsed / counted * 1e6, machineUsed / counted * 1e6, seconds / counted * 1e6,
                 ProcessInfo.processInfo.activeProcessorCount, cachedReads, fetchedReads))
-        let rest = machineUsed - workersUsed - serversUsed.postgres - serversUsed.rabbitmq - serversUsed.bench
-        print(
-            String(
-                format: "         (the machine's CPU per event by process: workers %.0f µs, PostgreSQL %.0f µs, RabbitMQ %.0f µs, this bench (the APNs simulator; the events were published before the clock started) %.0f µs, the rest (kernel work not charged to a process, other processes) %.0f µs)",
-                workersUsed / counted * 1e6, serversUsed.postgres / counted * 1e6, serversUsed.rabbitmq / counted * 1e6,
-                serversUsed.bench / counted * 1e6, rest / counted * 1e6))
         let split = CPUSplit(
             workers: workersUsed / counted, postgres: serversUsed.postgres / counted,
             rabbitmq: serversUsed.rabbitmq / counted, bench: serversUsed.bench / counted)
+        let rest = machineUsed / counted - split.workers - split.postgres - split.rabbitmq - split.bench
+        print(
+            String(
+                format: "         (the machine's CPU per event by process: workers %.0f µs, PostgreSQL %.0f µs, RabbitMQ %.0f µs, this bench (the APNs simulator; the events were published before the clock started) %.0f µs, the rest (kernel work not charged to a process, other processes) %.0f µs)",
+                split.workers * 1e6, split.postgres * 1e6, split.rabbitmq * 1e6, split.bench * 1e6, rest * 1e6))
         return (counted / seconds, seconds / counted, split)
     }
 
@@ -623,7 +622,11 @@ private final class BenchEnvironment: @unchecked Sendable {
     }
 
     func count(_ sql: String) async throws -> Int {
-        try await database.query(PostgresQuery(unsafeSQL: sql)).first?.decode(Int.self, at: 0) ?? 0
+        try await count(PostgresQuery(unsafeSQL: sql))
+    }
+
+    func count(_ query: PostgresQuery) async throws -> Int {
+        try await database.query(query).first?.decode(Int.self, at: 0) ?? 0
     }
 
     func shutdown(keep: Bool) async {
