@@ -305,15 +305,47 @@ private final class BenchEnvironment: @unchecked Sendable {
 
     /// The sum over the running workers of one Prometheus series (name and labels as exposed).
     func metric(_ series: String) async -> Double {
+        await metricSum { $0.hasPrefix(series + " ") }
+    }
+
+    /// The sum over the running workers of every series of one metric, whatever its labels.
+    func metricTotal(_ name: String) async -> Double {
+        await metricSum { $0.hasPrefix(name + " ") || $0.hasPrefix(name + "{") }
+    }
+
+    private func metricSum(of lines: (Substring) -> Bool) async -> Double {
         var total = 0.0
         for port in workerPorts {
             guard let (data, _) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!)
             else { continue }
-            for line in String(decoding: data, as: UTF8.self).split(separator: "\n") where line.hasPrefix(series + " ") {
+            for line in String(decoding: data, as: UTF8.self).split(separator: "\n") where lines(line) {
                 total += Double(line.split(separator: " ").last ?? "") ?? 0
             }
         }
         return total
+    }
+
+    /// Count and total seconds of the workers' consumer batches and APNs requests, for the latency phase's
+    /// breakdown.
+    struct StageTimes {
+        var batches = 0.0
+        var batchSeconds = 0.0
+        var requests = 0.0
+        var requestSeconds = 0.0
+
+        static func - (a: StageTimes, b: StageTimes) -> StageTimes {
+            StageTimes(
+                batches: a.batches - b.batches, batchSeconds: a.batchSeconds - b.batchSeconds,
+                requests: a.requests - b.requests, requestSeconds: a.requestSeconds - b.requestSeconds)
+        }
+    }
+
+    func stageTimes() async -> StageTimes {
+        StageTimes(
+            batches: await metricTotal("livedelivery_batch_seconds_count"),
+            batchSeconds: await metricTotal("livedelivery_batch_seconds_sum"),
+            requests: await metricTotal("livedelivery_push_latency_seconds_count"),
+            requestSeconds: await metricTotal("livedelivery_push_latency_seconds_sum"))
     }
 
     func stopWorkers() async throws {
@@ -478,6 +510,7 @@ private final class BenchEnvironment: @unchecked Sendable {
     func latencyRound(orders: Int, rate: Int, seconds: Int) async throws -> [(offset: Double, latency: Double)] {
         try await startWorkers()
         simulator.reset()
+        let stagesBefore = await stageTimes()
         let total = rate * seconds
         let picked = Array((0..<orders).shuffled().prefix(total))
         let publisher = try await RabbitMQPublisher.connect(try AMQPConfiguration(url: amqpURL), logger: logger)
@@ -531,6 +564,16 @@ private final class BenchEnvironment: @unchecked Sendable {
         _ = try await poll("every latency push at the simulator", timeout: 300, interval: 0.1) { () -> Bool? in
             let seen = Set(self.simulator.pushes().compactMap { tokens[$0.deviceToken] })
             return seen.count >= picked.count ? true : nil
+        }
+        // Where an event's time goes, on average over the phase (warm-up included): the consumer's batch
+        // (decode, transaction, commit) and the APNs request (sent to answered).
+        let stages = await stageTimes() - stagesBefore
+        if stages.batches > 0, stages.requests > 0 {
+            print(
+                String(
+                    format: "         (in the workers: %.0f batches of %.1f events, %.1f ms each on average; APNs requests %.1f ms on average)",
+                    stages.batches, Double(total) / stages.batches, stages.batchSeconds / stages.batches * 1000,
+                    stages.requestSeconds / stages.requests * 1000))
         }
         let first = published.values.min() ?? Date()
         var latencies: [(offset: Double, latency: Double)] = []
