@@ -104,6 +104,20 @@ final class CPostgresHandle: @unchecked Sendable {
         try checkAlive()
     }
 
+    /// A transaction's `BEGIN`, held back to go out with the transaction's first statement in the same
+    /// round trip (``deferBegin(_:)``). A transaction of the worker is three to five round trips; on a
+    /// busy machine each costs the worker and the server a wake-up, and every statement of a batch waits
+    /// for it.
+    private var pendingBegin: String?
+
+    /// Checks the connection as a statement would (so a connection the server closed while idle is found
+    /// before anything is sent), then holds `begin` back until the next statement.
+    func deferBegin(_ begin: String) throws(PostgresError) {
+        try checkAliveIfIdled()
+        _ = try open()
+        pendingBegin = begin
+    }
+
     /// Runs one statement with bind parameters (extended protocol; text results) and copies its result.
     ///
     /// The first `statementCacheSize` distinct statements are prepared once (`PQsendPrepare`) and then
@@ -111,6 +125,7 @@ final class CPostgresHandle: @unchecked Sendable {
     /// same few statements all day. Statements planned ``PostgresQuery/Planning/everyRun`` are never
     /// prepared.
     func query(_ query: PostgresQuery) throws(PostgresError) -> PostgresRows {
+        if pendingBegin != nil { return try pipeline([query])[0] }
         try checkAliveIfIdled()
         let connection = try open()
         let binds = query.binds
@@ -138,9 +153,12 @@ final class CPostgresHandle: @unchecked Sendable {
     func pipeline(_ queries: [PostgresQuery]) throws(PostgresError) -> [PostgresRows] {
         try checkAliveIfIdled()
         let connection = try open()
+        // A held-back BEGIN goes first; its (empty) result is dropped below.
+        let begin = pendingBegin.map { PostgresQuery(unsafeSQL: $0).planned(.everyRun) }
+        pendingBegin = nil
         var planned: [(query: PostgresQuery, binds: PostgresBindings, key: PreparedKey, name: String?)] = []
-        planned.reserveCapacity(queries.count)
-        for query in queries {
+        planned.reserveCapacity(queries.count + 1)
+        for query in (begin.map { [$0] } ?? []) + queries {
             let binds = query.binds
             let key = PreparedKey(sql: query.sql, types: binds.types)
             planned.append((query, binds, key, try preparedName(query, binds: binds, key: key, connection)))
@@ -208,6 +226,7 @@ final class CPostgresHandle: @unchecked Sendable {
         guard rows.count == planned.count else {
             throw PostgresError(code: .unexpectedResult, message: "a statement of the pipeline returned no result")
         }
+        if begin != nil { rows.removeFirst() }
         return rows
     }
 
@@ -261,7 +280,10 @@ final class CPostgresHandle: @unchecked Sendable {
     func simpleQuery(_ sql: String) throws(PostgresError) -> PostgresRows {
         try checkAliveIfIdled()
         let connection = try open()
-        guard PQsendQuery(connection, sql) == 1 else { throw sendError(connection) }
+        // A held-back BEGIN rides in the same text (the last statement's result is returned).
+        let text = pendingBegin.map { "\($0);\n\(sql)" } ?? sql
+        pendingBegin = nil
+        guard PQsendQuery(connection, text) == 1 else { throw sendError(connection) }
         return try collectResults(connection)
     }
 

@@ -114,11 +114,13 @@ public final class PostgresClient: Sendable {
 
     // MARK: Leasing
 
-    /// Leases a connection, runs an optional first statement (BEGIN) and `body`. When the connection proves dead
-    /// before anything was sent (in `first`, or in `body` when there is no `first`), it is discarded and the work
-    /// starts again on another one. Errors from `body` after `first` succeeded are never retried here.
+    /// Leases a connection, optionally opens a transaction (`begin`, held back to be sent with the first
+    /// statement of `body`: one round trip fewer) and runs `body`. When the connection proves dead before
+    /// anything was sent (the check of an idled connection when `begin` is held back, or in `body` when there
+    /// is no `begin`), it is discarded and the work starts again on another one. Errors from `body` in a
+    /// transaction are never retried here: `body` may have acted on what it had read.
     private func withRetryBeforeSend<Result: Sendable>(
-        beginningWith first: String? = nil,
+        beginningWith begin: String? = nil,
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         // Each stale idle connection is found at most once, so poolSize + 1 attempts always reach a fresh one.
@@ -129,8 +131,8 @@ public final class PostgresClient: Sendable {
             var bodyStarted = false
             do {
                 let result = try await withTaskExecutorPreference(connection.executor) {
-                    if let first {
-                        _ = try await connection.simpleQuery(first)
+                    if let begin {
+                        try await connection.deferBegin(begin)
                         bodyStarted = true
                     }
                     return try await body(connection)

@@ -88,7 +88,12 @@ public final class PostgresConnection: Sendable {
         _ = try await run { handle throws(PostgresError) in try handle.simpleQuery(sql) }
     }
 
-    /// `execute(unsafeSQL:)` returning the last statement's result; used for BEGIN/COMMIT.
+    /// Holds `begin` back to be sent with the next statement (see `CPostgresHandle.deferBegin(_:)`).
+    func deferBegin(_ begin: String) async throws(PostgresError) {
+        try await run { handle throws(PostgresError) in try handle.deferBegin(begin) }
+    }
+
+    /// `execute(unsafeSQL:)` returning the last statement's result; used for COMMIT and ROLLBACK.
     func simpleQuery(_ sql: String) async throws(PostgresError) -> PostgresRows {
         try await run { handle throws(PostgresError) in try handle.simpleQuery(sql) }
     }

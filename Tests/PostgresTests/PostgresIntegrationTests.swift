@@ -190,6 +190,55 @@ struct PostgresIntegrationTests {
         }
     }
 
+    @Test("a transaction's BEGIN goes out with its first statement, whichever kind that is")
+    func beginRidesWithTheFirstStatement() async throws {
+        let table = PostgresTestSupport.tableName("pg_begin")
+        try await PostgresTestSupport.withClient { client in
+            try await client.query(PostgresQuery(unsafeSQL: "CREATE TABLE \(table) (id int PRIMARY KEY)"))
+            // First a single statement: the isolation level applies, and the next statement is in the same
+            // transaction (outside one, each statement would have its own id).
+            try await client.withTransaction(isolation: .serializable) { connection in
+                let first = try await connection.query("SELECT current_setting('transaction_isolation') AS level, txid_current() AS id")
+                #expect(try first[0].decode(String.self, "level") == "serializable")
+                let again = try await connection.query("SELECT txid_current() AS id")
+                #expect(try again[0].decode(Int64.self, "id") == first[0].decode(Int64.self, "id"))
+            }
+            // First a pipeline: one result per statement of the caller's (BEGIN's is not among them).
+            try await client.withTransaction(isolation: .repeatableRead) { connection in
+                let results = try await connection.pipeline([
+                    "SELECT current_setting('transaction_isolation') AS level",
+                    "INSERT INTO \(unsafeRaw: table) VALUES (\(1))",
+                ])
+                #expect(results.count == 2)
+                #expect(try results[0][0].decode(String.self, "level") == "repeatable read")
+            }
+            // First multi-statement SQL text, then the body throws: all of it is rolled back.
+            await #expect(throws: ExpectedFailure.self) {
+                try await client.withTransaction { connection in
+                    try await connection.execute(unsafeSQL: "INSERT INTO \(table) VALUES (10); INSERT INTO \(table) VALUES (11)")
+                    throw ExpectedFailure()
+                }
+            }
+            // The first statement fails: its own error, nothing kept, and the connection goes on.
+            let failed = await #expect(throws: PostgresError.self) {
+                try await client.withTransaction { connection in
+                    try await connection.query("INSERT INTO \(unsafeRaw: table) VALUES (\(1))")
+                }
+            }
+            #expect(failed?.sqlState == .uniqueViolation)
+            // A body that sends nothing, and one that throws before sending anything.
+            try await client.withTransaction { _ in }
+            await #expect(throws: ExpectedFailure.self) {
+                try await client.withTransaction { _ in throw ExpectedFailure() }
+            }
+            let ids = try await client.query("SELECT id FROM \(unsafeRaw: table) ORDER BY id").map {
+                try $0.decode(Int.self, "id")
+            }
+            #expect(ids == [1])
+            try await client.query(PostgresQuery(unsafeSQL: "DROP TABLE \(table)"))
+        }
+    }
+
     @Test func injectionThroughInterpolationIsInert() async throws {
         let table = PostgresTestSupport.tableName("pg_inject")
         try await PostgresTestSupport.withClient { client in
