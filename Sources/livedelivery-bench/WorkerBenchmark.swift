@@ -305,24 +305,23 @@ private final class BenchEnvironment: @unchecked Sendable {
 
     /// The sum over the running workers of one Prometheus series (name and labels as exposed).
     func metric(_ series: String) async -> Double {
-        await metricSum { $0.hasPrefix(series + " ") }
+        Self.sum(await metricLines()) { $0.hasPrefix(series + " ") }
     }
 
-    /// The sum over the running workers of every series of one metric, whatever its labels.
-    func metricTotal(_ name: String) async -> Double {
-        await metricSum { $0.hasPrefix(name + " ") || $0.hasPrefix(name + "{") }
-    }
-
-    private func metricSum(of lines: (Substring) -> Bool) async -> Double {
-        var total = 0.0
+    /// Every running worker's `/metrics` lines, one scrape each.
+    private func metricLines() async -> [Substring] {
+        var lines: [Substring] = []
         for port in workerPorts {
             guard let (data, _) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!)
             else { continue }
-            for line in String(decoding: data, as: UTF8.self).split(separator: "\n") where lines(line) {
-                total += Double(line.split(separator: " ").last ?? "") ?? 0
-            }
+            lines += String(decoding: data, as: UTF8.self).split(separator: "\n")
         }
-        return total
+        return lines
+    }
+
+    /// The sum of the values of the lines chosen.
+    private static func sum(_ lines: [Substring], where chosen: (Substring) -> Bool) -> Double {
+        lines.filter(chosen).reduce(0) { $0 + (Double($1.split(separator: " ").last ?? "") ?? 0) }
     }
 
     /// Count and total seconds of the workers' consumer batches and APNs requests, for the latency phase's
@@ -340,12 +339,14 @@ private final class BenchEnvironment: @unchecked Sendable {
         }
     }
 
+    /// The four figures from one scrape of each worker; each metric summed over its labels.
     func stageTimes() async -> StageTimes {
-        StageTimes(
-            batches: await metricTotal("livedelivery_batch_seconds_count"),
-            batchSeconds: await metricTotal("livedelivery_batch_seconds_sum"),
-            requests: await metricTotal("livedelivery_push_latency_seconds_count"),
-            requestSeconds: await metricTotal("livedelivery_push_latency_seconds_sum"))
+        let lines = await metricLines()
+        func total(_ name: String) -> Double { Self.sum(lines) { $0.hasPrefix(name + " ") || $0.hasPrefix(name + "{") } }
+        return StageTimes(
+            batches: total("livedelivery_batch_seconds_count"), batchSeconds: total("livedelivery_batch_seconds_sum"),
+            requests: total("livedelivery_push_latency_seconds_count"),
+            requestSeconds: total("livedelivery_push_latency_seconds_sum"))
     }
 
     func stopWorkers() async throws {
