@@ -130,13 +130,12 @@ final class CPostgresHandle: @unchecked Sendable {
         let connection = try open()
         let binds = query.binds
         let key = PreparedKey(sql: query.sql, types: binds.types)
-        let name = try preparedName(query, binds: binds, key: key, connection)
+        let (name, fresh) = try preparedName(query, binds: binds, key: key, connection)
         try send(query, binds: binds, name: name, connection)
         do {
             return try collectResults(connection)
         } catch {
-            forgetPlanIfStale(error, key: key)
-            throw error
+            throw forgetPlanIfStale(error, key: key, fresh: fresh)
         }
     }
 
@@ -156,12 +155,14 @@ final class CPostgresHandle: @unchecked Sendable {
         // A held-back BEGIN goes first; its (empty) result is dropped below.
         let begin = pendingBegin.map { PostgresQuery(unsafeSQL: $0).planned(.everyRun) }
         pendingBegin = nil
-        var planned: [(query: PostgresQuery, binds: PostgresBindings, key: PreparedKey, name: String?)] = []
+        var planned: [(query: PostgresQuery, binds: PostgresBindings, key: PreparedKey, name: String?, fresh: Bool)] =
+            []
         planned.reserveCapacity(queries.count + 1)
         for query in (begin.map { [$0] } ?? []) + queries {
             let binds = query.binds
             let key = PreparedKey(sql: query.sql, types: binds.types)
-            planned.append((query, binds, key, try preparedName(query, binds: binds, key: key, connection)))
+            let (name, fresh) = try preparedName(query, binds: binds, key: key, connection)
+            planned.append((query, binds, key, name, fresh))
         }
         guard PQenterPipelineMode(connection) == 1 else { throw sendError(connection) }
         var rows: [PostgresRows] = []
@@ -186,9 +187,9 @@ final class CPostgresHandle: @unchecked Sendable {
                         break
                     case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR:
                         if firstError == nil {
-                            let error = Self.error(from: result, connection: connection)
-                            forgetPlanIfStale(error, key: statement.key)
-                            firstError = error
+                            firstError = forgetPlanIfStale(
+                                Self.error(from: result, connection: connection), key: statement.key,
+                                fresh: statement.fresh)
                         }
                     default:
                         if firstError == nil {
@@ -230,13 +231,14 @@ final class CPostgresHandle: @unchecked Sendable {
         return rows
     }
 
-    /// The prepared statement's name for a cached statement, preparing it first if there is room.
+    /// The prepared statement's name for a cached statement, preparing it first if there is room;
+    /// `fresh` when it was prepared just now.
     private func preparedName(
         _ query: PostgresQuery, binds: PostgresBindings, key: PreparedKey, _ connection: OpaquePointer
-    ) throws(PostgresError) -> String? {
-        guard query.planning == .cached else { return nil }
-        if let name = prepared[key] { return name }
-        guard prepared.count < statementCacheSize else { return nil }
+    ) throws(PostgresError) -> (name: String?, fresh: Bool) {
+        guard query.planning == .cached else { return (nil, false) }
+        if let name = prepared[key] { return (name, false) }
+        guard prepared.count < statementCacheSize else { return (nil, false) }
         preparedNames += 1
         let candidate = "ld_\(preparedNames)"
         let sent = binds.types.withUnsafeBufferPointer { types in
@@ -247,7 +249,7 @@ final class CPostgresHandle: @unchecked Sendable {
         guard sent == 1 else { throw sendError(connection) }
         _ = try collectResults(connection)
         prepared[key] = candidate
-        return candidate
+        return (candidate, true)
     }
 
     /// Sends one statement (by name when prepared) without waiting for its result.
@@ -270,9 +272,17 @@ final class CPostgresHandle: @unchecked Sendable {
         guard sent == 1 else { throw sendError(connection) }
     }
 
-    /// A plan the server may no longer use (a table changed under it): prepare afresh next time.
-    private func forgetPlanIfStale(_ error: PostgresError, key: PreparedKey) {
-        if let state = error.sqlState?.rawValue, state == "0A000" || state == "26000" { prepared[key] = nil }
+    /// A plan the server may no longer use (a table changed under it, `0A000` "cached plan must not
+    /// change result type"; or gone, `26000`): prepared afresh next time. When the plan was prepared
+    /// before this call, the error is marked ``PostgresError/stalePlan`` (retriable: the work run again
+    /// prepares it anew). A statement prepared just now that fails the same way fails for good.
+    private func forgetPlanIfStale(_ error: PostgresError, key: PreparedKey, fresh: Bool) -> PostgresError {
+        guard let state = error.sqlState?.rawValue, state == "0A000" || state == "26000", prepared[key] != nil
+        else { return error }
+        prepared[key] = nil
+        var error = error
+        error.stalePlan = !fresh
+        return error
     }
 
     /// Runs SQL text that may hold several statements (simple protocol, no parameters). Returns the last result.

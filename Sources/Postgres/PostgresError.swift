@@ -52,6 +52,11 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     public var file: String
     public var line: Int
 
+    /// The statement ran from a plan prepared earlier on this connection that a schema change made
+    /// stale (a migration changed a column it returns, say). The plan is forgotten: running the work
+    /// again prepares it afresh, so the error is retriable.
+    public package(set) var stalePlan: Bool = false
+
     /// True when nothing of the failed statement reached the server, so running it again on a fresh connection
     /// cannot apply it twice. The pool uses it to retry transparently.
     package var wasNotSent: Bool = false
@@ -82,6 +87,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
 
     /// Running the same work again (a new transaction, on a new connection if needed) may succeed.
     public var isRetriable: Bool {
+        if stalePlan { return true }
         switch code {
         case .connectionFailed, .connectionClosed, .timeout: return true
         case .server:
@@ -98,6 +104,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         if let tableName { parts.append("table: \(tableName)") }
         if let columnName { parts.append("column: \(columnName)") }
         if let constraintName { parts.append("constraint: \(constraintName)") }
+        if stalePlan { parts.append("stale plan: prepared again on retry") }
         // Client-side messages are ours or libpq's (which never prints passwords); server messages can quote
         // values and SQL fragments, so they stay out of `description`.
         if code != .server, let message { parts.append("message: \(message)") }

@@ -417,7 +417,9 @@ struct PreparedStatementCacheTests {
         }
     }
 
-    @Test("a table changed under a prepared statement fails that call only; the next is prepared afresh")
+    @Test(
+        "a plan made stale under a prepared statement fails that call only, as retriable; the next is prepared afresh"
+    )
     func replannedAfterSchemaChange() async throws {
         let table = PostgresTestSupport.tableName("prep")
         try await Self.withConnection(cacheSize: 8) { connection in
@@ -426,13 +428,25 @@ struct PreparedStatementCacheTests {
             let select = PostgresQuery(unsafeSQL: "SELECT * FROM \(table)")
             #expect(try await connection.query(select)[0].decode(Int.self, "a") == 1)
             try await connection.query(PostgresQuery(unsafeSQL: "ALTER TABLE \(table) ADD COLUMN b int DEFAULT 2"))
-            do {
-                _ = try await connection.query(select)
-            } catch let error as PostgresError {
-                #expect(error.sqlState?.rawValue == "0A000")
-            }
+            let error = await #expect(throws: PostgresError.self) { try await connection.query(select) }
+            #expect(error?.sqlState?.rawValue == "0A000")
+            #expect(error?.stalePlan == true && error?.isRetriable == true, "running it again prepares it anew")
             let row = try await connection.query(select)[0]
             #expect(try row.decode(Int.self, "b") == 2)
+
+            // A plan gone from the server (`DEALLOCATE`, as a pooler's reset does), in a pipeline.
+            try await connection.query(PostgresQuery(unsafeSQL: "DEALLOCATE ALL").planned(.everyRun))
+            let gone = await #expect(throws: PostgresError.self) { try await connection.pipeline([select, select]) }
+            #expect(gone?.sqlState?.rawValue == "26000")
+            #expect(gone?.isRetriable == true)
+            #expect(try await connection.pipeline([select, select]).count == 2)
+
+            // Not every 0A000 is a stale plan: a statement the server cannot run fails for good.
+            let unsupported = await #expect(throws: PostgresError.self) {
+                try await connection.query(PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table) FOR UPDATE"))
+            }
+            #expect(unsupported?.sqlState?.rawValue == "0A000")
+            #expect(unsupported?.isRetriable == false)
             try await connection.query(PostgresQuery(unsafeSQL: "DROP TABLE \(table)"))
         }
     }
