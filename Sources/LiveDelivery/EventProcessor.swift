@@ -163,7 +163,7 @@ public final class EventProcessor: Sendable {
             FROM unnest(\(events.map(\.eventID))::text[], \(events.map(\.type.rawValue))::text[],
                         \(events.map { $0.orderID ?? "" })::text[], \(events.map { $0.userID ?? "" })::text[],
                         \(events.map(\.occurredAt))::timestamptz[]) AS i(e, t, o, u, a)
-            ORDER BY e
+            ORDER BY e COLLATE "C"
             ON CONFLICT (event_id) DO NOTHING
             RETURNING event_id
             """
@@ -172,7 +172,8 @@ public final class EventProcessor: Sendable {
             statements.append(
                 """
                 SELECT pg_advisory_xact_lock(k) FROM (
-                    SELECT hashtextextended('user:' || u, 0) AS k FROM unnest(\(users)::text[]) AS u ORDER BY u
+                    SELECT hashtextextended('user:' || u, 0) AS k
+                    FROM unnest(\(users)::text[]) AS u ORDER BY u COLLATE "C"
                 ) AS s
                 """)
             statements.append(OrderStore.pushToStartTokensQuery(users: users))

@@ -98,7 +98,7 @@ enum OrderStore {
         let results = try await connection.pipeline([
             """
             INSERT INTO orders (order_id)
-            SELECT id FROM unnest(\(sorted)::text[]) AS id ORDER BY id
+            SELECT id FROM unnest(\(sorted)::text[]) AS id ORDER BY id COLLATE "C"
             ON CONFLICT (order_id) DO NOTHING
             """,
             lock.query,

@@ -131,7 +131,7 @@ public final class Sweeper: Service {
                 let locks = try await connection.query(
                     """
                     SELECT u, pg_try_advisory_xact_lock(hashtextextended('user:' || u, 0)) AS locked
-                    FROM unnest(\(users)::text[]) AS u ORDER BY u
+                    FROM unnest(\(users)::text[]) AS u ORDER BY u COLLATE "C"
                     """)
                 for lock in locks {
                     if try lock.decode(Bool.self, "locked") { lockedUsers.insert(try lock.decode(String.self, "u")) }

@@ -19,13 +19,14 @@ struct TestDatabase {
     let client: PostgresClient
     var serverURL = TestEnvironment.postgresURL
 
-    static func create(migrate: Bool = true, serverURL: String = TestEnvironment.postgresURL) async throws
-        -> TestDatabase
-    {
+    /// `options` are appended to `CREATE DATABASE` (a locale, say).
+    static func create(
+        migrate: Bool = true, serverURL: String = TestEnvironment.postgresURL, options: String = ""
+    ) async throws -> TestDatabase {
         let name = "ld_test_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
         let admin = PostgresClient(
             configuration: try PostgresConfiguration(url: serverURL), logger: quietLogger)
-        try await admin.withConnection { try await $0.execute(unsafeSQL: "CREATE DATABASE \(name)") }
+        try await admin.withConnection { try await $0.execute(unsafeSQL: "CREATE DATABASE \(name) \(options)") }
         await admin.shutdown()
         var components = URLComponents(string: serverURL)!
         components.path = "/" + name

@@ -49,6 +49,92 @@ struct MigrationTests {
         }
     }
 
+    @Test(
+        """
+        under a linguistic default collation, every indexed identifier compares as bytes after 110, and views \
+        made before it keep their definition, options, comment and grants
+        """
+    )
+    func identifiersCompareAsBytes() async throws {
+        let database = try await TestDatabase.create(
+            migrate: false, options: "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'")
+        try await database.using {
+            // The schema as it was before 110, and an admin's views on it: one that reads a view
+            // created after it (so it cannot be created again first), with options, a comment and a grant.
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+                TestEnvironment.uniqueName("sql"))
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: folder) }
+            for name in try Self.shipped where Int(name.prefix(3))! < 110 {
+                try FileManager.default.copyItem(
+                    atPath: TestDatabase.migrationsDirectory + "/" + name,
+                    toPath: folder.appendingPathComponent(name).path)
+            }
+            try await Migrator(directory: folder.path).migrate(client: database.client, logger: quietLogger)
+            try await database.client.withTransaction { connection in
+                try await connection.execute(
+                    unsafeSQL: """
+                        INSERT INTO orders (order_id, user_id) VALUES ('b', 'u'), ('B', 'u'), ('a', 'u'), ('_', NULL);
+                        CREATE VIEW admin_open_orders AS SELECT NULL::text AS order_id;
+                        CREATE VIEW admin_orders AS SELECT order_id, user_id FROM orders;
+                        CREATE OR REPLACE VIEW admin_open_orders WITH (security_barrier) AS
+                            SELECT order_id FROM admin_orders WHERE user_id IS NOT NULL;
+                        COMMENT ON VIEW admin_open_orders IS 'orders with a user';
+                        GRANT SELECT ON admin_open_orders TO livedelivery_reporting;
+                        """)
+            }
+            #expect(
+                try await database.strings("SELECT order_id FROM orders ORDER BY order_id") == ["_", "a", "b", "B"],
+                "the database's own collation is linguistic")
+
+            let applied = try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
+                client: database.client, logger: quietLogger)
+            #expect(applied.first == "110_identifiers_compare_as_bytes.sql")
+
+            let linguistic = try await database.strings(
+                """
+                SELECT DISTINCT t.relname || '.' || a.attname
+                FROM pg_index AS x
+                JOIN pg_class AS t ON t.oid = x.indrelid
+                JOIN pg_attribute AS a ON a.attrelid = t.oid AND a.attnum = ANY (x.indkey)
+                WHERE t.relnamespace = current_schema()::regnamespace AND t.relname <> 'dead_letters'
+                  AND a.atttypid = 'text'::regtype AND a.attcollation <> 'pg_catalog."C"'::regcollation
+                ORDER BY 1
+                """)
+            #expect(linguistic == [], "indexed text columns of the worker's tables")
+            // Another text: the one above is prepared on this connection, and the column's new collation
+            // made its plan stale (the client prepares it again after one failure; see PostgresTests).
+            #expect(
+                try await database.strings("SELECT order_id AS id FROM orders ORDER BY order_id")
+                    == ["B", "_", "a", "b"])
+            #expect(
+                try await database.count(
+                    """
+                    SELECT count(*) FROM pg_constraint
+                    WHERE conrelid = 'activities'::regclass AND contype = 'f' AND confrelid = 'orders'::regclass
+                    """) == 1, "the activities' foreign key to orders")
+
+            #expect(
+                try await database.strings("SELECT order_id FROM admin_open_orders ORDER BY order_id")
+                    == ["B", "a", "b"])
+            let view = try #require(
+                try await database.client.query(
+                    """
+                    SELECT array_to_string(c.reloptions, ',') AS options, obj_description(c.oid, 'pg_class') AS comment,
+                           has_table_privilege('livedelivery_reporting', c.oid, 'SELECT') AS granted
+                    FROM pg_class AS c WHERE c.oid = 'admin_open_orders'::regclass
+                    """
+                ).first)
+            #expect(try view.decode(String?.self, "options") == "security_barrier=true")
+            #expect(try view.decode(String?.self, "comment") == "orders with a user")
+            #expect(try view.decode(Bool.self, "granted"))
+            #expect(
+                try await database.count(
+                    "SELECT count(*) FROM pg_views WHERE schemaname = current_schema() AND viewname LIKE 'report\\_%'")
+                    == Report.all.count)
+        }
+    }
+
     @Test("a migration changed after it was applied is refused")
     func changedFile() async throws {
         let database = try await TestDatabase.create()
