@@ -75,7 +75,8 @@ public final class EventProcessor: Sendable {
     }
 
     /// Applies the batch; retries the transaction a few times on serialization failures, deadlocks
-    /// and lost connections, then throws (the caller requeues the batch).
+    /// and lost connections, then throws (the caller requeues the batch). Statements whose prepared
+    /// plans went stale are prepared again, without counting as attempts.
     public func process(_ messages: [InboundMessage]) async throws -> BatchOutcome {
         let started = ContinuousClock.now
         var decoded: [Decoded] = []
@@ -101,13 +102,17 @@ public final class EventProcessor: Sendable {
             } catch {
                 // Not committed (or not known to be: its leases then expire and the rows are claimed).
                 handover?.abandon()
-                guard let error = error as? PostgresError, error.isRetriable, attempt < 3 else { throw error }
+                // A stale plan (a migration changed a column under a prepared statement) is forgotten as it
+                // fails, so it does not count: each retry prepares one more statement again.
+                guard let error = error as? PostgresError, error.isRetriable, attempt < 3 || error.stalePlan else {
+                    throw error
+                }
                 logger.info(
                     "batch transaction failed; retrying",
                     metadata: [
                         LiveDeliveryLoggingKeys.error: "\(error)", LiveDeliveryLoggingKeys.attempt: "\(attempt)",
                     ])
-                attempt += 1
+                if !error.stalePlan { attempt += 1 }
             }
         }
     }
