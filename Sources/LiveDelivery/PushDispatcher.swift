@@ -322,9 +322,16 @@ public final class PushDispatcher: Service {
     /// that safe).
     private func recordWithRetries(_ sent: [Sent]) async -> Bool {
         var backoff = Backoff(base: .milliseconds(50), maximum: .seconds(2))
-        for attempt in 1...5 {
+        var attempt = 1
+        while attempt <= 5 {
             do {
                 return try await record(sent)
+            } catch let error as PostgresError where error.stalePlan {
+                // A migration changed a column under a prepared statement, which is prepared again on the
+                // retry: at once, and not counted (each such failure forgets one plan, so this ends).
+                logger.info(
+                    "push outcomes not recorded on a stale plan; retrying",
+                    metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
             } catch {
                 logger.warning(
                     "cannot record push outcomes; retrying",
@@ -333,6 +340,7 @@ public final class PushDispatcher: Service {
                         LiveDeliveryLoggingKeys.count: "\(sent.count)",
                     ])
                 await sleepUnlessShuttingDown(backoff.next())
+                attempt += 1
             }
         }
         logger.error(

@@ -217,8 +217,8 @@ struct BatchTests {
 
     @Test(
         """
-        a migration that changes the columns the consumer's statements return (as sql/110 did) fails no batch: \
-        each stale plan is prepared again
+        a migration that changes the columns the worker's statements return (as sql/110 did) fails no batch \
+        and no push record: each stale plan is prepared again
         """
     )
     func stalePlansAfterAMigration() async throws {
@@ -231,6 +231,7 @@ struct BatchTests {
                 Events.activityToken(order, activity: "act-1", token: token),
             ])
             #expect(first.applied == 2)
+            #expect(try await worker.dispatcher.dispatchOnce() == 1)
 
             // Under the worker's prepared statements, the columns several of them return change collation
             // (the report views that read them go first, as 110 drops and creates them again).
@@ -254,16 +255,29 @@ struct BatchTests {
             }
 
             let other = TestEnvironment.uniqueName("S")
+            let otherToken = Events.token()
             let second = try await worker.processor.process([
                 Events.status(order, "preparing", sequence: 2),
                 Events.status(other, "confirmed", sequence: 1),
+                Events.activityToken(other, activity: "act-2", token: otherToken),
             ])
-            #expect(second.applied == 2)
+            #expect(second.applied == 3)
             #expect(
                 try await harness.database.strings(
                     "SELECT status FROM orders WHERE order_id IN (\(order), \(other)) ORDER BY status")
                     == ["confirmed", "preparing"])
-            #expect(try await harness.database.count("SELECT count(*) FROM inbox") == 4)
+            #expect(try await harness.database.count("SELECT count(*) FROM inbox") == 5)
+
+            // The dispatcher sends the new activity's start (the first order's update is not due yet) and
+            // records its answer in one call, on plans it prepared before.
+            #expect(try await worker.dispatcher.dispatchOnce() == 1)
+            #expect(harness.simulator.pushes(token: otherToken).count == 1)
+            #expect(
+                try await harness.database.count(
+                    "SELECT count(*) FROM push_attempts WHERE order_id = \(other) AND outcome = 'delivered'") == 1)
+            #expect(
+                try await harness.database.strings("SELECT order_id FROM outbox WHERE lease_owner IS NULL")
+                    == [order])
         }
     }
 
