@@ -14,61 +14,107 @@
 --
 -- The tables are not rewritten; the indexes on these columns are rebuilt, under an ACCESS EXCLUSIVE
 -- lock on each table while its indexes build (about 0.35 s per million rows of a one-column key on
--- this machine). The report views read these columns, so they are dropped and created again from
--- their own definitions, with their options, comments and grants.
+-- this machine). A view that reads these tables blocks the change, so every view that reads them
+-- (the report views, and an admin's own in any schema), and every view that reads one of those, is
+-- dropped and created again from its own definition, with its options, owner, comment and grants. A
+-- materialized view on them stops the migration with a message naming it, and nothing is changed.
+
+CREATE TEMPORARY TABLE identifier_columns (table_name regclass, column_name name) ON COMMIT DROP;
+INSERT INTO identifier_columns VALUES
+    ('orders', 'order_id'), ('orders', 'user_id'),
+    ('activities', 'order_id'), ('activities', 'activity_key'), ('activities', 'activity_id'),
+    ('activities', 'device_id'), ('activities', 'bundle_id'), ('activities', 'state'),
+    ('inbox', 'event_id'), ('inbox', 'order_id'), ('inbox', 'user_id'),
+    ('outbox', 'order_id'), ('outbox', 'activity_key'), ('outbox', 'bundle_id'),
+    ('push_attempts', 'order_id'), ('push_attempts', 'activity_key'), ('push_attempts', 'bundle_id'),
+    ('timeline', 'order_id'), ('timeline', 'activity_key'),
+    ('push_to_start_tokens', 'user_id'), ('push_to_start_tokens', 'device_id'),
+    ('push_to_start_tokens', 'bundle_id'),
+    ('app_pauses', 'bundle_id');
+
+-- The views that read these tables, and the views that read those, in any schema.
+CREATE TEMPORARY TABLE readers ON COMMIT DROP AS
+WITH RECURSIVE readers(oid) AS (
+    SELECT r.ev_class
+    FROM pg_depend AS d JOIN pg_rewrite AS r ON r.oid = d.objid
+    WHERE d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_class'::regclass
+      AND d.refobjid IN (SELECT table_name FROM identifier_columns) AND r.ev_class <> d.refobjid
+    UNION
+    SELECT r.ev_class
+    FROM readers AS v
+    JOIN pg_depend AS d ON d.refclassid = 'pg_class'::regclass AND d.refobjid = v.oid
+    JOIN pg_rewrite AS r ON d.classid = 'pg_rewrite'::regclass AND r.oid = d.objid
+    WHERE r.ev_class <> v.oid
+)
+SELECT oid FROM readers;
+
+-- A materialized view holds data this migration cannot rebuild on its own: the operator does it.
+DO $$
+DECLARE
+    blocking text;
+BEGIN
+    SELECT string_agg(format('%I.%I', n.nspname, c.relname), ', ') INTO blocking
+    FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+    WHERE c.relkind = 'm' AND c.oid IN (SELECT oid FROM readers);
+    IF blocking IS NOT NULL THEN
+        RAISE EXCEPTION 'materialized views read the identifier columns this migration changes: %; drop them, migrate, then create them again', blocking;
+    END IF;
+END
+$$;
 
 CREATE TEMPORARY TABLE saved_views ON COMMIT DROP AS
-SELECT c.oid, c.relname::text AS name, pg_get_viewdef(c.oid) AS definition, c.reloptions,
+SELECT c.oid, format('%I.%I', n.nspname, c.relname) AS name, pg_get_viewdef(c.oid) AS definition,
+       c.reloptions, quote_ident(pg_get_userbyid(c.relowner)) AS owner,
        obj_description(c.oid, 'pg_class') AS comment,
-       (SELECT coalesce(array_agg(format('GRANT %s ON %I TO %s', a.privilege_type, c.relname,
+       (SELECT coalesce(array_agg(format('GRANT %s ON %I.%I TO %s', a.privilege_type, n.nspname, c.relname,
                                          CASE WHEN a.grantee = 0 THEN 'PUBLIC'
                                               ELSE quote_ident(pg_get_userbyid(a.grantee)) END)), '{}')
         FROM aclexplode(c.relacl) AS a
         WHERE a.grantee <> c.relowner) AS grants
-FROM pg_class AS c
-WHERE c.relkind = 'v' AND c.relnamespace = current_schema()::regnamespace;
+FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+WHERE c.relkind = 'v' AND c.oid IN (SELECT oid FROM readers);
 
+-- Readers of a view go before it: each pass drops the views nothing left reads.
 DO $$
 DECLARE
     v record;
+    left_over integer;
+    before integer;
 BEGIN
-    FOR v IN SELECT name FROM saved_views ORDER BY oid DESC LOOP
-        EXECUTE format('DROP VIEW IF EXISTS %I CASCADE', v.name);
+    CREATE TEMPORARY TABLE views_to_drop ON COMMIT DROP AS SELECT oid, name FROM saved_views;
+    LOOP
+        SELECT count(*) INTO before FROM views_to_drop;
+        EXIT WHEN before = 0;
+        FOR v IN SELECT * FROM views_to_drop ORDER BY oid DESC LOOP
+            BEGIN
+                EXECUTE format('DROP VIEW %s', v.name);
+                DELETE FROM views_to_drop WHERE oid = v.oid;
+            EXCEPTION WHEN dependent_objects_still_exist THEN
+                NULL; -- still read by a view not dropped yet: the next pass
+            END;
+        END LOOP;
+        SELECT count(*) INTO left_over FROM views_to_drop;
+        IF left_over = before THEN
+            RAISE EXCEPTION 'cannot drop the views % (something other than a view reads them)',
+                (SELECT string_agg(name, ', ') FROM views_to_drop);
+        END IF;
     END LOOP;
 END
 $$;
 
-ALTER TABLE orders
-    ALTER COLUMN order_id TYPE text COLLATE "C",
-    ALTER COLUMN user_id TYPE text COLLATE "C";
-ALTER TABLE activities
-    ALTER COLUMN order_id TYPE text COLLATE "C",
-    ALTER COLUMN activity_key TYPE text COLLATE "C",
-    ALTER COLUMN activity_id TYPE text COLLATE "C",
-    ALTER COLUMN device_id TYPE text COLLATE "C",
-    ALTER COLUMN bundle_id TYPE text COLLATE "C",
-    ALTER COLUMN state TYPE text COLLATE "C";
-ALTER TABLE inbox
-    ALTER COLUMN event_id TYPE text COLLATE "C",
-    ALTER COLUMN order_id TYPE text COLLATE "C",
-    ALTER COLUMN user_id TYPE text COLLATE "C";
-ALTER TABLE outbox
-    ALTER COLUMN order_id TYPE text COLLATE "C",
-    ALTER COLUMN activity_key TYPE text COLLATE "C",
-    ALTER COLUMN bundle_id TYPE text COLLATE "C";
-ALTER TABLE push_attempts
-    ALTER COLUMN order_id TYPE text COLLATE "C",
-    ALTER COLUMN activity_key TYPE text COLLATE "C",
-    ALTER COLUMN bundle_id TYPE text COLLATE "C";
-ALTER TABLE timeline
-    ALTER COLUMN order_id TYPE text COLLATE "C",
-    ALTER COLUMN activity_key TYPE text COLLATE "C";
-ALTER TABLE push_to_start_tokens
-    ALTER COLUMN user_id TYPE text COLLATE "C",
-    ALTER COLUMN device_id TYPE text COLLATE "C",
-    ALTER COLUMN bundle_id TYPE text COLLATE "C";
-ALTER TABLE app_pauses
-    ALTER COLUMN bundle_id TYPE text COLLATE "C";
+-- One ALTER TABLE per table, so that an index on two of its columns is built once.
+DO $$
+DECLARE
+    t record;
+BEGIN
+    FOR t IN
+        SELECT table_name, string_agg(format('ALTER COLUMN %I TYPE text COLLATE "C"', column_name), ', ') AS changes
+        FROM identifier_columns GROUP BY table_name
+    LOOP
+        EXECUTE format('ALTER TABLE %s %s', t.table_name, t.changes);
+    END LOOP;
+END
+$$;
 
 -- A view that reads another is created once that one exists: each pass creates what it can.
 DO $$
@@ -84,7 +130,7 @@ BEGIN
         EXIT WHEN before = 0;
         FOR v IN SELECT * FROM views_to_create ORDER BY oid LOOP
             BEGIN
-                EXECUTE format('CREATE VIEW %I %s AS %s', v.name,
+                EXECUTE format('CREATE VIEW %s %s AS %s', v.name,
                                CASE WHEN v.reloptions IS NULL THEN ''
                                     ELSE format('WITH (%s)', array_to_string(v.reloptions, ', ')) END,
                                v.definition);
@@ -99,11 +145,12 @@ BEGIN
         END IF;
     END LOOP;
     FOR v IN SELECT * FROM saved_views LOOP
+        EXECUTE format('ALTER VIEW %s OWNER TO %s', v.name, v.owner);
         FOREACH grant_statement IN ARRAY v.grants LOOP
             EXECUTE grant_statement;
         END LOOP;
         IF v.comment IS NOT NULL THEN
-            EXECUTE format('COMMENT ON VIEW %I IS %L', v.name, v.comment);
+            EXECUTE format('COMMENT ON VIEW %s IS %L', v.name, v.comment);
         END IF;
     END LOOP;
 END

@@ -49,6 +49,50 @@ struct MigrationTests {
         }
     }
 
+    /// Applies the shipped migrations numbered below `version`.
+    static func migrate(_ database: TestDatabase, before version: Int) async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("sql"))
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        for name in try shipped where Int(name.prefix(3))! < version {
+            try FileManager.default.copyItem(
+                atPath: TestDatabase.migrationsDirectory + "/" + name, toPath: folder.appendingPathComponent(name).path)
+        }
+        try await Migrator(directory: folder.path).migrate(client: database.client, logger: quietLogger)
+    }
+
+    @Test("110 stops, changing nothing and naming it, when a materialized view reads the identifiers")
+    func identifiersBehindAMaterializedView() async throws {
+        let database = try await TestDatabase.create(migrate: false)
+        try await database.using {
+            try await Self.migrate(database, before: 110)
+            try await database.client.withTransaction { connection in
+                try await connection.execute(
+                    unsafeSQL: """
+                        CREATE MATERIALIZED VIEW order_users AS SELECT order_id, user_id FROM orders;
+                        CREATE VIEW order_users_count AS SELECT count(*) AS n FROM order_users;
+                        """)
+            }
+            let error = await #expect(throws: LiveDeliveryError.self) {
+                try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
+                    client: database.client, logger: quietLogger)
+            }
+            #expect(error?.message.contains("public.order_users; drop them, migrate, then create them again") == true)
+            #expect(try await database.count("SELECT count(*) FROM schema_migrations WHERE version = 110") == 0)
+            #expect(
+                try await database.count(
+                    """
+                    SELECT count(*) FROM pg_attribute
+                    WHERE attrelid = 'orders'::regclass AND attname = 'order_id'
+                      AND attcollation = 'pg_catalog."C"'::regcollation
+                    """) == 0)
+            #expect(
+                try await database.count(
+                    "SELECT count(*) FROM pg_views WHERE viewname IN ('order_users_count', 'report_order_timeline')")
+                    == 2)
+        }
+    }
+
     @Test(
         """
         under a linguistic default collation, every indexed identifier compares as bytes after 110, and views \
@@ -59,28 +103,21 @@ struct MigrationTests {
         let database = try await TestDatabase.create(
             migrate: false, options: "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'")
         try await database.using {
-            // The schema as it was before 110, and an admin's views on it: one that reads a view
-            // created after it (so it cannot be created again first), with options, a comment and a grant.
-            let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
-                TestEnvironment.uniqueName("sql"))
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: folder) }
-            for name in try Self.shipped where Int(name.prefix(3))! < 110 {
-                try FileManager.default.copyItem(
-                    atPath: TestDatabase.migrationsDirectory + "/" + name,
-                    toPath: folder.appendingPathComponent(name).path)
-            }
-            try await Migrator(directory: folder.path).migrate(client: database.client, logger: quietLogger)
+            // The schema as it was before 110, and an admin's views on it: one in another schema that
+            // reads a view created after it (so it cannot be created again first), with options, a
+            // comment and a grant.
+            try await Self.migrate(database, before: 110)
             try await database.client.withTransaction { connection in
                 try await connection.execute(
                     unsafeSQL: """
                         INSERT INTO orders (order_id, user_id) VALUES ('b', 'u'), ('B', 'u'), ('a', 'u'), ('_', NULL);
-                        CREATE VIEW admin_open_orders AS SELECT NULL::text AS order_id;
+                        CREATE SCHEMA ops;
+                        CREATE VIEW ops.open_orders AS SELECT NULL::text AS order_id;
                         CREATE VIEW admin_orders AS SELECT order_id, user_id FROM orders;
-                        CREATE OR REPLACE VIEW admin_open_orders WITH (security_barrier) AS
+                        CREATE OR REPLACE VIEW ops.open_orders WITH (security_barrier) AS
                             SELECT order_id FROM admin_orders WHERE user_id IS NOT NULL;
-                        COMMENT ON VIEW admin_open_orders IS 'orders with a user';
-                        GRANT SELECT ON admin_open_orders TO livedelivery_reporting;
+                        COMMENT ON VIEW ops.open_orders IS 'orders with a user';
+                        GRANT SELECT ON ops.open_orders TO livedelivery_reporting;
                         """)
             }
             #expect(
@@ -115,14 +152,14 @@ struct MigrationTests {
                     """) == 1, "the activities' foreign key to orders")
 
             #expect(
-                try await database.strings("SELECT order_id FROM admin_open_orders ORDER BY order_id")
+                try await database.strings("SELECT order_id FROM ops.open_orders ORDER BY order_id")
                     == ["B", "a", "b"])
             let view = try #require(
                 try await database.client.query(
                     """
                     SELECT array_to_string(c.reloptions, ',') AS options, obj_description(c.oid, 'pg_class') AS comment,
                            has_table_privilege('livedelivery_reporting', c.oid, 'SELECT') AS granted
-                    FROM pg_class AS c WHERE c.oid = 'admin_open_orders'::regclass
+                    FROM pg_class AS c WHERE c.oid = 'ops.open_orders'::regclass
                     """
                 ).first)
             #expect(try view.decode(String?.self, "options") == "security_barrier=true")
