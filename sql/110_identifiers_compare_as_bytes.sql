@@ -32,21 +32,22 @@ INSERT INTO identifier_columns VALUES
     ('push_to_start_tokens', 'bundle_id'),
     ('app_pauses', 'bundle_id');
 
--- The views that read these tables, and the views that read those, in any schema.
+-- The views that read these tables, and the views that read those, in any schema. A view's depth is
+-- its longest path from the tables: it is greater than that of every view it reads.
 CREATE TEMPORARY TABLE readers ON COMMIT DROP AS
-WITH RECURSIVE readers(oid) AS (
-    SELECT r.ev_class
+WITH RECURSIVE readers(oid, depth) AS (
+    SELECT r.ev_class, 1
     FROM pg_depend AS d JOIN pg_rewrite AS r ON r.oid = d.objid
     WHERE d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_class'::regclass
       AND d.refobjid IN (SELECT table_name FROM identifier_columns) AND r.ev_class <> d.refobjid
     UNION
-    SELECT r.ev_class
+    SELECT r.ev_class, v.depth + 1
     FROM readers AS v
     JOIN pg_depend AS d ON d.refclassid = 'pg_class'::regclass AND d.refobjid = v.oid
     JOIN pg_rewrite AS r ON d.classid = 'pg_rewrite'::regclass AND r.oid = d.objid
     WHERE r.ev_class <> v.oid
 )
-SELECT oid FROM readers;
+SELECT oid, max(depth) AS depth FROM readers GROUP BY oid;
 
 -- A materialized view holds data this migration cannot rebuild on its own: the operator does it.
 DO $$
@@ -63,7 +64,7 @@ END
 $$;
 
 CREATE TEMPORARY TABLE saved_views ON COMMIT DROP AS
-SELECT c.oid, format('%I.%I', n.nspname, c.relname) AS name, pg_get_viewdef(c.oid) AS definition,
+SELECT c.oid, v.depth, format('%I.%I', n.nspname, c.relname) AS name, pg_get_viewdef(c.oid) AS definition,
        c.reloptions, quote_ident(pg_get_userbyid(c.relowner)) AS owner,
        obj_description(c.oid, 'pg_class') AS comment,
        (SELECT coalesce(array_agg(format('GRANT %s ON %I.%I TO %s', a.privilege_type, n.nspname, c.relname,
@@ -71,34 +72,18 @@ SELECT c.oid, format('%I.%I', n.nspname, c.relname) AS name, pg_get_viewdef(c.oi
                                               ELSE quote_ident(pg_get_userbyid(a.grantee)) END)), '{}')
         FROM aclexplode(c.relacl) AS a
         WHERE a.grantee <> c.relowner) AS grants
-FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
-WHERE c.relkind = 'v' AND c.oid IN (SELECT oid FROM readers);
+FROM readers AS v JOIN pg_class AS c ON c.oid = v.oid JOIN pg_namespace AS n ON n.oid = c.relnamespace
+WHERE c.relkind = 'v';
 
--- Readers of a view go before it: each pass drops the views nothing left reads.
+-- All in one statement, so that their order does not matter and none needs CASCADE.
 DO $$
-DECLARE
-    v record;
-    left_over integer;
-    before integer;
 BEGIN
-    CREATE TEMPORARY TABLE views_to_drop ON COMMIT DROP AS SELECT oid, name FROM saved_views;
-    LOOP
-        SELECT count(*) INTO before FROM views_to_drop;
-        EXIT WHEN before = 0;
-        FOR v IN SELECT * FROM views_to_drop ORDER BY oid DESC LOOP
-            BEGIN
-                EXECUTE format('DROP VIEW %s', v.name);
-                DELETE FROM views_to_drop WHERE oid = v.oid;
-            EXCEPTION WHEN dependent_objects_still_exist THEN
-                NULL; -- still read by a view not dropped yet: the next pass
-            END;
-        END LOOP;
-        SELECT count(*) INTO left_over FROM views_to_drop;
-        IF left_over = before THEN
-            RAISE EXCEPTION 'cannot drop the views % (something other than a view reads them)',
-                (SELECT string_agg(name, ', ') FROM views_to_drop);
-        END IF;
-    END LOOP;
+    IF EXISTS (SELECT 1 FROM saved_views) THEN
+        EXECUTE 'DROP VIEW ' || (SELECT string_agg(name, ', ') FROM saved_views);
+    END IF;
+EXCEPTION WHEN dependent_objects_still_exist THEN
+    RAISE EXCEPTION 'cannot drop the views % (something other than a view reads them)',
+        (SELECT string_agg(name, ', ') FROM saved_views);
 END
 $$;
 
@@ -116,35 +101,17 @@ BEGIN
 END
 $$;
 
--- A view that reads another is created once that one exists: each pass creates what it can.
+-- Each view after the views it reads.
 DO $$
 DECLARE
     v record;
     grant_statement text;
-    left_over integer;
-    before integer;
 BEGIN
-    CREATE TEMPORARY TABLE views_to_create ON COMMIT DROP AS SELECT * FROM saved_views;
-    LOOP
-        SELECT count(*) INTO before FROM views_to_create;
-        EXIT WHEN before = 0;
-        FOR v IN SELECT * FROM views_to_create ORDER BY oid LOOP
-            BEGIN
-                EXECUTE format('CREATE VIEW %s %s AS %s', v.name,
-                               CASE WHEN v.reloptions IS NULL THEN ''
-                                    ELSE format('WITH (%s)', array_to_string(v.reloptions, ', ')) END,
-                               v.definition);
-                DELETE FROM views_to_create WHERE oid = v.oid;
-            EXCEPTION WHEN undefined_table THEN
-                NULL; -- reads a view not created yet: the next pass
-            END;
-        END LOOP;
-        SELECT count(*) INTO left_over FROM views_to_create;
-        IF left_over = before THEN
-            RAISE EXCEPTION 'cannot create the views % again', (SELECT string_agg(name, ', ') FROM views_to_create);
-        END IF;
-    END LOOP;
-    FOR v IN SELECT * FROM saved_views LOOP
+    FOR v IN SELECT * FROM saved_views ORDER BY depth, oid LOOP
+        EXECUTE format('CREATE VIEW %s %s AS %s', v.name,
+                       CASE WHEN v.reloptions IS NULL THEN ''
+                            ELSE format('WITH (%s)', array_to_string(v.reloptions, ', ')) END,
+                       v.definition);
         EXECUTE format('ALTER VIEW %s OWNER TO %s', v.name, v.owner);
         FOREACH grant_statement IN ARRAY v.grants LOOP
             EXECUTE grant_statement;

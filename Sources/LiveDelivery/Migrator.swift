@@ -108,11 +108,11 @@ public struct Migrator: Sendable {
             } catch {
                 if !connection.isClosed { try? await connection.execute(unsafeSQL: "ROLLBACK") }
                 if let error = error as? PostgresError, error.code == .server {
+                    var text = "\(migration.name) failed: \(error.sqlState?.description ?? "")"
                     // A migration's own RAISE EXCEPTION (P0001) says what to do; other server messages
                     // may quote row values, so only their SQLSTATE is repeated.
-                    let own = error.sqlState?.rawValue == "P0001" ? error.message.map { ": \($0)" } ?? "" : ""
-                    throw LiveDeliveryError(
-                        .migration, "\(migration.name) failed: \(error.sqlState?.description ?? "")\(own)")
+                    if error.sqlState?.rawValue == "P0001", let message = error.message { text += ": \(message)" }
+                    throw LiveDeliveryError(.migration, text)
                 }
                 throw error
             }
