@@ -22,6 +22,8 @@ final class CPostgresHandle: @unchecked Sendable {
     private var prepared: [PreparedKey: String] = [:]
     private var preparedNames = 0
     private let statementCacheSize: Int
+    /// The server this connection reached, `host:port` (of several hosts, the one libpq kept).
+    let server: String
 
     private struct PreparedKey: Hashable {
         var sql: String
@@ -32,15 +34,31 @@ final class CPostgresHandle: @unchecked Sendable {
         self.connection = connection
         self.statementCacheSize = statementCacheSize
         self.cancelRequest = PostgresCancelRequest(connection: connection)
+        let host = PQhost(connection).map { String(cString: $0) } ?? ""
+        let port = PQport(connection).map { String(cString: $0) } ?? ""
+        self.server = "\(host):\(port)"
     }
 
     deinit {
         if let connection { PQfinish(connection) }
     }
 
-    /// Opens a connection with `PQconnectdb` (blocking; bounded by `connect_timeout`).
-    static func connect(conninfo: String, statementCacheSize: Int = 0) throws(PostgresError) -> CPostgresHandle {
-        guard let connection = PQconnectdb(conninfo) else {
+    /// Opens a connection with `PQconnectdbParams` (blocking; bounded by `connect_timeout` per host).
+    static func connect(
+        parameters: [PostgresConfiguration.Parameter], statementCacheSize: Int = 0
+    ) throws(PostgresError) -> CPostgresHandle {
+        let keywords = parameters.map { strdup($0.keyword) } + [nil]
+        let values = parameters.map { strdup($0.value) } + [nil]
+        defer {
+            for pointer in keywords { free(pointer) }
+            for pointer in values { free(pointer) }
+        }
+        let opened = keywords.map { UnsafePointer($0) }.withUnsafeBufferPointer { keywordBuffer in
+            values.map { UnsafePointer($0) }.withUnsafeBufferPointer { valueBuffer in
+                PQconnectdbParams(keywordBuffer.baseAddress, valueBuffer.baseAddress, 0)
+            }
+        }
+        guard let connection = opened else {
             throw PostgresError(code: .connectionFailed, message: "libpq could not allocate a connection")
         }
         guard PQstatus(connection) == CONNECTION_OK else {
@@ -68,6 +86,7 @@ final class CPostgresHandle: @unchecked Sendable {
     var socket: Int32 { connection.map { PQsocket($0) } ?? -1 }
 
     var backendPID: Int32 { connection.map { PQbackendPID($0) } ?? 0 }
+
 
     private func open() throws(PostgresError) -> OpaquePointer {
         guard let connection, PQstatus(connection) == CONNECTION_OK else {

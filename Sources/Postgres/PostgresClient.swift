@@ -7,7 +7,7 @@ import Synchronization
 /// that turns out to be lost (server restart, `admin_shutdown`, network) is discarded, and the next lease
 /// opens a fresh one, so the pool recovers by itself once the server is back.
 ///
-///     let client = PostgresClient(configuration: try PostgresConfiguration(url: url), logger: logger)
+///     let client = PostgresClient(configuration: try PostgresConfiguration(url), logger: logger)
 ///     let rows = try await client.query("SELECT id FROM orders WHERE state = \(state)")
 ///     await client.shutdown()
 public final class PostgresClient: Sendable {

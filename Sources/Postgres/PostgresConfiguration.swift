@@ -1,155 +1,159 @@
-import Foundation
+import CLibPQ
 
 /// Where and how to connect, and how large the pool is.
 ///
-/// Build it from a URL, `postgresql://user:pass@host:port/db?application_name=…&sslmode=…`, or memberwise.
-/// `description` never shows the password.
+/// The connection string is libpq's own, parsed by libpq (`PQconninfoParse`), so everything libpq
+/// understands works unchanged:
+/// - URLs, `postgresql://user:pass@host:port/db?sslmode=require`, with several hosts for failover:
+///   `postgresql://user@db1:5432,db2:5432/db?target_session_attrs=read-write` (libpq tries them in
+///   order and keeps the first that accepts a read-write session);
+/// - keyword/value strings: `host=db1,db2 port=5432,5432 dbname=db target_session_attrs=read-write`;
+/// - `passfile`, `service` (`pg_service.conf`) and the `PG*` environment variables, applied when connecting.
 ///
-/// URL query parameters understood here: `application_name`, `sslmode`, `connect_timeout` (seconds),
-/// `statement_timeout` (milliseconds), `pool_size`, `statement_cache_size`. Other parameters are passed to libpq unchanged (it rejects
-/// unknown ones when connecting).
+/// What is not libpq's (the pool's size, the statement cache, a statement timeout for every session)
+/// is set on the value. `description` never shows the password; neither does any error thrown here.
 public struct PostgresConfiguration: Sendable, CustomStringConvertible {
-    public var host: String
-    public var port: Int
-    public var user: String
-    public var password: String?
-    public var database: String
+    /// One `keyword=value` pair of the connection string, as libpq parsed it.
+    package struct Parameter: Sendable, Hashable {
+        package var keyword: String
+        package var value: String
+    }
+
+    /// The options the connection string set, in libpq's order. Holds the password: never log it.
+    package private(set) var parameters: [Parameter]
+
+    /// The `application_name` to report when the connection string sets none (libpq's
+    /// `fallback_application_name`: the operator's choice wins).
     public var applicationName: String?
-    /// libpq `sslmode` (`disable`, `prefer`, `require`, `verify-full`, …); nil leaves libpq's default.
-    public var sslMode: String?
-    /// Bound on opening one connection (libpq `connect_timeout`, whole seconds, at least 2).
-    public var connectTimeout: Duration
+    /// Bound on opening one connection to one host (libpq `connect_timeout`, whole seconds, at least 2),
+    /// unless the connection string sets its own.
+    public var connectTimeout: Duration = .seconds(5)
     /// Server-side `statement_timeout` for every session; nil leaves the server's setting.
     public var statementTimeout: Duration?
     /// Maximum number of connections `PostgresClient` opens.
-    public var poolSize: Int
+    public var poolSize: Int = 8
     /// Statements each connection prepares once and then executes by name (server-side parse and
     /// plan saved); the first this many distinct statements are kept, later ones run unprepared.
     /// 0 prepares nothing (e.g. behind a pooler in transaction mode without prepared statements).
-    public var statementCacheSize: Int
-    /// Further libpq conninfo keywords (e.g. `keepalives_idle`, `tcp_user_timeout`, `target_session_attrs`).
-    public var extraOptions: [String: String]
+    public var statementCacheSize: Int = 256
 
-    public init(
-        host: String = "127.0.0.1",
-        port: Int = 5432,
-        user: String,
-        password: String? = nil,
-        database: String,
-        applicationName: String? = nil,
-        sslMode: String? = nil,
-        connectTimeout: Duration = .seconds(5),
-        statementTimeout: Duration? = nil,
-        poolSize: Int = 8,
-        statementCacheSize: Int = 256,
-        extraOptions: [String: String] = [:]
-    ) {
-        self.host = host
-        self.port = port
-        self.user = user
-        self.password = password
-        self.database = database
-        self.applicationName = applicationName
-        self.sslMode = sslMode
-        self.connectTimeout = connectTimeout
-        self.statementTimeout = statementTimeout
-        self.poolSize = poolSize
-        self.statementCacheSize = statementCacheSize
-        self.extraOptions = extraOptions
+    /// libpq's defaults and the `PG*` environment variables alone, as an empty connection string.
+    public init() {
+        parameters = []
     }
 
-    /// Parses `postgresql://` or `postgres://` URLs. Throws `.invalidConfiguration` (without echoing the URL).
-    public init(url: String) throws(PostgresError) {
-        guard let components = URLComponents(string: url),
-            let scheme = components.scheme?.lowercased(), scheme == "postgresql" || scheme == "postgres"
-        else { throw PostgresError(code: .invalidConfiguration, message: "not a postgresql:// URL") }
-        guard let user = components.user, !user.isEmpty else {
-            throw PostgresError(code: .invalidConfiguration, message: "the URL names no user")
+    /// Parses a libpq connection string (URL or keyword/value). Throws `.invalidConfiguration` with
+    /// libpq's reason, from which anything the string said (a password, say) has been cut.
+    public init(_ connectionString: String) throws(PostgresError) {
+        var error: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(connectionString, &error) else {
+            let reason = error.map { String(cString: $0) } ?? "libpq could not parse it"
+            if let error { PQfreemem(error) }
+            throw PostgresError(
+                code: .invalidConfiguration,
+                message: "not a valid connection string: \(Self.withoutQuotedText(reason))")
         }
-        var database = components.path
-        if database.hasPrefix("/") { database.removeFirst() }
-        self.init(
-            host: components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1",
-            port: components.port ?? 5432,
-            user: user,
-            password: components.password,
-            database: database.isEmpty ? user : database
-        )
-        for item in components.queryItems ?? [] {
-            guard let value = item.value else {
-                throw PostgresError(code: .invalidConfiguration, message: "URL parameter \(item.name) has no value")
+        defer { PQconninfoFree(options) }
+        var parameters: [Parameter] = []
+        var option = options
+        while let keyword = option.pointee.keyword {
+            if let value = option.pointee.val {
+                parameters.append(Parameter(keyword: String(cString: keyword), value: String(cString: value)))
             }
-            switch item.name {
-            case "application_name": applicationName = value
-            case "sslmode": sslMode = value
-            case "connect_timeout":
-                guard let seconds = Int(value), seconds >= 0 else { throw Self.badValue(item.name) }
-                connectTimeout = .seconds(seconds)
-            case "statement_timeout":
-                guard let milliseconds = Int(value), milliseconds >= 0 else { throw Self.badValue(item.name) }
-                statementTimeout = .milliseconds(milliseconds)
-            case "pool_size":
-                guard let size = Int(value), size > 0 else { throw Self.badValue(item.name) }
-                poolSize = size
-            case "statement_cache_size":
-                guard let size = Int(value), size >= 0 else { throw Self.badValue(item.name) }
-                statementCacheSize = size
-            case "host" where !value.isEmpty: host = value  // a Unix socket folder
-            case "user", "password", "dbname", "port", "options", "client_encoding":
-                throw PostgresError(
-                    code: .invalidConfiguration,
-                    message: "URL parameter \(item.name) is not supported; put it in the URL or the configuration"
-                )
-            default: extraOptions[item.name] = value
-            }
+            option += 1
         }
+        self.parameters = parameters
     }
 
-    private static func badValue(_ name: String) -> PostgresError {
-        PostgresError(code: .invalidConfiguration, message: "URL parameter \(name) has an invalid value")
+    /// The value the connection string gave `keyword` (`host`, `port`, `user`, `dbname`, …), if any.
+    /// `host` and `port` may be comma-separated lists.
+    public func value(_ keyword: String) -> String? {
+        parameters.last(where: { $0.keyword == keyword })?.value
     }
 
+    /// Sets (or, with nil, removes) one libpq option, as if the connection string had said it.
+    public mutating func setValue(_ value: String?, for keyword: String) {
+        parameters.removeAll { $0.keyword == keyword }
+        if let value { parameters.append(Parameter(keyword: keyword, value: value)) }
+    }
+
+    /// The connection string as libpq's environment variables (`PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`,
+    /// `PGPASSWORD`, …), for a child process such as `psql` or `pgbench`. Holds the password.
+    public var environment: [String: String] {
+        var environment: [String: String] = [:]
+        for parameter in parameters {
+            guard let name = Self.environmentNames[parameter.keyword] else { continue }
+            environment[name] = parameter.value
+        }
+        return environment
+    }
+
+    private static let environmentNames = [
+        "host": "PGHOST", "hostaddr": "PGHOSTADDR", "port": "PGPORT", "user": "PGUSER", "dbname": "PGDATABASE",
+        "password": "PGPASSWORD", "passfile": "PGPASSFILE", "service": "PGSERVICE", "sslmode": "PGSSLMODE",
+        "sslrootcert": "PGSSLROOTCERT", "connect_timeout": "PGCONNECT_TIMEOUT",
+        "target_session_attrs": "PGTARGETSESSIONATTRS", "options": "PGOPTIONS",
+    ]
+
+    /// The connection string in keyword/value form with the password masked: safe to print.
     public var description: String {
-        var text = "postgresql://\(user)\(password == nil ? "" : ":********")@\(host):\(port)/\(database)"
-        var parameters: [String] = []
-        if let applicationName { parameters.append("application_name=\(applicationName)") }
-        if let sslMode { parameters.append("sslmode=\(sslMode)") }
-        parameters.append("connect_timeout=\(connectTimeout.components.seconds)")
-        if let statementTimeout { parameters.append("statement_timeout=\(statementTimeout.milliseconds)") }
-        parameters.append("pool_size=\(poolSize)")
-        for (key, value) in extraOptions.sorted(by: { $0.key < $1.key }) { parameters.append("\(key)=\(value)") }
-        text += "?" + parameters.joined(separator: "&")
-        return text
+        parameters.map { parameter in
+            let value = Self.isSecret(parameter.keyword) ? "********" : parameter.value
+            return "\(parameter.keyword)=\(Self.quoted(value))"
+        }.joined(separator: " ")
     }
 
-    /// The libpq conninfo string. It contains the password: never log it.
-    var connectionString: String {
-        var pairs: [(String, String)] = [
-            ("host", host), ("port", String(port)), ("user", user), ("dbname", database),
-            ("connect_timeout", String(max(2, connectTimeout.components.seconds))),
-            ("keepalives", "1"), ("keepalives_idle", "30"), ("keepalives_interval", "10"), ("keepalives_count", "3"),
-            ("client_encoding", "UTF8"),
+    private static func isSecret(_ keyword: String) -> Bool {
+        keyword == "password" || keyword == "sslpassword"
+    }
+
+    /// What `PQconnectdbParams` gets: our defaults, overridden by the connection string, then what the
+    /// decoders rely on. Holds the password: never log it.
+    var connectionParameters: [Parameter] {
+        var result: [Parameter] = [
+            Parameter(keyword: "connect_timeout", value: String(max(2, connectTimeout.components.seconds))),
+            Parameter(keyword: "keepalives", value: "1"),
+            Parameter(keyword: "keepalives_idle", value: "30"),
+            Parameter(keyword: "keepalives_interval", value: "10"),
+            Parameter(keyword: "keepalives_count", value: "3"),
         ]
-        if let password { pairs.append(("password", password)) }
-        if let applicationName { pairs.append(("application_name", applicationName)) }
-        if let sslMode { pairs.append(("sslmode", sslMode)) }
-        // The decoders read timestamps in ISO style and UTC, whatever the server's defaults are.
-        var options = "-c DateStyle=ISO -c TimeZone=UTC -c IntervalStyle=postgres"
+        if let applicationName { result.append(Parameter(keyword: "fallback_application_name", value: applicationName)) }
+        result += parameters.filter { $0.keyword != "options" && $0.keyword != "client_encoding" }
+        // The decoders read text as UTF-8 and timestamps in ISO style and UTC, whatever the server's defaults.
+        result.append(Parameter(keyword: "client_encoding", value: "UTF8"))
+        var options = value("options").map { $0 + " " } ?? ""
+        options += "-c DateStyle=ISO -c TimeZone=UTC -c IntervalStyle=postgres"
         if let statementTimeout { options += " -c statement_timeout=\(statementTimeout.milliseconds)" }
-        pairs.append(("options", options))
-        for (key, value) in extraOptions.sorted(by: { $0.key < $1.key }) { pairs.append((key, value)) }
-        return pairs.map { "\($0.0)='\(Self.escape($0.1))'" }.joined(separator: " ")
+        result.append(Parameter(keyword: "options", value: options))
+        return result
     }
 
-    /// conninfo values are single-quoted; backslash and quote are escaped with a backslash.
-    static func escape(_ value: String) -> String {
-        var escaped = ""
-        escaped.reserveCapacity(value.utf8.count)
+    /// A keyword/value value, single-quoted when it must be (backslash and quote escaped).
+    static func quoted(_ value: String) -> String {
+        let plain = !value.isEmpty && !value.contains { $0 == " " || $0 == "'" || $0 == "\\" || $0.isNewline }
+        if plain { return value }
+        var escaped = "'"
         for character in value {
             if character == "\\" || character == "'" { escaped.append("\\") }
             escaped.append(character)
         }
-        return escaped
+        return escaped + "'"
+    }
+
+    /// libpq's parse errors quote the part of the string they stumbled on, which may be a password.
+    /// Only the two messages that quote a keyword the caller wrote keep it.
+    static func withoutQuotedText(_ message: String) -> String {
+        var reason = message
+        while reason.last?.isNewline == true { reason.removeLast() }
+        if reason.hasPrefix("invalid connection option") || reason.hasPrefix("invalid URI query parameter") {
+            return reason
+        }
+        // Quoted parts alternate with the rest; a lone punctuation mark ("=") is libpq's, not the caller's.
+        return reason.split(separator: "\"", omittingEmptySubsequences: false).enumerated().map { index, part in
+            if index.isMultiple(of: 2) { return String(part) }
+            let isPunctuation = part.count == 1 && !(part.first?.isLetter ?? true) && !(part.first?.isNumber ?? true)
+            return isPunctuation ? String(part) : "…"
+        }.joined(separator: "\"")
     }
 }
 

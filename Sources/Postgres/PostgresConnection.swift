@@ -40,12 +40,12 @@ public final class PostgresConnection: Sendable {
         var logger = logger
         logger[metadataKey: PostgresLoggingKeys.connectionID] = "\(id)"
         let thread = PostgresConnectionThread(name: "postgres.connection.\(id)")
-        let conninfo = configuration.connectionString
+        let parameters = configuration.connectionParameters
         let cacheSize = configuration.statementCacheSize
         let result: Result<CPostgresHandle, PostgresError> = await withUnsafeContinuation { continuation in
             thread.execute {
                 continuation.resume(returning: Result { () throws(PostgresError) in
-                    try CPostgresHandle.connect(conninfo: conninfo, statementCacheSize: cacheSize)
+                    try CPostgresHandle.connect(parameters: parameters, statementCacheSize: cacheSize)
                 })
             }
         }
@@ -57,6 +57,7 @@ public final class PostgresConnection: Sendable {
             throw error
         }
         logger[metadataKey: PostgresLoggingKeys.backendPID] = "\(handle.backendPID)"
+        logger[metadataKey: PostgresLoggingKeys.server] = "\(handle.server)"
         logger.debug("Postgres connection opened")
         return PostgresConnection(id: id, thread: thread, handle: handle, logger: logger)
     }

@@ -77,12 +77,14 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         self.line = line
     }
 
-    /// The connection this error came from can no longer be used; the pool discards it.
+    /// The connection this error came from can no longer be used; the pool discards it. A connection
+    /// that finds itself on a read-only server (a standby) is one: after a failover, a new connection
+    /// with `target_session_attrs=read-write` finds the new primary.
     public var isConnectionError: Bool {
         if code == .connectionClosed || code == .connectionFailed { return true }
         guard let sqlState else { return false }
         return sqlState.errorClass == "08" || sqlState == .adminShutdown || sqlState == .crashShutdown
-            || sqlState == .cannotConnectNow
+            || sqlState == .cannotConnectNow || sqlState == .readOnlySQLTransaction
     }
 
     /// Running the same work again (a new transaction, on a new connection if needed) may succeed.
@@ -151,6 +153,8 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let cannotConnectNow = SQLState("57P03")
     public static let idleInTransactionSessionTimeout = SQLState("25P03")
     public static let inFailedSQLTransaction = SQLState("25P02")
+    /// A write on a hot standby (or on a primary that was demoted and came back as one).
+    public static let readOnlySQLTransaction = SQLState("25006")
 
     static let retriable: Set<SQLState> = [
         .serializationFailure, .deadlockDetected, .lockNotAvailable, .queryCanceled, .tooManyConnections,
@@ -168,7 +172,7 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
         .queryCanceled: "query_canceled", .adminShutdown: "admin_shutdown", .crashShutdown: "crash_shutdown",
         .cannotConnectNow: "cannot_connect_now",
         .idleInTransactionSessionTimeout: "idle_in_transaction_session_timeout",
-        .inFailedSQLTransaction: "in_failed_sql_transaction",
+        .inFailedSQLTransaction: "in_failed_sql_transaction", .readOnlySQLTransaction: "read_only_sql_transaction",
     ]
 
     /// The condition name from the PostgreSQL manual's appendix A, for the codes listed above.

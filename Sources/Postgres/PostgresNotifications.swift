@@ -98,7 +98,7 @@ public struct PostgresNotifications: AsyncSequence, Sendable {
 /// One dedicated connection and thread running LISTEN: polls the socket (and a wake-up pipe for `stop()`),
 /// reads with `PQconsumeInput`/`PQnotifies`, and reconnects after a loss.
 final class PostgresListener: Sendable {
-    private let conninfo: String
+    private let parameters: [PostgresConfiguration.Parameter]
     private let channels: [String]
     private let continuation: AsyncStream<PostgresNotifications.Event>.Continuation
     private let logger: Logger
@@ -112,7 +112,7 @@ final class PostgresListener: Sendable {
         continuation: AsyncStream<PostgresNotifications.Event>.Continuation,
         logger: Logger
     ) {
-        self.conninfo = configuration.connectionString
+        self.parameters = configuration.connectionParameters
         self.channels = channels
         self.continuation = continuation
         var logger = logger
@@ -161,7 +161,7 @@ final class PostgresListener: Sendable {
         var backoff: Duration = .milliseconds(100)
         while !isStopped {
             do {
-                let handle = try CPostgresHandle.connect(conninfo: conninfo)
+                let handle = try CPostgresHandle.connect(parameters: parameters)
                 defer { handle.finish() }
                 for channel in channels {
                     try handle.simpleQuery("LISTEN \(try handle.quoteIdentifier(channel))")

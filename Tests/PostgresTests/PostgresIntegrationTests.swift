@@ -336,12 +336,14 @@ struct PostgresIntegrationTests {
     }
 
     @Test func badPasswordFailsToConnectWithoutLeakingIt() async throws {
-        var configuration = try PostgresConfiguration(url: TestEnvironment.postgresURL)
-        configuration.password = "wrong-\(UUID().uuidString)"
+        var configuration = try PostgresConfiguration(TestEnvironment.postgresURL)
+        let password = "wrong-\(UUID().uuidString)"
+        configuration.setValue(password, for: "password")
         let client = PostgresClient(configuration: configuration, logger: PostgresTestSupport.logger)
         let error = await #expect(throws: PostgresError.self) { try await client.query("SELECT 1") }
         #expect(error?.code == .connectionFailed)
-        #expect(error?.description.contains(configuration.password!) == false)
+        #expect(error?.description.contains(password) == false)
+        #expect(!configuration.description.contains(password))
         await client.shutdown()
     }
 }
@@ -352,7 +354,7 @@ struct PreparedStatementCacheTests {
     static func withConnection(
         cacheSize: Int, _ body: (PostgresConnection) async throws -> Void
     ) async throws {
-        var configuration = try PostgresConfiguration(url: TestEnvironment.postgresURL)
+        var configuration = try PostgresConfiguration(TestEnvironment.postgresURL)
         configuration.poolSize = 1
         configuration.statementCacheSize = cacheSize
         let client = PostgresClient(configuration: configuration, logger: PostgresTestSupport.logger)

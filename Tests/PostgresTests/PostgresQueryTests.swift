@@ -111,43 +111,99 @@ import Testing
 }
 
 @Suite struct PostgresConfigurationTests {
-    @Test func parsesURL() throws {
-        let configuration = try PostgresConfiguration(
-            url: "postgresql://app%40x:p%40ss%27w%5Cd@db.internal:6543/orders?application_name=worker&sslmode=require"
-                + "&connect_timeout=7&statement_timeout=2500&pool_size=3&keepalives_idle=20"
-        )
-        #expect(configuration.user == "app@x")
-        #expect(configuration.password == "p@ss'w\\d")
-        #expect(configuration.host == "db.internal")
-        #expect(configuration.port == 6543)
-        #expect(configuration.database == "orders")
-        #expect(configuration.applicationName == "worker")
-        #expect(configuration.sslMode == "require")
-        #expect(configuration.connectTimeout == .seconds(7))
-        #expect(configuration.statementTimeout == .milliseconds(2500))
-        #expect(configuration.poolSize == 3)
-        #expect(configuration.extraOptions == ["keepalives_idle": "20"])
-        let conninfo = configuration.connectionString
-        #expect(conninfo.contains(#"password='p@ss\'w\\d'"#))
-        #expect(conninfo.contains("keepalives='1'"))
-        #expect(conninfo.contains("connect_timeout='7'"))
-        #expect(conninfo.contains("statement_timeout=2500"))
+    /// The value `PQconnectdbParams` would get for `keyword` (the last one wins, as in libpq).
+    static func connecting(_ configuration: PostgresConfiguration, _ keyword: String) -> String? {
+        configuration.connectionParameters.last(where: { $0.keyword == keyword })?.value
+    }
+
+    @Test func libpqParsesAURL() throws {
+        var configuration = try PostgresConfiguration(
+            "postgresql://app%40x:p%40ss%27w%5Cd@db.internal:6543/orders?application_name=worker&sslmode=require"
+                + "&connect_timeout=7&keepalives_idle=20")
+        configuration.statementTimeout = .milliseconds(2500)
+        #expect(configuration.value("user") == "app@x")
+        #expect(configuration.value("password") == "p@ss'w\\d")
+        #expect(configuration.value("host") == "db.internal")
+        #expect(configuration.value("port") == "6543")
+        #expect(configuration.value("dbname") == "orders")
+        #expect(Self.connecting(configuration, "application_name") == "worker")
+        #expect(Self.connecting(configuration, "connect_timeout") == "7")
+        #expect(Self.connecting(configuration, "keepalives_idle") == "20")
+        #expect(Self.connecting(configuration, "keepalives") == "1")
+        #expect(Self.connecting(configuration, "client_encoding") == "UTF8")
+        #expect(Self.connecting(configuration, "options")?.contains("-c statement_timeout=2500") == true)
+    }
+
+    @Test func severalHostsAndKeywordStringsAreLibpqs() throws {
+        let url = try PostgresConfiguration(
+            "postgresql://u:pw@127.0.0.1:55451,127.0.0.1:55452/ld?target_session_attrs=read-write")
+        #expect(url.value("host") == "127.0.0.1,127.0.0.1")
+        #expect(url.value("port") == "55451,55452")
+        #expect(url.value("target_session_attrs") == "read-write")
+        let keywords = try PostgresConfiguration(
+            #"host=db1,db2 port=5432,5433 dbname=ld user=u password='it\'s secret' passfile=/etc/pgpass service=ld"#)
+        #expect(keywords.value("host") == "db1,db2")
+        #expect(keywords.value("passfile") == "/etc/pgpass")
+        #expect(keywords.value("service") == "ld")
+        #expect(keywords.environment["PGPORT"] == "5432,5433")
+        #expect(keywords.value("password") == "it's secret")
+        #expect(!keywords.description.contains("secret"))
+    }
+
+    @Test func theOperatorsApplicationNameWinsOverOurs() throws {
+        var configuration = try PostgresConfiguration("postgresql://u@h/d?application_name=mine")
+        configuration.applicationName = "livedelivery worker"
+        #expect(Self.connecting(configuration, "application_name") == "mine")
+        #expect(Self.connecting(configuration, "fallback_application_name") == "livedelivery worker")
+        var withOptions = try PostgresConfiguration("dbname=d options='-c work_mem=64MB'")
+        withOptions.statementTimeout = .seconds(1)
+        let options = Self.connecting(withOptions, "options") ?? ""
+        #expect(options.hasPrefix("-c work_mem=64MB "))
+        #expect(options.contains("-c TimeZone=UTC"))
     }
 
     @Test func descriptionRedactsThePassword() throws {
-        let configuration = try PostgresConfiguration(url: "postgres://u:topsecret@h/d")
-        #expect(!configuration.description.contains("topsecret"))
-        #expect(configuration.description.contains("postgresql://u:********@h:5432/d"))
+        for text in [
+            "postgres://u:topsecret@h/d", "postgresql://u@h/d?password=topsecret",
+            "host=h user=u password=topsecret", "host=h sslpassword=topsecret",
+        ] {
+            let configuration = try PostgresConfiguration(text)
+            #expect(!configuration.description.contains("topsecret"), "\(configuration.description)")
+            #expect(configuration.description.contains("********"))
+        }
+        #expect(try PostgresConfiguration("postgres://u:topsecret@h:6000/d").description
+            == "user=u password=******** dbname=d host=h port=6000")
     }
 
-    @Test func rejectsOtherSchemesWithoutEchoingTheURL() {
+    /// libpq's parse errors quote what they stumbled on; none of it may be a secret.
+    @Test(arguments: [
+        "mysql://u:topsecret@h/d", "host=h password topsecret", "postgresql://u:topsecret@h/d?x",
+        "postgresql://u:top%zzsecret@h/d", "host=h password='topsecret", "postgresql://u:topsecret@[::1/d",
+        "amqp//u:topsecret@h",
+    ])
+    func malformedStringsAreRefusedWithoutEchoingThem(_ text: String) {
         #expect {
-            try PostgresConfiguration(url: "mysql://u:topsecret@h/d")
+            try PostgresConfiguration(text)
         } throws: { error in
             let error = error as? PostgresError
-            return error?.code == .invalidConfiguration && !(error?.description.contains("topsecret") ?? true)
+            return error?.code == .invalidConfiguration && !(error?.description.contains("secret") ?? true)
+                && error?.description.contains("not a valid connection string") == true
         }
-        #expect(throws: PostgresError.self) { try PostgresConfiguration(url: "postgresql://u@h/d?pool_size=0") }
-        #expect(throws: PostgresError.self) { try PostgresConfiguration(url: "postgresql://h/d") }
+    }
+
+    @Test func libpqsReasonKeepsItsPunctuation() {
+        #expect {
+            try PostgresConfiguration("host=h topsecret")
+        } throws: { error in
+            (error as? PostgresError)?.message == #"not a valid connection string: missing "=" after "…" in connection info string"#
+        }
+    }
+
+    @Test func unknownParametersAreNamed() {
+        #expect {
+            try PostgresConfiguration("postgresql://u@h/d?pool_size=3")
+        } throws: { error in
+            (error as? PostgresError)?.description.contains("pool_size") == true
+        }
     }
 }

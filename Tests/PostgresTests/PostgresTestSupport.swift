@@ -7,7 +7,7 @@ enum PostgresTestSupport {
     static let logger = Logger(label: "PostgresTests")
 
     static func client(url: String = TestEnvironment.postgresURL, poolSize: Int = 4) throws -> PostgresClient {
-        var configuration = try PostgresConfiguration(url: url)
+        var configuration = try PostgresConfiguration(url)
         configuration.poolSize = poolSize
         configuration.applicationName = "PostgresTests"
         return PostgresClient(configuration: configuration, logger: logger)

@@ -74,3 +74,25 @@ import Testing
         }
     }
 }
+
+@Suite struct AMQPEndpointsTests {
+    @Test func aCommaSeparatedListIsTheClustersNodes() throws {
+        let endpoints = try AMQPEndpoints(
+            urls: "amqp://u:s3cret@10.0.0.1:5672/%2F, amqp://u:s3cret@10.0.0.2:5673/%2F,amqps://u:s3cret@[::1]/ld")
+        #expect(endpoints.nodes.map(\.host) == ["10.0.0.1", "10.0.0.2", "::1"])
+        #expect(endpoints.nodes.map(\.port) == [5672, 5673, 5671])
+        #expect(endpoints.nodes[2].vhost == "ld")
+        #expect(!endpoints.description.contains("s3cret"))
+        #expect(endpoints.description.split(separator: ", ").allSatisfy { $0.contains(":***@") })
+    }
+
+    @Test func aBadURLIsNamedByItsPositionNeverByItsText() {
+        let error = #expect(throws: RabbitMQError.self) {
+            try AMQPEndpoints(urls: "amqp://u:s3cret@a/%2F,amqp//u:s3cret@b")
+        }
+        #expect(error?.code == .invalidURL)
+        #expect(error?.context?.hasPrefix("URL 2 of 2:") == true, "\(String(describing: error?.context))")
+        #expect(error.map { !"\($0)".contains("s3cret") && !$0.debugDescription.contains("s3cret") } == true)
+        #expect(throws: RabbitMQError.self) { try AMQPEndpoints(urls: " , ") }
+    }
+}

@@ -132,3 +132,34 @@ struct RabbitMQPublishAndConnectionTests {
         #expect(error?.code == .alreadyClosed)
     }
 }
+
+@Suite struct EndpointFailoverTests {
+    @Test func anUnreachableNodeIsSkipped() async throws {
+        var dead = try TestBroker.configuration()
+        dead.port = 1
+        let live = try TestBroker.configuration()
+        let (connection, node) = try await RabbitMQConnection.connect(to: AMQPEndpoints([dead, live]), logger: TestBroker.logger)
+        #expect(node == 1)
+        #expect(connection.isOpen)
+        await connection.close()
+        let (publisher, first) = try await RabbitMQPublisher.connect(
+            to: AMQPEndpoints([live, dead]), startingAt: 1, logger: TestBroker.logger)
+        #expect(first == 0)
+        await publisher.close()
+    }
+
+    @Test func noReachableNodeSaysSoWithoutAPassword() async throws {
+        var first = try TestBroker.configuration()
+        first.port = 1
+        first.password = "first-secret"
+        var second = first
+        second.port = 2
+        second.password = "second-secret"
+        let error = await #expect(throws: RabbitMQError.self) {
+            try await RabbitMQConnection.connect(to: AMQPEndpoints([first, second]), logger: TestBroker.logger)
+        }
+        #expect(error?.code == .connectFailed)
+        #expect(error?.context?.contains("none of the 2 nodes") == true)
+        #expect(error.map { !"\($0)".contains("secret") } == true)
+    }
+}
