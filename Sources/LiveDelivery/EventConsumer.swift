@@ -8,6 +8,11 @@ import Synchronization
 /// Consumes the events queue and applies deliveries in batches (``EventProcessor``); acks a batch
 /// only after its transaction committed.
 ///
+/// It connects to the first of the broker's nodes that accepts (`amqp.urls`), and after losing a
+/// connection starts with the next node: in a cluster, the quorum queues live on every node, and
+/// the deliveries the lost connection held come back to the queue (redelivered), where the inbox
+/// makes them change nothing twice.
+///
 /// At start (and after every reconnect) it declares its topology: the topic exchange, the quorum
 /// queue bound with `#` (`x-delivery-limit`, dead-lettering to `<exchange>.dlx`), the fanout DLX and
 /// the quorum queue `<queue>.dead-letter`, whose messages (the broker gave up on them) it moves into
@@ -15,7 +20,6 @@ import Synchronization
 /// graceful shutdown it cancels its consumers, finishes and acks what it holds, and returns.
 public final class EventConsumer: Service {
     let configuration: WorkerConfiguration.AMQP
-    let amqp: AMQPConfiguration
     let processor: EventProcessor
     let client: PostgresClient
     let health: WorkerHealth
@@ -27,11 +31,6 @@ public final class EventConsumer: Service {
         health: WorkerHealth, metrics: WorkerMetrics, logger: Logger
     ) throws(LiveDeliveryError) {
         self.configuration = configuration
-        do {
-            self.amqp = try AMQPConfiguration(url: configuration.url)
-        } catch {
-            throw LiveDeliveryError(.invalidConfiguration, "amqp.url is not a valid amqp:// URL")
-        }
         self.processor = processor
         self.client = client
         self.health = health
@@ -43,22 +42,31 @@ public final class EventConsumer: Service {
 
     public func run() async throws {
         var backoff = Backoff(base: .milliseconds(200), maximum: .seconds(10))
+        var nextNode = 0
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             let connection: RabbitMQConnection
+            let node: AMQPConfiguration
             do {
-                connection = try await RabbitMQConnection.connect(amqp, logger: logger)
+                let connected = try await RabbitMQConnection.connect(
+                    to: configuration.endpoints, startingAt: nextNode, logger: logger)
+                connection = connected.connection
+                node = configuration.endpoints.nodes[connected.node]
+                nextNode = connected.node + 1
             } catch {
                 health.update { $0.broker = false }
                 logger.warning(
-                    "cannot connect to RabbitMQ; retrying", metadata: [LiveDeliveryLoggingKeys.error: "\(error.code)"])
+                    "cannot connect to RabbitMQ; retrying",
+                    metadata: [LiveDeliveryLoggingKeys.error: "\(error.code)", LiveDeliveryLoggingKeys.reason: "\(error.context ?? "")"])
                 await sleepUnlessShuttingDown(backoff.next())
                 continue
             }
+            var logger = logger
+            logger[metadataKey: LiveDeliveryLoggingKeys.broker] = "\(node.host):\(node.port)"
             do {
                 try await Self.declareTopology(configuration, on: connection)
                 health.update { $0.broker = true }
                 backoff.reset()
-                try await consume(on: connection)
+                try await consume(on: connection, logger: logger)
             } catch {
                 logger.warning(
                     "RabbitMQ connection lost; reconnecting", metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
@@ -79,18 +87,36 @@ public final class EventConsumer: Service {
     {
         try await connection.declareExchange(configuration.exchange, type: .topic, durable: true)
         try await connection.declareExchange(configuration.deadLetterExchange, type: .fanout, durable: true)
-        try await connection.declareQueue(
-            configuration.deadLetterQueue, durable: true, arguments: ["x-queue-type": .string("quorum")])
+        try await declareQuorumQueue(
+            configuration.deadLetterQueue, arguments: [:], groupSize: configuration.quorumGroupSize, on: connection)
         try await connection.bindQueue(
             configuration.deadLetterQueue, exchange: configuration.deadLetterExchange, routingKey: "")
-        try await connection.declareQueue(
-            configuration.queue, durable: true,
+        try await declareQuorumQueue(
+            configuration.queue,
             arguments: [
-                "x-queue-type": .string("quorum"),
                 "x-delivery-limit": .int64(Int64(configuration.deliveryLimit)),
                 "x-dead-letter-exchange": .string(configuration.deadLetterExchange),
-            ])
+            ],
+            groupSize: configuration.quorumGroupSize, on: connection)
         try await connection.bindQueue(configuration.queue, exchange: configuration.exchange, routingKey: "#")
+    }
+
+    /// Declares a durable quorum queue with `groupSize` members. RabbitMQ reads the member count only
+    /// when it creates the queue, yet refuses (406) a declaration that adds it to a queue created
+    /// without it (by an earlier release): such a queue is declared again as it is.
+    static func declareQuorumQueue(
+        _ name: String, arguments: [String: AMQPValue], groupSize: Int, on connection: RabbitMQConnection
+    ) async throws {
+        var arguments = arguments
+        arguments["x-queue-type"] = .string("quorum")
+        var sized = arguments
+        sized["x-quorum-initial-group-size"] = .int64(Int64(groupSize))
+        do {
+            try await connection.declareQueue(name, durable: true, arguments: sized)
+        } catch {
+            guard error.code == .channelClosed, error.replyCode == 406 else { throw error }
+            try await connection.declareQueue(name, durable: true, arguments: arguments)
+        }
     }
 
     /// Deliveries received and not yet taken into a batch.
@@ -131,7 +157,7 @@ public final class EventConsumer: Service {
         }
     }
 
-    private func consume(on connection: RabbitMQConnection) async throws {
+    private func consume(on connection: RabbitMQConnection, logger: Logger) async throws {
         let deliveries = try await connection.consume(
             queue: configuration.queue, prefetch: UInt16(configuration.prefetch))
         let deadLetters = try await connection.consume(queue: configuration.deadLetterQueue, prefetch: 20)

@@ -53,6 +53,8 @@ public enum LiveDeliveryLoggingKeys {
     public static let deliveryTag = "amqp.delivery_tag"
     public static let batchSize = "batch.size"
     public static let queue = "amqp.queue"
+    /// The broker node a connection is attached to (`host:port`).
+    public static let broker = "amqp.node"
     public static let reason = "reason"
     public static let field = "field"
     public static let apnsID = "apns.id"

@@ -26,16 +26,9 @@ public struct Worker: Sendable {
         var logger = logger
         logger[metadataKey: LiveDeliveryLoggingKeys.workerID] = "\(configuration.workerID)"
         self.configuration = configuration
-        var postgres: PostgresConfiguration
-        do {
-            postgres = try PostgresConfiguration(url: configuration.postgres.url)
-        } catch {
-            throw LiveDeliveryError(.invalidConfiguration, "postgres.url is not a valid postgresql:// URL")
-        }
-        postgres.poolSize = configuration.postgres.poolSize
-        postgres.statementCacheSize = configuration.postgres.statementCacheSize
-        postgres.applicationName = "livedelivery \(configuration.workerID)"
-        let client = PostgresClient(configuration: postgres, logger: logger)
+        let client = PostgresClient(
+            configuration: configuration.postgres.client(applicationName: "livedelivery \(configuration.workerID)"),
+            logger: logger)
         let metrics = WorkerMetrics()
         let health = WorkerHealth()
         let pushSender: any PushSending
@@ -107,13 +100,9 @@ public func buildWorker(config: ConfigReader, logger: Logger) async throws -> Se
 }
 
 /// `livedelivery migrate`: applies the missing migrations; returns their names.
-public func runMigrations(postgresURL: String, directory: String, logger: Logger) async throws -> [String] {
-    let configuration: PostgresConfiguration
-    do {
-        configuration = try PostgresConfiguration(url: postgresURL)
-    } catch {
-        throw LiveDeliveryError(.invalidConfiguration, "postgres.url is not a valid postgresql:// URL")
-    }
+public func runMigrations(
+    postgres configuration: PostgresConfiguration, directory: String, logger: Logger
+) async throws -> [String] {
     let client = PostgresClient(configuration: configuration, logger: logger)
     do {
         let applied = try await Migrator(directory: directory).migrate(client: client, logger: logger)
@@ -150,14 +139,8 @@ public func checkConfiguration(config: ConfigReader, logger: Logger) throws -> [
 /// by the running workers' dispatchers.
 public func sweepOnce(config: ConfigReader, logger: Logger) async throws -> SweepSummary {
     let configuration = try WorkerConfiguration.load(config: config)
-    var postgres: PostgresConfiguration
-    do {
-        postgres = try PostgresConfiguration(url: configuration.postgres.url)
-    } catch {
-        throw LiveDeliveryError(.invalidConfiguration, "postgres.url is not a valid postgresql:// URL")
-    }
+    var postgres = configuration.postgres.client(applicationName: "livedelivery sweep \(configuration.workerID)")
     postgres.poolSize = 2
-    postgres.applicationName = "livedelivery sweep \(configuration.workerID)"
     let client = PostgresClient(configuration: postgres, logger: logger)
     let sweeper = Sweeper(
         configuration: configuration.sweeper, client: client, tracking: configuration.tracking,

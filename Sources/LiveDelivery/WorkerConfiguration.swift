@@ -1,6 +1,8 @@
 public import Configuration
 public import Foundation
 public import LiveDeliveryCore
+public import Postgres
+public import RabbitMQ
 import Synchronization
 
 /// Everything `livedelivery run` needs, read once at start-up and validated as a whole.
@@ -12,13 +14,19 @@ import Synchronization
 /// ## Configuration keys
 /// - `config.dir` (string, optional, default `Config`): folder of livedelivery.json, policy.json,
 ///   content-mapping.json and apns-apps.json (environment or override only).
-/// - `amqp.url` (string, required, secret): the broker.
+/// - `amqp.urls` (string list, secret): the broker's nodes, tried in order; on a lost connection the
+///   worker moves to the next (environment: comma-separated). Or `amqp.url` (string, secret): one node.
+///   One of the two is required.
 /// - `amqp.exchange` (string, optional, default `delivery.events`): topic exchange of the events.
 /// - `amqp.queue` (string, optional, default `livedelivery.events`): the quorum work queue.
 /// - `amqp.prefetch` (int, optional, default 500, 1…65535).
 /// - `amqp.deliveryLimit` (int, optional, default 5): `x-delivery-limit` of the queue.
 /// - `amqp.batchSize` (int, optional, default 250): deliveries applied in one transaction at most.
-/// - `postgres.url` (string, required, secret): the database.
+/// - `postgres.url` (string, required, secret): the database, as a libpq connection string (a
+///   `postgresql://` URL or `key=value` words; several hosts with `target_session_attrs=read-write`
+///   follow a failover; `passfile`, `service` and the `PG*` variables work as in libpq).
+/// - `postgres.reportingUrl` (string, optional, secret): where `livedelivery report` reads (a hot
+///   standby); default `postgres.url`.
 /// - `postgres.poolSize` (int, optional, default 8).
 /// - `postgres.statementCacheSize` (int, optional, default 256; 0 = prepare nothing): statements each
 ///   connection prepares once and then runs by name.
@@ -52,24 +60,41 @@ import Synchronization
 /// - `migrations.dir` (string, optional, default `sql`).
 public struct WorkerConfiguration: Sendable {
     public struct AMQP: Sendable {
-        public var url: String
+        /// The broker's nodes, in the order to try them.
+        public var endpoints: AMQPEndpoints
         public var exchange: String = "delivery.events"
         public var queue: String = "livedelivery.events"
         public var prefetch: Int = 500
         public var deliveryLimit: Int = 5
         public var batchSize: Int = 250
 
-        public init(url: String) { self.url = url }
+        /// Members of the quorum queues when they are declared (`x-quorum-initial-group-size`): three
+        /// survive the loss of one node. RabbitMQ places fewer where the cluster has fewer nodes.
+        public var quorumGroupSize: Int = 3
+
+        public init(endpoints: AMQPEndpoints) { self.endpoints = endpoints }
         public var deadLetterExchange: String { exchange + ".dlx" }
         public var deadLetterQueue: String { queue + ".dead-letter" }
     }
 
     public struct Postgres: Sendable {
-        public var url: String
+        /// `postgres.url`, as libpq parsed it.
+        public var connection: PostgresConfiguration
         public var poolSize: Int = 8
         public var statementCacheSize: Int = 256
         public var stateCacheSize: Int = 4096
-        public init(url: String) { self.url = url }
+        /// `postgres.reportingUrl`: where `livedelivery report` reads (a hot standby), if not `connection`.
+        public var reporting: PostgresConfiguration?
+        public init(connection: PostgresConfiguration) { self.connection = connection }
+
+        /// The worker's pool: `connection` with the pool's size, cache and name set.
+        public func client(applicationName: String) -> PostgresConfiguration {
+            var configuration = connection
+            configuration.poolSize = poolSize
+            configuration.statementCacheSize = statementCacheSize
+            configuration.applicationName = applicationName
+            return configuration
+        }
     }
 
     /// One entry of apns-apps.json: `{"bundleID","teamID","keyID","keyFile","environment"}`.
@@ -182,7 +207,10 @@ public struct WorkerConfiguration: Sendable {
         let directory =
             overrides["config.dir"] ?? environment["LIVEDELIVERY_CONFIG_DIR"].flatMap { $0.isEmpty ? nil : $0 }
             ?? DefaultConfiguration.directoryName
-        let secrets: Set<String> = ["LIVEDELIVERY_AMQP_URL", "LIVEDELIVERY_POSTGRES_URL"]
+        let secrets: Set<String> = [
+            "LIVEDELIVERY_AMQP_URL", "LIVEDELIVERY_AMQP_URLS", "LIVEDELIVERY_POSTGRES_URL",
+            "LIVEDELIVERY_POSTGRES_REPORTING_URL",
+        ]
         // Overrides are text (command-line flags): parsed like environment variables.
         var flags: [String: String] = [:]
         for (key, value) in overrides { flags[environmentName(key)] = value }
@@ -254,8 +282,20 @@ public struct WorkerConfiguration: Sendable {
         func optional(_ key: String) -> String? {
             config.string(forKey: ConfigKey(key)).flatMap { $0.isEmpty ? nil : $0 }
         }
+        /// The value `read` returns, or a placeholder after noting its problem (load throws at the end).
+        func catching<Value>(_ read: () throws(LiveDeliveryError) -> Value, or placeholder: @autoclosure () -> Value)
+            -> Value
+        {
+            do {
+                return try read()
+            } catch {
+                problems.add(error.message)
+                return placeholder()
+            }
+        }
 
-        var amqp = AMQP(url: required("amqp.url", secret: true))
+        var amqp = AMQP(
+            endpoints: catching({ () throws(LiveDeliveryError) in try readEndpoints(config) }, or: AMQPEndpoints([.init()])))
         amqp.exchange = config.string(forKey: "amqp.exchange", default: amqp.exchange)
         amqp.queue = config.string(forKey: "amqp.queue", default: amqp.queue)
         amqp.prefetch = int("amqp.prefetch", amqp.prefetch, 1...65_535)
@@ -264,7 +304,12 @@ public struct WorkerConfiguration: Sendable {
         if amqp.exchange.isEmpty { problems.add("amqp.exchange must not be empty") }
         if amqp.queue.isEmpty { problems.add("amqp.queue must not be empty") }
 
-        var postgres = Postgres(url: required("postgres.url", secret: true))
+        var postgres = Postgres(
+            connection: catching({ () throws(LiveDeliveryError) in try readPostgres(config) }, or: PostgresConfiguration()))
+        if config.string(forKey: "postgres.reportingUrl", isSecret: true)?.isEmpty == false {
+            postgres.reporting = catching(
+                { () throws(LiveDeliveryError) in try readPostgres(config, key: "postgres.reportingUrl") }, or: nil)
+        }
         postgres.poolSize = int("postgres.poolSize", postgres.poolSize, 1...256)
         postgres.statementCacheSize = int("postgres.statementCacheSize", postgres.statementCacheSize, 0...10_000)
         postgres.stateCacheSize = int("postgres.stateCacheSize", postgres.stateCacheSize, 0...1_000_000)
@@ -335,6 +380,44 @@ public struct WorkerConfiguration: Sendable {
         configuration.pushToStart = pushToStart
         configuration.migrationsDirectory = config.string(forKey: "migrations.dir", default: "sql")
         return configuration
+    }
+
+    /// `amqp.urls` (a list) or, without it, `amqp.url`, parsed. Errors name the key and the URL's
+    /// position, never the URL's text.
+    public static func readEndpoints(_ config: ConfigReader) throws(LiveDeliveryError) -> AMQPEndpoints {
+        let key: String
+        let urls: [String]
+        if let list = config.stringArray(forKey: "amqp.urls", isSecret: true), !list.isEmpty {
+            (key, urls) = ("amqp.urls", list)
+        } else if let url = config.string(forKey: "amqp.url", isSecret: true), !url.isEmpty {
+            (key, urls) = ("amqp.url", [url])
+        } else {
+            throw LiveDeliveryError(
+                .invalidConfiguration,
+                "amqp.urls or amqp.url is required (environment \(environmentName("amqp.urls")) or \(environmentName("amqp.url")))")
+        }
+        do {
+            return try AMQPEndpoints(urls: urls)
+        } catch {
+            throw LiveDeliveryError(
+                .invalidConfiguration, "\(key) (environment \(environmentName(key))): \(error.context ?? "not a valid AMQP URL")")
+        }
+    }
+
+    /// A libpq connection string at `key`, parsed by libpq. Errors name the key and libpq's reason,
+    /// never the string's text.
+    public static func readPostgres(
+        _ config: ConfigReader, key: String = "postgres.url"
+    ) throws(LiveDeliveryError) -> PostgresConfiguration {
+        guard let text = config.string(forKey: ConfigKey(key), isSecret: true), !text.isEmpty else {
+            throw LiveDeliveryError(.invalidConfiguration, "\(key) is required (environment \(environmentName(key)))")
+        }
+        do {
+            return try PostgresConfiguration(text)
+        } catch {
+            throw LiveDeliveryError(
+                .invalidConfiguration, "\(key) (environment \(environmentName(key))): \(error.message ?? "not valid")")
+        }
     }
 
     static func environmentName(_ key: String) -> String {
@@ -415,9 +498,10 @@ public struct WorkerConfiguration: Sendable {
         lines.append("config dir: \(configDirectory)")
         lines.append("worker id: \(workerID)")
         lines.append(
-            "amqp: \(redact(amqp.url)) exchange \(amqp.exchange) queue \(amqp.queue) prefetch \(amqp.prefetch) delivery limit \(amqp.deliveryLimit) batch \(amqp.batchSize)"
+            "amqp: \(amqp.endpoints) exchange \(amqp.exchange) queue \(amqp.queue) prefetch \(amqp.prefetch) delivery limit \(amqp.deliveryLimit) batch \(amqp.batchSize)"
         )
-        lines.append("postgres: \(redact(postgres.url)) pool \(postgres.poolSize)")
+        lines.append("postgres: \(postgres.connection) pool \(postgres.poolSize)")
+        if let reporting = postgres.reporting { lines.append("postgres (reports): \(reporting)") }
         lines.append(
             "apns: \(apns.apps.count) app(s) from \(apns.appsFile)" + (apns.baseURL.map { ", base URL \($0)" } ?? "")
                 + (apns.caFile.map { ", CA \($0)" } ?? ""))
@@ -439,12 +523,6 @@ public struct WorkerConfiguration: Sendable {
     }
 
     /// A URL with its password replaced.
-    func redact(_ url: String) -> String {
-        guard var components = URLComponents(string: url) else { return "(unparsable URL)" }
-        if components.password != nil { components.password = "********" }
-        components.query = nil
-        return components.string ?? "(unparsable URL)"
-    }
 }
 
 /// Collects problems from several places.

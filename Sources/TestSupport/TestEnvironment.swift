@@ -20,6 +20,32 @@ public enum TestEnvironment {
             ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55442/livedelivery"
     }
 
+    /// The three-node RabbitMQ cluster of `scripts/services cluster`: its nodes' URLs, comma-separated.
+    public static var clusterAMQPURLs: String {
+        value("LIVEDELIVERY_CLUSTER_AMQP_URLS")
+            ?? (1...3).map { "amqp://livedelivery:livedelivery@127.0.0.1:\(56740 + $0)/%2F" }.joined(separator: ",")
+    }
+
+    /// The primary/standby pair of `scripts/services replica`: each server, and both in one libpq URL
+    /// that follows a failover (`target_session_attrs=read-write`).
+    public static var replicaPrimaryURL: String {
+        value("LIVEDELIVERY_REPLICA_PRIMARY_URL") ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55451/livedelivery"
+    }
+    public static var replicaStandbyURL: String {
+        value("LIVEDELIVERY_REPLICA_STANDBY_URL") ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55452/livedelivery"
+    }
+    public static var replicaURL: String {
+        value("LIVEDELIVERY_REPLICA_URL")
+            ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55451,127.0.0.1:55452/livedelivery"
+            + "?target_session_attrs=read-write"
+    }
+
+    /// Runs `scripts/services ARGS` (e.g. `["cluster", "kill", "2"]`) and returns what it printed.
+    @discardableResult
+    public static func services(_ arguments: [String]) async throws -> String {
+        try await output(servicesScript, arguments)
+    }
+
     /// The project's root folder (where `Package.swift` is), found from this source file.
     public static var projectRoot: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -66,6 +92,26 @@ public enum TestEnvironment {
             do { try process.run() } catch { continuation.resume(throwing: error) }
         }
         guard status == 0 else { throw CommandFailed(command: ([executable] + arguments).joined(separator: " "), status: status) }
+    }
+
+    /// Runs a program to completion without blocking a cooperative thread and returns its standard
+    /// output; throws on non-zero exit.
+    public static func output(_ executable: String, _ arguments: [String]) async throws -> String {
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("services-\(UUID().uuidString)")
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: output) }
+        let handle = try FileHandle(forWritingTo: output)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = handle
+        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do { try process.run() } catch { continuation.resume(throwing: error) }
+        }
+        try? handle.close()
+        guard status == 0 else { throw CommandFailed(command: ([executable] + arguments).joined(separator: " "), status: status) }
+        return (try? String(contentsOf: output, encoding: .utf8)) ?? ""
     }
 
     public struct CommandFailed: Error, CustomStringConvertible {

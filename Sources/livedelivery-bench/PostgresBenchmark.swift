@@ -38,7 +38,7 @@ struct PostgresBenchmark: AsyncParsableCommand {
     var pgbench = "/usr/bin/pgbench"
 
     func run() async throws {
-        var configuration = try PostgresConfiguration(url: url)
+        var configuration = try PostgresConfiguration(url)
         configuration.poolSize = connections
         configuration.statementCacheSize = statementCacheSize
         configuration.applicationName = "livedelivery-bench"
@@ -48,6 +48,7 @@ struct PostgresBenchmark: AsyncParsableCommand {
             PostgresQuery(unsafeSQL: "CREATE TABLE \(table) (account bigint NOT NULL, amount double precision, note text)")
         )
         print("postgres: \(connections) connections, \(seconds) s each, table \(table), \(configuration)")
+        print(try await Durability.describe(client))
 
         var selfBefore = cpuSeconds(RUSAGE_SELF)
         let queryRate = try await measureModule(client: client, table: table, leasePerStatement: true)
@@ -128,16 +129,14 @@ struct PostgresBenchmark: AsyncParsableCommand {
         """.write(to: script, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: script) }
 
-        var environment = ProcessInfo.processInfo.environment
-        environment["PGPASSWORD"] = configuration.password
+        let environment = ProcessInfo.processInfo.environment.merging(configuration.environment) { $1 }
         let outputPath = script.path + ".out"
         defer { try? FileManager.default.removeItem(atPath: outputPath) }
         let child = try ChildProcess(
             name: "pgbench", executable: pgbench,
             arguments: [
                 "-n", "-c", String(connections), "-j", "2", "-T", String(seconds), "-M", pgbenchMode,
-                "-f", script.path, "-h", configuration.host, "-p", String(configuration.port),
-                "-U", configuration.user, configuration.database,
+                "-f", script.path,
             ],
             environment: environment, outputPath: outputPath, truncateOutput: true)
         let status = try await child.waitForExit(timeout: .seconds(seconds + 120))

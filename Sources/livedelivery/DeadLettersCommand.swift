@@ -82,7 +82,7 @@ struct DeadLettersCommand: AsyncParsableCommand {
                 guard !targets.isEmpty else { return [DeadLetterReplayer.Result]() }
                 let broker = try context.broker()
                 let replayer = try await DeadLetterReplayer.connect(
-                    store: store, amqpURL: broker.url, exchange: broker.exchange, logger: context.logger)
+                    store: store, endpoints: broker.endpoints, exchange: broker.exchange, logger: context.logger)
                 do {
                     let results = try await replayer.replay(targets)
                     await replayer.close()

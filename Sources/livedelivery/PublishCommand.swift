@@ -28,7 +28,11 @@ struct PublishCommand: AsyncParsableCommand {
     @Argument(help: "JSON-lines files of events ('-' reads standard input).")
     var files: [String]
 
-    @Option(help: "AMQP URL (default: $LIVEDELIVERY_AMQP_URL, else amqp://guest:guest@localhost:5672/%2F).")
+    @Option(
+        help: """
+            AMQP URL, or the cluster's nodes as comma-separated URLs (default: $LIVEDELIVERY_AMQP_URLS, \
+            else $LIVEDELIVERY_AMQP_URL, else amqp://guest:guest@localhost:5672/%2F).
+            """)
     var url: String?
 
     @Option(help: "The events exchange (default: $LIVEDELIVERY_AMQP_EXCHANGE, else delivery.events).")
@@ -64,7 +68,8 @@ struct PublishCommand: AsyncParsableCommand {
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
-        let amqpURL = url ?? environment["LIVEDELIVERY_AMQP_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        let amqpURL = url ?? environment["LIVEDELIVERY_AMQP_URLS"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? environment["LIVEDELIVERY_AMQP_URL"].flatMap { $0.isEmpty ? nil : $0 }
             ?? "amqp://guest:guest@localhost:5672/%2F"
         let exchangeName = exchange ?? environment["LIVEDELIVERY_AMQP_EXCHANGE"].flatMap { $0.isEmpty ? nil : $0 }
             ?? "delivery.events"
@@ -104,24 +109,23 @@ struct PublishCommand: AsyncParsableCommand {
             return
         }
 
-        let configuration: AMQPConfiguration
+        let endpoints: AMQPEndpoints
         do {
-            configuration = try AMQPConfiguration(url: amqpURL)
+            endpoints = try AMQPEndpoints(urls: amqpURL)
         } catch {
             throw ValidationError("the AMQP URL is not valid: \(error)")
         }
         var logger = Logger(label: "livedelivery.publish")
         logger.logLevel = .warning
         let started = ContinuousClock.now
-        let publisher: RabbitMQPublisher
+        let failures: [String]
         do {
-            publisher = try await RabbitMQPublisher.connect(configuration, logger: logger)
+            failures = try await Self.publishAll(
+                messages, exchange: exchangeName, window: window, endpoints: endpoints, logger: logger)
         } catch {
-            printError("cannot connect to \(configuration): \(error)")
+            printError("cannot connect to \(endpoints): \(error)")
             throw ExitCode.failure
         }
-        let failures = await Self.publishAll(messages, exchange: exchangeName, window: window, publisher: publisher)
-        await publisher.close()
         let elapsed = ContinuousClock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let confirmed = messages.count - failures.count
@@ -135,15 +139,46 @@ struct PublishCommand: AsyncParsableCommand {
         if !failures.isEmpty || !batch.bad.isEmpty { throw ExitCode.failure }
     }
 
-    /// Publishes with at most `window` unconfirmed messages; returns one reason per failed message.
+    /// Publishes to the first node that accepts; the messages whose connection was lost before
+    /// their confirm go again to the next node (at most once per node, and twice in all for a single
+    /// node). Only a confirm counts: a message is never reported published that the broker did not
+    /// take, and one published twice is applied once by the worker's inbox. Returns one reason per
+    /// message not confirmed; throws when no node accepts a connection.
     private static func publishAll(
+        _ messages: [EventMessage], exchange: String, window: Int, endpoints: AMQPEndpoints, logger: Logger
+    ) async throws(RabbitMQError) -> [String] {
+        var pending = messages
+        var failures: [String] = []
+        var node = 0
+        let rounds = max(2, endpoints.nodes.count)
+        for round in 0..<rounds {
+            let (publisher, connected) = try await RabbitMQPublisher.connect(to: endpoints, startingAt: node, logger: logger)
+            node = connected + 1
+            let failed = await publishWindowed(pending, exchange: exchange, window: window, publisher: publisher)
+            await publisher.close()
+            let lost = failed.filter { $0.error.isConnectionLevel }
+            failures += failed.filter { !$0.error.isConnectionLevel }.map {
+                explain($0.error, exchange: exchange, routingKey: $0.message.routingKey)
+            }
+            pending = lost.map(\.message)
+            if pending.isEmpty { return failures }
+            if round < rounds - 1 {
+                FileHandle.standardError.write(
+                    Data("livedelivery publish: the connection was lost; publishing \(pending.count) message(s) again\n".utf8))
+            }
+        }
+        return failures + pending.map { _ in "the connection was lost before the broker confirmed the message" }
+    }
+
+    /// Publishes with at most `window` unconfirmed messages; returns the messages that failed, with why.
+    private static func publishWindowed(
         _ messages: [EventMessage],
         exchange: String,
         window: Int,
         publisher: RabbitMQPublisher
-    ) async -> [String] {
-        await withTaskGroup(of: String?.self) { group in
-            var failures: [String] = []
+    ) async -> [(message: EventMessage, error: RabbitMQError)] {
+        await withTaskGroup(of: (message: EventMessage, error: RabbitMQError)?.self) { group in
+            var failures: [(message: EventMessage, error: RabbitMQError)] = []
             var inFlight = 0
             for message in messages {
                 if inFlight >= window, let result = await group.next() {
@@ -160,7 +195,7 @@ struct PublishCommand: AsyncParsableCommand {
                             mandatory: true)
                         return nil
                     } catch {
-                        return Self.explain(error, exchange: exchange, routingKey: message.routingKey)
+                        return (message, error)
                     }
                 }
                 inFlight += 1

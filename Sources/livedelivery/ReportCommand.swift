@@ -91,7 +91,7 @@ struct ReportCommand: AsyncParsableCommand {
         let query = ReportQuery(
             orderID: order, since: since.flatMap { ReportQuery.parseSince($0) }, limit: limit == 0 ? nil : limit)
         let table = try await withAdminContext(options) { context in
-            try await context.withPostgres { client in try await report.run(query, client: client) }
+            try await context.withPostgres(reporting: true) { client in try await report.run(query, client: client) }
         }
         print(table.render(maxCellWidth: width))
     }

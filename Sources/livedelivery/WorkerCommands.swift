@@ -76,13 +76,10 @@ struct MigrateCommand: AsyncParsableCommand {
     func run() async throws {
         let config = try await options.reader(extra: sqlDir.map { ["migrations.dir": $0] } ?? [:])
         let logger = options.logger(config: config)
-        guard let url = config.string(forKey: "postgres.url", isSecret: true), !url.isEmpty else {
-            printError("postgres.url is required (environment LIVEDELIVERY_POSTGRES_URL)")
-            throw ExitCode(1)
-        }
         let directory = config.string(forKey: "migrations.dir", default: "sql")
         do {
-            let applied = try await runMigrations(postgresURL: url, directory: directory, logger: logger)
+            let postgres = try WorkerConfiguration.readPostgres(config)
+            let applied = try await runMigrations(postgres: postgres, directory: directory, logger: logger)
             if applied.isEmpty {
                 print("migrate: the database is up to date")
             } else {

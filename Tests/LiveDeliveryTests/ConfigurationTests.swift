@@ -1,5 +1,7 @@
 import Foundation
 import LiveDelivery
+import Postgres
+import RabbitMQ
 import TestSupport
 import Testing
 
@@ -52,6 +54,55 @@ struct ConfigurationTests {
         let summary = configuration.summary.joined(separator: "\n")
         #expect(!summary.contains("s3cret"))
         #expect(!summary.contains("pw-secret"))
+    }
+
+    @Test("a cluster's nodes, a failover connection string and a reporting replica; no password in the summary")
+    func clusterAndReplica() async throws {
+        let directory = try folder(fileJSON: #"{"amqp": {"urls": ["amqp://u:file-secret@n1/%2F", "amqp://u:file-secret@n2/%2F"]}}"#)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fromFile = try WorkerConfiguration.load(
+            config: try await WorkerConfiguration.makeReader(environment: [
+                "LIVEDELIVERY_CONFIG_DIR": directory.path, "LIVEDELIVERY_AMQP_URL": "amqp://u:one@n0/%2F",
+                "LIVEDELIVERY_POSTGRES_URL": "postgresql://u@db/ld",
+            ]))
+        #expect(fromFile.amqp.endpoints.nodes.map(\.host) == ["n1", "n2"], "amqp.urls wins over amqp.url")
+        let environment = [
+            "LIVEDELIVERY_CONFIG_DIR": directory.path,
+            "LIVEDELIVERY_AMQP_URLS": "amqp://u:env-secret@n1:5672/%2F,amqp://u:env-secret@n2:5673/%2F,amqp://u:env-secret@n3/%2F",
+            "LIVEDELIVERY_POSTGRES_URL":
+                "host=db1,db2 port=5432,5433 user=u password=pg-secret dbname=ld target_session_attrs=read-write",
+            "LIVEDELIVERY_POSTGRES_REPORTING_URL": "postgresql://alice:replica-secret@db2:5433/ld",
+        ]
+        let configuration = try WorkerConfiguration.load(config: try await WorkerConfiguration.makeReader(environment: environment))
+        #expect(configuration.amqp.endpoints.nodes.map(\.port) == [5672, 5673, 5672])
+        #expect(configuration.postgres.connection.value("target_session_attrs") == "read-write")
+        #expect(configuration.postgres.reporting?.value("user") == "alice")
+        let summary = configuration.summary.joined(separator: "\n")
+        for secret in ["file-secret", "env-secret", "pg-secret", "replica-secret"] { #expect(!summary.contains(secret)) }
+        #expect(summary.contains("host=db1,db2"))
+    }
+
+    /// Malformed connection settings are refused with the key and the reason, never with their text.
+    @Test(arguments: [
+        ["LIVEDELIVERY_AMQP_URL": "amqp//u:bad-secret@h"],
+        ["LIVEDELIVERY_AMQP_URLS": "amqp://u:bad-secret@h/%2F,http://u:bad-secret@h2"],
+        ["LIVEDELIVERY_POSTGRES_URL": "host=h password bad-secret"],
+        ["LIVEDELIVERY_POSTGRES_URL": "postgresql://u:bad-secret@h/d?x"],
+        ["LIVEDELIVERY_POSTGRES_URL": "mysql://u:bad-secret@h/d"],
+        ["LIVEDELIVERY_POSTGRES_REPORTING_URL": "postgresql://u:bad-secret@[::1/d"],
+    ])
+    func malformedConnectionSettings(_ bad: [String: String]) async throws {
+        let directory = try folder()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let environment = [
+            "LIVEDELIVERY_CONFIG_DIR": directory.path, "LIVEDELIVERY_AMQP_URL": "amqp://u:p@h/%2F",
+            "LIVEDELIVERY_POSTGRES_URL": "postgresql://u@h/d",
+        ].merging(bad) { $1 }
+        let reader = try await WorkerConfiguration.makeReader(environment: environment)
+        let error = #expect(throws: LiveDeliveryError.self) { try WorkerConfiguration.load(config: reader) }
+        let text = error.map { "\($0)" } ?? ""
+        #expect(!text.contains("bad-secret"), "\(text)")
+        #expect(text.contains(bad.keys.first!), "the problem names its variable: \(text)")
     }
 
     @Test("every problem is reported at once, with the environment variable to set")

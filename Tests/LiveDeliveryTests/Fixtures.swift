@@ -6,6 +6,7 @@ import LiveDelivery
 import LiveDeliveryCore
 import Logging
 import Postgres
+import RabbitMQ
 import TestSupport
 import Testing
 
@@ -25,13 +26,13 @@ struct TestDatabase {
     ) async throws -> TestDatabase {
         let name = "ld_test_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
         let admin = PostgresClient(
-            configuration: try PostgresConfiguration(url: serverURL), logger: quietLogger)
+            configuration: try PostgresConfiguration(serverURL), logger: quietLogger)
         try await admin.withConnection { try await $0.execute(unsafeSQL: "CREATE DATABASE \(name) \(options)") }
         await admin.shutdown()
         var components = URLComponents(string: serverURL)!
         components.path = "/" + name
         let url = components.string!
-        let client = PostgresClient(configuration: try PostgresConfiguration(url: url), logger: quietLogger)
+        let client = PostgresClient(configuration: try PostgresConfiguration(url), logger: quietLogger)
         if migrate {
             try await Migrator(directory: migrationsDirectory).migrate(client: client, logger: quietLogger)
         }
@@ -44,7 +45,7 @@ struct TestDatabase {
         await client.shutdown()
         guard
             let admin = try? PostgresClient(
-                configuration: PostgresConfiguration(url: serverURL), logger: quietLogger)
+                configuration: PostgresConfiguration(serverURL), logger: quietLogger)
         else { return }
         _ = try? await admin.withConnection {
             try await $0.execute(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
@@ -103,7 +104,7 @@ struct Harness {
         let tracking = try DefaultConfiguration.load(
             policyJSON: Array(try Data(contentsOf: URL(fileURLWithPath: configDirectory + "/policy.json"))),
             mappingJSON: Array(try Data(contentsOf: URL(fileURLWithPath: configDirectory + "/content-mapping.json"))))
-        var amqp = WorkerConfiguration.AMQP(url: TestEnvironment.amqpURL)
+        var amqp = WorkerConfiguration.AMQP(endpoints: try AMQPEndpoints(urls: TestEnvironment.amqpURL))
         amqp.exchange = TestEnvironment.uniqueName("ld.events")
         amqp.queue = TestEnvironment.uniqueName("ld.queue")
         amqp.prefetch = 50
@@ -118,7 +119,7 @@ struct Harness {
         // add an attempt that the tests count.
         apns.requestTimeout = .seconds(120)
         var configuration = WorkerConfiguration(
-            configDirectory: configDirectory, amqp: amqp, postgres: .init(url: database.url), apns: apns,
+            configDirectory: configDirectory, amqp: amqp, postgres: .init(connection: try PostgresConfiguration(database.url)), apns: apns,
             workerID: TestEnvironment.uniqueName("worker"), tracking: tracking)
         configuration.http.port = 0
         configuration.dispatcher.backoffBase = .milliseconds(10)

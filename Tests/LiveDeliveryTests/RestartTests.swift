@@ -36,7 +36,8 @@ func publish(_ messages: [InboundMessage], exchange: String, url: String) async 
 struct RestartTests {
     @Test("the broker restarts: the consumer reconnects and carries on")
     func brokerRestart() async throws {
-        try await withWorker(adjust: { $0.amqp.url = TestEnvironment.faultAMQPURL }) { harness, worker in
+        let fault = try AMQPEndpoints(urls: TestEnvironment.faultAMQPURL)
+        try await withWorker(adjust: { $0.amqp.endpoints = fault }) { harness, worker in
             let group = worker.serviceGroup(logger: quietLogger, signals: false)
             let running = Task { try await group.run() }
             do {

@@ -83,7 +83,7 @@ struct RunTests {
 
 /// Removes the test's exchanges and queues from the shared broker.
 func deleteTopology(_ amqp: WorkerConfiguration.AMQP) async throws {
-    let connection = try await RabbitMQConnection.connect(try AMQPConfiguration(url: amqp.url), logger: quietLogger)
+    let (connection, _) = try await RabbitMQConnection.connect(to: amqp.endpoints, logger: quietLogger)
     try await connection.deleteQueue(amqp.queue)
     try await connection.deleteQueue(amqp.deadLetterQueue)
     try await connection.deleteExchange(amqp.exchange)

@@ -37,7 +37,7 @@ struct MigrationTests {
         let database = try await TestDatabase.create(migrate: false)
         try await database.using {
             let other = PostgresClient(
-                configuration: try PostgresConfiguration(url: database.url), logger: quietLogger)
+                configuration: try PostgresConfiguration(database.url), logger: quietLogger)
             let migrator = Migrator(directory: TestDatabase.migrationsDirectory)
             async let a = migrator.migrate(client: database.client, logger: quietLogger)
             async let b = migrator.migrate(client: other, logger: quietLogger)

@@ -13,7 +13,7 @@ struct DeadLetterReplayTests {
     func replayTwiceAppliesOnce() async throws {
         try await ReportDatabase.with { database in
             let pipeline = try Pipeline(database: database)
-            var amqp = WorkerConfiguration.AMQP(url: TestEnvironment.amqpURL)
+            var amqp = WorkerConfiguration.AMQP(endpoints: try AMQPEndpoints(urls: TestEnvironment.amqpURL))
             amqp.exchange = TestEnvironment.uniqueName("ld.rep.events")
             amqp.queue = TestEnvironment.uniqueName("ld.rep.queue")
             amqp.batchSize = 10
@@ -46,7 +46,7 @@ struct DeadLetterReplayTests {
 
                 // "After the fix": replay twice.
                 let replayer = try await DeadLetterReplayer.connect(
-                    store: store, amqpURL: TestEnvironment.amqpURL, exchange: amqp.exchange, logger: quietLogger)
+                    store: store, endpoints: amqp.endpoints, exchange: amqp.exchange, logger: quietLogger)
                 #expect(try await replayer.replay([id]) == [.replayed(id: id, routingKey: "order.status")])
                 try await eventually("the replayed event is applied") {
                     try await database.count("SELECT count(*) FROM inbox WHERE event_id = \(eventID)") == 1
@@ -114,7 +114,7 @@ struct DeadLetterReplayTests {
 
 /// Removes the test's exchanges and queues from the shared broker.
 func deleteTopology(_ amqp: WorkerConfiguration.AMQP) async throws {
-    let connection = try await RabbitMQConnection.connect(try AMQPConfiguration(url: amqp.url), logger: quietLogger)
+    let (connection, _) = try await RabbitMQConnection.connect(to: amqp.endpoints, logger: quietLogger)
     try await connection.deleteQueue(amqp.queue)
     try await connection.deleteQueue(amqp.deadLetterQueue)
     try await connection.deleteExchange(amqp.exchange)

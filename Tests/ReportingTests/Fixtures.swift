@@ -22,7 +22,7 @@ struct ReportDatabase {
     static func create() async throws -> ReportDatabase {
         let name = "ld_rep_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
         let admin = PostgresClient(
-            configuration: try PostgresConfiguration(url: TestEnvironment.postgresURL), logger: quietLogger)
+            configuration: try PostgresConfiguration(TestEnvironment.postgresURL), logger: quietLogger)
         do {
             try await admin.withConnection { try await $0.execute(unsafeSQL: "CREATE DATABASE \(name)") }
         } catch {
@@ -33,7 +33,7 @@ struct ReportDatabase {
         var components = try #require(URLComponents(string: TestEnvironment.postgresURL))
         components.path = "/" + name
         let url = try #require(components.string)
-        let client = PostgresClient(configuration: try PostgresConfiguration(url: url), logger: quietLogger)
+        let client = PostgresClient(configuration: try PostgresConfiguration(url), logger: quietLogger)
         let database = ReportDatabase(name: name, url: url, client: client)
         do {
             try await Migrator(directory: migrationsDirectory).migrate(client: client, logger: quietLogger)
@@ -61,7 +61,7 @@ struct ReportDatabase {
         await client.shutdown()
         guard
             let admin = try? PostgresClient(
-                configuration: PostgresConfiguration(url: TestEnvironment.postgresURL), logger: quietLogger)
+                configuration: PostgresConfiguration(TestEnvironment.postgresURL), logger: quietLogger)
         else { return }
         _ = try? await admin.withConnection {
             try await $0.execute(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")

@@ -3,15 +3,18 @@ import Foundation
 public import LiveDeliveryCore
 public import Logging
 public import Postgres
+public import RabbitMQ
 
 /// What the admin commands (`report`, `dead-letters`, `failed-pushes`) read from the configuration:
 /// only the keys they need, so they run where the APNs keys are not installed.
 ///
 /// ## Configuration keys
-/// - `postgres.url` (string, required, secret): the database (any role that may read the views
-///   suffices for `report`; the other commands write).
-/// - `amqp.url` (string, required for `dead-letters replay`, secret), `amqp.exchange` (string,
-///   optional, default `delivery.events`): where replays are published.
+/// - `postgres.url` (string, required, secret): the database (a libpq connection string; the
+///   commands other than `report` write, so it must reach the primary).
+/// - `postgres.reportingUrl` (string, optional, secret): where `report` reads instead, typically a
+///   hot standby and a role that may read the views only.
+/// - `amqp.urls` or `amqp.url` (required for `dead-letters replay`, secret), `amqp.exchange`
+///   (string, optional, default `delivery.events`): where replays are published.
 /// - `config.dir` (string, optional, default `Config`): policy.json and content-mapping.json, for
 ///   `failed-pushes retry`.
 public struct AdminContext: Sendable {
@@ -23,29 +26,20 @@ public struct AdminContext: Sendable {
         self.logger = logger
     }
 
-    /// A one-connection client for `postgres.url`; the caller shuts it down.
-    public func postgresClient() throws(LiveDeliveryError) -> PostgresClient {
-        guard let url = config.string(forKey: "postgres.url", isSecret: true), !url.isEmpty else {
-            throw LiveDeliveryError(
-                .invalidConfiguration, "postgres.url is required (environment LIVEDELIVERY_POSTGRES_URL)")
-        }
-        var configuration: PostgresConfiguration
-        do {
-            configuration = try PostgresConfiguration(url: url)
-        } catch {
-            throw LiveDeliveryError(.invalidConfiguration, "postgres.url is not a valid postgresql:// URL")
-        }
+    /// A one-connection client for `postgres.url`, or for `postgres.reportingUrl` (a hot standby)
+    /// when `reporting` and that key is set; the caller shuts it down.
+    public func postgresClient(reporting: Bool = false) throws(LiveDeliveryError) -> PostgresClient {
+        let useReplica = reporting && config.string(forKey: "postgres.reportingUrl", isSecret: true)?.isEmpty == false
+        var configuration = try WorkerConfiguration.readPostgres(
+            config, key: useReplica ? "postgres.reportingUrl" : "postgres.url")
         configuration.poolSize = 1
         configuration.applicationName = "livedelivery admin"
         return PostgresClient(configuration: configuration, logger: logger)
     }
 
-    /// `amqp.url` and `amqp.exchange`.
-    public func broker() throws(LiveDeliveryError) -> (url: String, exchange: String) {
-        guard let url = config.string(forKey: "amqp.url", isSecret: true), !url.isEmpty else {
-            throw LiveDeliveryError(.invalidConfiguration, "amqp.url is required (environment LIVEDELIVERY_AMQP_URL)")
-        }
-        return (url, config.string(forKey: "amqp.exchange", default: "delivery.events"))
+    /// The broker's nodes (`amqp.urls` or `amqp.url`) and `amqp.exchange`.
+    public func broker() throws(LiveDeliveryError) -> (endpoints: AMQPEndpoints, exchange: String) {
+        (try WorkerConfiguration.readEndpoints(config), config.string(forKey: "amqp.exchange", default: "delivery.events"))
     }
 
     /// The policy and content mapping of `config.dir`.
@@ -61,9 +55,12 @@ public struct AdminContext: Sendable {
 }
 
 extension AdminContext {
-    /// Runs `body` with a client for `postgres.url`, then shuts the client down.
-    public func withPostgres<Result>(_ body: (PostgresClient) async throws -> Result) async throws -> Result {
-        let client = try postgresClient()
+    /// Runs `body` with a client for `postgres.url` (or, with `reporting`, `postgres.reportingUrl`),
+    /// then shuts the client down.
+    public func withPostgres<Result>(
+        reporting: Bool = false, _ body: (PostgresClient) async throws -> Result
+    ) async throws -> Result {
+        let client = try postgresClient(reporting: reporting)
         do {
             let result = try await body(client)
             await client.shutdown()

@@ -1,7 +1,7 @@
 public import Foundation
 public import Logging
 public import Postgres
-import RabbitMQ
+public import RabbitMQ
 
 /// One row of `dead_letters`: a message the worker refused, or the broker gave up on.
 public struct DeadLetter: Sendable, Hashable {
@@ -159,18 +159,12 @@ public final class DeadLetterReplayer: Sendable {
         self.logger = logger
     }
 
-    /// Connects a confirming publisher to the broker at `amqpURL`.
+    /// Connects a confirming publisher to the first of the broker's nodes that accepts.
     public static func connect(
-        store: DeadLetterStore, amqpURL: String, exchange: String, logger: Logger
+        store: DeadLetterStore, endpoints: AMQPEndpoints, exchange: String, logger: Logger
     ) async throws(LiveDeliveryError) -> DeadLetterReplayer {
-        let configuration: AMQPConfiguration
         do {
-            configuration = try AMQPConfiguration(url: amqpURL)
-        } catch {
-            throw LiveDeliveryError(.invalidConfiguration, "amqp.url is not a valid amqp:// URL")
-        }
-        do {
-            let publisher = try await RabbitMQPublisher.connect(configuration, logger: logger)
+            let (publisher, _) = try await RabbitMQPublisher.connect(to: endpoints, logger: logger)
             return DeadLetterReplayer(store: store, publisher: publisher, exchange: exchange, logger: logger)
         } catch {
             throw LiveDeliveryError(.broker, "cannot connect to RabbitMQ: \(error.code)", isRetriable: true)

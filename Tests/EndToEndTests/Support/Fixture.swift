@@ -17,10 +17,14 @@ import FoundationNetworking
 /// `livedelivery run` processes it starts. ``shutdown()`` removes all of it (logs are kept when a test fails:
 /// their folder is printed).
 final class Fixture: Sendable {
-    enum Servers: Sendable { case main, fault }
+    /// `main` and `fault`: a single broker and database (the fault pair may be restarted by the test).
+    /// `cluster`: the three-node RabbitMQ cluster, with the main database. `replica`: the main broker,
+    /// and the primary/standby pair through one failover URL (`target_session_attrs=read-write`).
+    enum Servers: Sendable { case main, fault, cluster, replica }
 
     let name: String
     let servers: Servers
+    /// One AMQP URL, or the cluster's nodes, comma-separated.
     let amqpURL: String
     let postgresURL: String
     let databaseName: String
@@ -58,17 +62,26 @@ final class Fixture: Sendable {
         let name = TestEnvironment.uniqueName("e2e-\(label)")
         var logger = Logger(label: "e2e.\(label)")
         logger.logLevel = .warning
-        let amqpURL = servers == .main ? TestEnvironment.amqpURL : TestEnvironment.faultAMQPURL
-        let serverURL = servers == .main ? TestEnvironment.postgresURL : TestEnvironment.faultPostgresURL
+        let amqpURL: String
+        let serverURL: String
+        var workerServerURL: String?
+        switch servers {
+        case .main: (amqpURL, serverURL) = (TestEnvironment.amqpURL, TestEnvironment.postgresURL)
+        case .fault: (amqpURL, serverURL) = (TestEnvironment.faultAMQPURL, TestEnvironment.faultPostgresURL)
+        case .cluster: (amqpURL, serverURL) = (TestEnvironment.clusterAMQPURLs, TestEnvironment.postgresURL)
+        case .replica:
+            (amqpURL, serverURL) = (TestEnvironment.amqpURL, TestEnvironment.replicaPrimaryURL)
+            workerServerURL = TestEnvironment.replicaURL
+        }
         let databaseName = name.replacingOccurrences(of: "-", with: "_")
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(name)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
 
-        let admin = PostgresClient(configuration: try PostgresConfiguration(url: serverURL), logger: logger)
+        let admin = PostgresClient(configuration: try PostgresConfiguration(serverURL), logger: logger)
         try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(databaseName)"))
         await admin.shutdown()
-        let postgresURL = replacingDatabase(in: serverURL, with: databaseName)
-        var databaseConfiguration = try PostgresConfiguration(url: postgresURL)
+        let postgresURL = replacingDatabase(in: workerServerURL ?? serverURL, with: databaseName)
+        var databaseConfiguration = try PostgresConfiguration(postgresURL)
         databaseConfiguration.poolSize = 2
         let database = PostgresClient(configuration: databaseConfiguration, logger: logger)
 
@@ -104,7 +117,7 @@ final class Fixture: Sendable {
         [
             "LIVEDELIVERY_CONFIG_DIR": TestEnvironment.projectRoot.appendingPathComponent("Config").path,
             "LIVEDELIVERY_MIGRATIONS_DIR": TestEnvironment.projectRoot.appendingPathComponent("sql").path,
-            "LIVEDELIVERY_AMQP_URL": amqpURL,
+            servers == .cluster ? "LIVEDELIVERY_AMQP_URLS" : "LIVEDELIVERY_AMQP_URL": amqpURL,
             "LIVEDELIVERY_AMQP_EXCHANGE": exchange,
             "LIVEDELIVERY_AMQP_QUEUE": queue,
             "LIVEDELIVERY_POSTGRES_URL": postgresURL,
@@ -129,8 +142,11 @@ final class Fixture: Sendable {
     }
 
     /// Starts `livedelivery run` and waits until its /readyz answers 200.
+    /// With `ready: false`, waits only for the HTTP endpoint (for a worker whose servers are unreachable).
     @discardableResult
-    func startWorker(_ worker: String, extraEnvironment: [String: String] = [:]) async throws -> Worker {
+    func startWorker(
+        _ worker: String, extraEnvironment: [String: String] = [:], ready: Bool = true
+    ) async throws -> Worker {
         let portFile = directory.appendingPathComponent("\(worker).port")
         try? FileManager.default.removeItem(at: portFile)
         let child = try ChildProcess.livedelivery(
@@ -143,6 +159,7 @@ final class Fixture: Sendable {
             return Int(text.trimmingCharacters(in: .whitespacesAndNewlines))
         }
         let worker = Worker(process: child, metricsPort: port)
+        guard ready else { return worker }
         try await eventually("\(worker.process.name) to be ready", timeout: .seconds(120)) {
             if let status = child.exitStatus { throw HarnessError("\(worker.process.name) exited \(status):\n\(child.tail())") }
             return try await worker.get("/readyz").status == 200
@@ -152,20 +169,22 @@ final class Fixture: Sendable {
 
     // MARK: Publishing
 
-    /// Publishes every event with confirms (pipelined), reconnecting and publishing again after a broker failure.
+    /// Publishes every event with confirms (pipelined), reconnecting (to the next node of a cluster) and
+    /// publishing again after a broker failure.
     func publish(_ events: [ScenarioEvent]) async throws {
         try await publish(events.map { ($0.type, $0.body, $0.eventID) })
     }
 
     func publish(_ messages: [(routingKey: String, body: [UInt8], messageID: String?)], window: Int = 500) async throws {
-        let configuration = try AMQPConfiguration(url: amqpURL)
+        let endpoints = try AMQPEndpoints(urls: amqpURL)
         var remaining = messages[...]
         var attempts = 0
+        var node = 0
         while !remaining.isEmpty {
             attempts += 1
             let publisher: RabbitMQPublisher
             do {
-                publisher = try await RabbitMQPublisher.connect(configuration, logger: logger)
+                (publisher, node) = try await RabbitMQPublisher.connect(to: endpoints, startingAt: node, logger: logger)
             } catch {
                 guard attempts < 200 else { throw error }
                 try await Task.sleep(for: .milliseconds(250))  // a broker restart in progress: retry pacing
@@ -203,8 +222,10 @@ final class Fixture: Sendable {
             await publisher.close()
             if let failedFrom {
                 guard attempts < 200 else { throw HarnessError("publishing kept failing") }
-                // Publish again from the first unconfirmed message; the worker deduplicates by event_id.
+                // Publish again from the first unconfirmed message (on the next node); the worker
+                // deduplicates by event_id.
                 remaining = remaining[failedFrom...]
+                node += 1
                 try await Task.sleep(for: .milliseconds(250))
             } else {
                 remaining = []
@@ -253,13 +274,13 @@ final class Fixture: Sendable {
     func shutdown(keepLogs: Bool = false) async {
         for worker in runningWorkers { await worker.stop() }
         await database.shutdown()
-        if let configuration = try? PostgresConfiguration(url: serverPostgresURL) {
+        if let configuration = try? PostgresConfiguration(serverPostgresURL) {
             let admin = PostgresClient(configuration: configuration, logger: logger)
             _ = try? await admin.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(databaseName) WITH (FORCE)"))
             await admin.shutdown()
         }
-        if let configuration = try? AMQPConfiguration(url: amqpURL),
-            let connection = try? await RabbitMQConnection.connect(configuration, logger: logger)
+        if let endpoints = try? AMQPEndpoints(urls: amqpURL),
+            let (connection, _) = try? await RabbitMQConnection.connect(to: endpoints, logger: logger)
         {
             for queue in [queue, "\(queue).dead-letter"] { _ = try? await connection.deleteQueue(queue) }
             for exchange in [exchange, "\(exchange).dlx"] { try? await connection.deleteExchange(exchange) }
@@ -291,10 +312,14 @@ final class Fixture: Sendable {
         }
     }
 
+    /// The URL with another database: the path after the host list (which URLComponents cannot read
+    /// when it names several hosts).
     private static func replacingDatabase(in url: String, with database: String) -> String {
-        guard var components = URLComponents(string: url) else { return url }
-        components.path = "/\(database)"
-        return components.string ?? url
+        guard let scheme = url.range(of: "://"),
+            let slash = url[scheme.upperBound...].firstIndex(of: "/")
+        else { return url }
+        let end = url[slash...].firstIndex(of: "?") ?? url.endIndex
+        return url.replacingCharacters(in: slash..<end, with: "/\(database)")
     }
 }
 
