@@ -28,6 +28,15 @@ import Darwin
 ///    second; for each, publish call → the simulator receiving the push (p50/p99).
 /// 3. Worker RSS (VmRSS and peak VmHWM from /proc), and `pgbench` running the worker's per-event SQL (an
 ///    event's transaction and its push's transaction) on the same database in the same run.
+///
+/// `--topologies` runs all of it once per topology, in the same command, and closes with a table that
+/// sets each beside the first: `single` (the broker and database of `scripts/services`), `cluster` (the
+/// three-node RabbitMQ cluster of `scripts/services cluster`), `replica` and `replica-sync` (the
+/// primary/standby pair of `scripts/services replica`, asynchronous and synchronous). With
+/// `--failover`, each non-single topology then loses a server under a steady stream of events, and the
+/// bench prints how long processing stopped: from `kill -9` of the broker node the worker is attached
+/// to, to the first event published after it being processed; from the standby's promotion (after the
+/// primary's immediate stop), to the first event processed on the new primary.
 struct WorkerBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "worker",
@@ -69,6 +78,16 @@ struct WorkerBenchmark: AsyncParsableCommand {
     var postgresURL = ProcessInfo.processInfo.environment["LIVEDELIVERY_POSTGRES_URL"]
         ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55432/livedelivery"
 
+    @Option(
+        help: """
+            Comma-separated, each measured in turn: single, cluster (scripts/services cluster), replica, \
+            replica-sync (scripts/services replica, asynchronous or synchronous standby).
+            """)
+    var topologies = "single"
+
+    @Flag(help: "After each cluster or replica topology, kill a broker node or fail the database over; print the pause.")
+    var failover = false
+
     @Option(help: "The livedelivery executable (default: next to this one).")
     var livedelivery: String?
 
@@ -89,23 +108,62 @@ struct WorkerBenchmark: AsyncParsableCommand {
                 "--rate × --latency-seconds (\(rate * latencySeconds) events) must not exceed the tracked orders "
                     + "(\(sizes.last!), the last of --scales): each latency event goes to an order of its own")
         }
+        let chosen = try topologies.split(separator: ",").map { name in
+            guard let topology = Topology(rawValue: name.trimmingCharacters(in: .whitespaces)) else {
+                throw ValidationError("--topologies: single, cluster, replica or replica-sync (not \(name))")
+            }
+            return topology
+        }
         var logger = Logger(label: "livedelivery-bench.worker")
         logger.logLevel = .warning
-        let bench = try await BenchEnvironment.start(
-            workers: workers, amqpURL: amqpURL, postgresURL: postgresURL,
-            executable: livedelivery ?? Self.siblingExecutable("livedelivery"), logger: logger)
-        print("worker: \(workers) processes, database \(bench.databaseName), logs in \(bench.directory.path)")
-        do {
-            try await measure(bench, sizes: sizes)
-        } catch {
-            print("benchmark failed: \(error); logs in \(bench.directory.path)")
-            await bench.shutdown(keep: true)
-            throw error
+        var results: [(Topology, Figures)] = []
+        for topology in chosen {
+            let servers = try await topology.prepare(amqpURL: amqpURL, postgresURL: postgresURL)
+            let bench = try await BenchEnvironment.start(
+                workers: workers, amqpURL: servers.amqp, postgresURL: servers.postgres,
+                workerPostgresURL: servers.workerPostgres, executable: livedelivery ?? Self.siblingExecutable("livedelivery"),
+                logger: logger)
+            print("══ \(topology.title) ══")
+            print("worker: \(workers) processes, database \(bench.databaseName), logs in \(bench.directory.path)")
+            print(try await Durability.describe(bench.database))
+            do {
+                var figures = try await measure(bench, sizes: sizes)
+                if failover, topology != .single {
+                    figures.resume = try await bench.failoverRound(topology, orders: sizes.last!)
+                }
+                results.append((topology, figures))
+            } catch {
+                print("benchmark failed: \(error); logs in \(bench.directory.path)")
+                await bench.shutdown(keep: true)
+                throw error
+            }
+            await bench.shutdown(keep: keep)
         }
-        await bench.shutdown(keep: keep)
+        if results.count > 1, let base = results.first?.1 {
+            print("══ topologies beside \(results[0].0.rawValue) ══")
+            for (topology, figures) in results {
+                let name = topology.rawValue.padding(toLength: 12, withPad: " ", startingAt: 0)
+                let resumed = figures.resume.map { String(format: ", processing resumed %.2f s after the fault", $0) } ?? ""
+                print(
+                    name
+                        + String(
+                            format: " backlog %6.0f events/s (%3.0f %% of the first), latency p50 %5.1f ms, p99 %6.1f ms",
+                            figures.backlog, figures.backlog / base.backlog * 100, figures.p50 * 1000, figures.p99 * 1000)
+                        + resumed)
+            }
+        }
     }
 
-    private func measure(_ bench: BenchEnvironment, sizes: [Int]) async throws {
+    /// What the closing table compares.
+    struct Figures {
+        var backlog = 0.0
+        var p50 = 0.0
+        var p99 = 0.0
+        var resume: Double?
+    }
+
+    private func measure(_ bench: BenchEnvironment, sizes: [Int]) async throws -> Figures {
+        var figures = Figures()
         var tracked = 0
         var perEvent: [(Int, Double)] = []
         var splits: [CPUSplit] = []
@@ -122,6 +180,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
             let picked = (0..<tracked).shuffled().prefix(updates)
             let round = picked.map { bench.statusUpdate(order: $0) }
             let (rate, cost, split) = try await bench.backlogRound(round)
+            figures.backlog = rate
             perEvent.append((size, cost * 1e6))
             splits.append(split)
             print(
@@ -150,6 +209,8 @@ struct WorkerBenchmark: AsyncParsableCommand {
             print("latency: no samples")
         } else {
             let sorted = samples.map(\.latency).sorted()
+            figures.p50 = percentile(sorted, 0.5)
+            figures.p99 = percentile(sorted, 0.99)
             print(
                 String(
                     format: "latency  publish → push at %d events/s offered, %d s after %d s of warm-up: p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d samples)",
@@ -166,6 +227,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
             let tps = try await bench.pgbench(seconds: pgbenchSeconds, orders: tracked)
             print(String(format: "pgbench  the worker's per-event SQL (event + push transactions), prepared, 4 clients, %d s: %.0f events/s", pgbenchSeconds, tps))
         }
+        return figures
     }
 
     private static func siblingExecutable(_ name: String) -> String {
@@ -175,7 +237,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
 }
 
 /// One benchmark's servers, simulator and worker processes.
-private final class BenchEnvironment: @unchecked Sendable {
+final class BenchEnvironment: @unchecked Sendable {
     // Mutated only from the benchmark's single sequential flow.
     let databaseName: String
     let directory: URL
@@ -183,6 +245,7 @@ private final class BenchEnvironment: @unchecked Sendable {
     let database: PostgresClient
     let serverURL: String
     let databaseURL: String
+    /// One AMQP URL, or a cluster's nodes, comma-separated.
     let amqpURL: String
     let exchange: String
     let queue: String
@@ -212,19 +275,20 @@ private final class BenchEnvironment: @unchecked Sendable {
         self.workerCount = workerCount
     }
 
+    /// Creates the database on `postgresURL`'s server; the workers reach it through `workerPostgresURL`'s
+    /// (a failover URL naming the primary and its standby), or the same server.
     static func start(
-        workers: Int, amqpURL: String, postgresURL: String, executable: String, logger: Logger
+        workers: Int, amqpURL: String, postgresURL: String, workerPostgresURL: String? = nil, executable: String,
+        logger: Logger
     ) async throws -> BenchEnvironment {
         let name = "bench_worker_\(UInt32.random(in: 0...UInt32.max))"
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(name)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let admin = PostgresClient(configuration: try PostgresConfiguration(url: postgresURL), logger: logger)
+        let admin = PostgresClient(configuration: try PostgresConfiguration(postgresURL), logger: logger)
         try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
         await admin.shutdown()
-        var components = URLComponents(string: postgresURL)!
-        components.path = "/\(name)"
-        let databaseURL = components.string!
-        var configuration = try PostgresConfiguration(url: databaseURL)
+        let databaseURL = replacingDatabase(in: workerPostgresURL ?? postgresURL, with: name)
+        var configuration = try PostgresConfiguration(databaseURL)
         configuration.poolSize = 2
         let database = PostgresClient(configuration: configuration, logger: logger)
 
@@ -264,7 +328,7 @@ private final class BenchEnvironment: @unchecked Sendable {
         environment.merge([
             "LIVEDELIVERY_CONFIG_DIR": FileManager.default.currentDirectoryPath + "/Config",
             "LIVEDELIVERY_MIGRATIONS_DIR": FileManager.default.currentDirectoryPath + "/sql",
-            "LIVEDELIVERY_AMQP_URL": amqpURL,
+            "LIVEDELIVERY_AMQP_URLS": amqpURL,
             "LIVEDELIVERY_AMQP_EXCHANGE": exchange,
             "LIVEDELIVERY_AMQP_QUEUE": queue,
             "LIVEDELIVERY_POSTGRES_URL": databaseURL,
@@ -411,7 +475,7 @@ private final class BenchEnvironment: @unchecked Sendable {
     // MARK: Rounds
 
     func publish(_ messages: [(String, [UInt8], String)]) async throws {
-        let publisher = try await RabbitMQPublisher.connect(try AMQPConfiguration(url: amqpURL), logger: logger)
+        let (publisher, _) = try await RabbitMQPublisher.connect(to: try AMQPEndpoints(urls: amqpURL), logger: logger)
         let exchange = self.exchange
         try await withThrowingTaskGroup(of: Void.self) { group in
             var inFlight = 0
@@ -514,7 +578,7 @@ private final class BenchEnvironment: @unchecked Sendable {
         let stagesBefore = await stageTimes()
         let total = rate * seconds
         let picked = Array((0..<orders).shuffled().prefix(total))
-        let publisher = try await RabbitMQPublisher.connect(try AMQPConfiguration(url: amqpURL), logger: logger)
+        let (publisher, _) = try await RabbitMQPublisher.connect(to: try AMQPEndpoints(urls: amqpURL), logger: logger)
         let exchange = self.exchange
         var published: [Int: Date] = [:]
         // The messages are built before the clock starts (each carries its planned publish time as
@@ -617,14 +681,12 @@ private final class BenchEnvironment: @unchecked Sendable {
         COMMIT;
 
         """.write(to: script, atomically: true, encoding: .utf8)
-        let configuration = try PostgresConfiguration(url: databaseURL)
-        var environment = ProcessInfo.processInfo.environment
-        environment["PGPASSWORD"] = configuration.password
+        let configuration = try PostgresConfiguration(databaseURL)
+        let environment = ProcessInfo.processInfo.environment.merging(configuration.environment) { $1 }
         let child = try ChildProcess(
             name: "pgbench", executable: "/usr/bin/pgbench",
             arguments: [
                 "-n", "-c", "4", "-j", "2", "-T", String(seconds), "-M", "prepared", "-f", script.path,
-                "-h", configuration.host, "-p", String(configuration.port), "-U", configuration.user, configuration.database,
             ],
             environment: environment, outputPath: directory.appendingPathComponent("pgbench.log").path)
         let status = try await child.waitForExit(timeout: .seconds(seconds + 120))
@@ -643,8 +705,9 @@ private final class BenchEnvironment: @unchecked Sendable {
     /// the 10k one. Left to run during the measured round, that work was charged to the larger table,
     /// which is the variable the rounds compare. Settling first makes the rounds start alike.
     ///
-    /// The `sync`: the local cluster runs with `fsync = off`, so what a round writes stays in the page
-    /// cache until the kernel writes pages older than 30 s (`vm.dirty_expire_centisecs`) in one burst.
+    /// The `sync`: with `fsync = off` (`LIVEDELIVERY_PG_DURABILITY=off`), and for the data files between
+    /// checkpoints in any case, what a round writes stays in the page cache until the kernel writes pages
+    /// older than 30 s (`vm.dirty_expire_centisecs`) in one burst.
     /// The burst left by a populate round landed in the latency phase that followed it (177 MB in half a
     /// second), and the broker's own `fdatasync` waited behind it: the phase's worst second, every time.
     func settle() async throws -> Double {
@@ -679,13 +742,13 @@ private final class BenchEnvironment: @unchecked Sendable {
         await database.shutdown()
         try? await simulator.shutdown()
         guard !keep else { return }
-        if let configuration = try? PostgresConfiguration(url: serverURL) {
+        if let configuration = try? PostgresConfiguration(serverURL) {
             let admin = PostgresClient(configuration: configuration, logger: logger)
             _ = try? await admin.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(databaseName) WITH (FORCE)"))
             await admin.shutdown()
         }
-        if let configuration = try? AMQPConfiguration(url: amqpURL),
-            let connection = try? await RabbitMQConnection.connect(configuration, logger: logger)
+        if let endpoints = try? AMQPEndpoints(urls: amqpURL),
+            let (connection, _) = try? await RabbitMQConnection.connect(to: endpoints, logger: logger)
         {
             for queue in [queue, "\(queue).dead-letter"] { _ = try? await connection.deleteQueue(queue) }
             for exchange in [exchange, "\(exchange).dlx"] { try? await connection.deleteExchange(exchange) }
@@ -696,7 +759,7 @@ private final class BenchEnvironment: @unchecked Sendable {
 }
 
 /// Polls until `produce` returns a value (nil or an error: not yet), or fails after `timeout` seconds.
-private func poll<Value>(
+func poll<Value>(
     _ what: String, timeout: Double, interval: Double = 0.1, _ produce: () async throws -> Value?
 ) async throws -> Value {
     let deadline = Date().addingTimeInterval(timeout)
