@@ -25,11 +25,23 @@ public final class EventConsumer: Service {
     let health: WorkerHealth
     let metrics: WorkerMetrics
     let logger: Logger
+    /// Consuming waits for it: the database's schema is checked first (``SchemaGuard``).
+    let schemaChecked: SchemaGate?
 
-    public init(
+    public convenience init(
         configuration: WorkerConfiguration.AMQP, processor: EventProcessor, client: PostgresClient,
         health: WorkerHealth, metrics: WorkerMetrics, logger: Logger
     ) throws(LiveDeliveryError) {
+        try self.init(
+            configuration: configuration, processor: processor, client: client, health: health, metrics: metrics,
+            logger: logger, schemaChecked: nil)
+    }
+
+    init(
+        configuration: WorkerConfiguration.AMQP, processor: EventProcessor, client: PostgresClient,
+        health: WorkerHealth, metrics: WorkerMetrics, logger: Logger, schemaChecked: SchemaGate?
+    ) throws(LiveDeliveryError) {
+        self.schemaChecked = schemaChecked
         self.configuration = configuration
         self.processor = processor
         self.client = client
@@ -66,6 +78,10 @@ public final class EventConsumer: Service {
                 try await Self.declareTopology(configuration, on: connection)
                 health.update { $0.broker = true }
                 backoff.reset()
+                if let schemaChecked, !(await schemaChecked.waitUntilOpen()) {
+                    await connection.close()
+                    break
+                }
                 try await consume(on: connection, logger: logger)
             } catch {
                 logger.warning(

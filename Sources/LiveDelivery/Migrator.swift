@@ -17,6 +17,10 @@ public struct Migrator: Sendable {
         public var checksum: String
     }
 
+    /// The schema version this release's statements are written for: the newest file in `sql/`
+    /// (a test keeps the two in step). `livedelivery run` refuses any other.
+    public static let schemaVersion = 110
+
     /// `pg_advisory_lock` key: "LDMIGRAT" as an int8.
     static let lockKey: Int64 = 0x4C44_4D49_4752_4154
 

@@ -39,6 +39,11 @@ public final class PushDispatcher: Service {
     private let claimWanted = Atomic<Bool>(true)
     /// Pushes this process's consumer leased to this dispatcher as it wrote them.
     let handoff: PushHandoff
+    /// The answers awaiting their recording, and the count of pushes in flight.
+    private let answers = Answers()
+
+    /// Pushes sent or awaiting their recording (the `livedelivery_pushes_in_flight` gauge).
+    public var pushesInFlight: Int { answers.inFlight }
     /// States this process wrote (the consumer's, moments before a push is recorded).
     let states: OrderStateCache
 
@@ -77,7 +82,7 @@ public final class PushDispatcher: Service {
     /// groups. On graceful shutdown it stops claiming, waits for the answers in flight and
     /// records them.
     public func run() async throws {
-        let answers = Answers()
+        let answers = self.answers
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.listen() }
             async let recorded: Void = recordAnswers(answers)
@@ -407,7 +412,7 @@ public final class PushDispatcher: Service {
     private func record(_ sent: [Sent]) async throws -> Bool {
         let now = self.now()
         let sent = sent.sorted { ($0.claim.orderID, $0.claim.activityKey) < ($1.claim.orderID, $1.claim.activityKey) }
-        let (released, written) = try await client.withTransaction { connection in
+        let (released, written, ages) = try await client.withTransaction { connection in
             // One round trip: the orders' locks (and states), the outbox rows' locks, and every attempt.
             let orders = OrderStore.ExistingLock(sent.map(\.claim.orderID), cache: states)
             let attempts = sent.map(AttemptRow.init)
@@ -439,9 +444,14 @@ public final class PushDispatcher: Service {
             // The ids of delivered updates by order, and the orders with any other answer (never folded).
             var deliveredUpdates: [String: Set<String>] = [:]
             var otherAnswers = Set<String>()
+            // How old the newest event of each delivered push's order was when APNs accepted it.
+            var ages: [(app: String, seconds: Double)] = []
             for answer in sent {
                 let claim = answer.claim
                 let push = claim.push
+                if case .delivered = answer.outcome, let occurred = stored[claim.orderID]?.record?.newest.occurredAt {
+                    ages.append((push.bundleID, now.timeIntervalSince(occurred)))
+                }
                 // Only an answer other than "delivered" is logged: the common case skips the metadata.
                 var logger = self.logger
                 if case .delivered = answer.outcome {} else {
@@ -531,9 +541,10 @@ public final class PushDispatcher: Service {
             }
             let written = try await OrderStore.write(
                 Array(changes.values), kind: "outcome", delivered: delivered, leading: outboxWrites, on: connection)
-            return (!released.isEmpty, written)
+            return (!released.isEmpty, written, ages)
         }
         states.store(written)
+        for age in ages { metrics.eventAgeAtPush(app: age.app, seconds: age.seconds) }
         return released
     }
 

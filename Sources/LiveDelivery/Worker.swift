@@ -2,6 +2,8 @@ public import Configuration
 public import Foundation
 public import Logging
 public import Postgres
+import Prometheus
+import RabbitMQ
 public import ServiceLifecycle
 import UnixSignals
 
@@ -16,6 +18,9 @@ public struct Worker: Sendable {
     public let dispatcher: PushDispatcher
     public let sweeper: Sweeper
     public let retention: Retention
+    let sampler: MetricsSampler
+    /// Opens once ``SchemaGuard`` has found the schema this release works with.
+    let schemaGate = SchemaGate()
     public let http: HTTPEndpoint
 
     /// Builds every part; nothing connects before `run()`.
@@ -52,11 +57,22 @@ public struct Worker: Sendable {
             pushToStart: configuration.pushToStart, states: states, handoff: dispatcher.handoff, now: now)
         self.consumer = try EventConsumer(
             configuration: configuration.amqp, processor: processor, client: client, health: health, metrics: metrics,
-            logger: logger)
+            logger: logger, schemaChecked: schemaGate)
         self.sweeper = Sweeper(
             configuration: configuration.sweeper, client: client, tracking: configuration.tracking, metrics: metrics,
             logger: logger, pushToStart: configuration.pushToStart, now: now)
         self.retention = Retention(configuration: configuration.retention, client: client, logger: logger)
+        self.sampler = MetricsSampler(
+            interval: configuration.metricsSampleInterval, amqp: configuration.amqp,
+            apps: configuration.apns.apps.map(\.bundleID), client: client, metrics: metrics, logger: logger)
+        let dispatcher = self.dispatcher
+        metrics.addCollector { metrics in
+            let pool = client.poolStatistics
+            metrics.gauge("livedelivery_db_pool_connections", [("state", "in_use")]).set(to: Double(pool.inUse))
+            metrics.gauge("livedelivery_db_pool_connections", [("state", "idle")]).set(to: Double(pool.idle))
+            metrics.gauge("livedelivery_db_pool_waiters").set(to: Double(pool.waiters))
+            metrics.gauge("livedelivery_pushes_in_flight").set(to: Double(dispatcher.pushesInFlight))
+        }
         self.http = HTTPEndpoint(
             host: configuration.http.host, port: configuration.http.port, portFile: configuration.http.portFile,
             metrics: metrics, health: health, logger: logger)
@@ -64,15 +80,19 @@ public struct Worker: Sendable {
 
     /// The services in dependency order; graceful shutdown runs in reverse: the consumer stops
     /// first (finishing and acking what it holds), then the sweeper and the dispatcher, then the
-    /// HTTP endpoint, then the database pool.
+    /// HTTP endpoint, then the database pool. Those that use the tables start once the database's
+    /// schema version has been checked (``SchemaGuard``).
     public func serviceGroup(logger: Logger, signals: Bool = true) -> ServiceGroup {
+        let gate = schemaGate
         var configuration = ServiceGroupConfiguration(
             services: [
                 .init(service: PostgresService(client: client)),
                 .init(service: http),
-                .init(service: dispatcher),
-                .init(service: sweeper),
-                .init(service: retention),
+                .init(service: SchemaGuard(client: client, gate: gate, health: health, logger: logger)),
+                .init(service: AfterSchemaCheck(service: dispatcher, gate: gate)),
+                .init(service: AfterSchemaCheck(service: sweeper, gate: gate)),
+                .init(service: AfterSchemaCheck(service: retention, gate: gate)),
+                .init(service: sampler),
                 .init(service: consumer),
             ],
             logger: logger)
@@ -112,6 +132,26 @@ public func runMigrations(
         await client.shutdown()
         throw error
     }
+}
+
+/// `livedelivery migrate`'s second half: declares the broker's topology (the exchange, the quorum
+/// queues and the dead-letter path, as `run` does), so that events published before the first worker
+/// starts are kept. Returns the node it declared on.
+public func declareBrokerTopology(config: ConfigReader, logger: Logger) async throws -> String {
+    var amqp = WorkerConfiguration.AMQP(endpoints: try WorkerConfiguration.readEndpoints(config))
+    amqp.exchange = config.string(forKey: "amqp.exchange", default: amqp.exchange)
+    amqp.queue = config.string(forKey: "amqp.queue", default: amqp.queue)
+    amqp.deliveryLimit = config.int(forKey: "amqp.deliveryLimit", default: amqp.deliveryLimit)
+    let (connection, node) = try await RabbitMQConnection.connect(to: amqp.endpoints, logger: logger)
+    do {
+        try await EventConsumer.declareTopology(amqp, on: connection)
+        await connection.close()
+    } catch {
+        await connection.close()
+        throw error
+    }
+    let declared = amqp.endpoints.nodes[node]
+    return "exchange \(amqp.exchange), queue \(amqp.queue) on \(declared.host):\(declared.port)"
 }
 
 /// `livedelivery check-config`: loads everything, including the APNs keys; returns the summary.

@@ -57,6 +57,8 @@ import Synchronization
 /// - `pushToStart.maxStartsPerDevice` (int, default 5), `pushToStart.windowSeconds` (double, default 600):
 ///   at most that many remote starts per device in the window (APNs refuses about ten in quick
 ///   succession); a start over the limit waits and the sweeper or the next event tries again.
+/// - `metrics.sampleSeconds` (double, default 15): how often the deployment-wide gauges (pending
+///   pushes, paused apps, queue depths) are sampled from the database and the broker.
 /// - `migrations.dir` (string, optional, default `sql`).
 public struct WorkerConfiguration: Sendable {
     public struct AMQP: Sendable {
@@ -181,6 +183,8 @@ public struct WorkerConfiguration: Sendable {
     public var retention = Retention()
     public var pushToStart = PushToStart()
     public var migrationsDirectory: String = "sql"
+    /// `metrics.sampleSeconds`.
+    public var metricsSampleInterval: Duration = .seconds(15)
     public var tracking: TrackingConfiguration
 
     public init(
@@ -379,6 +383,7 @@ public struct WorkerConfiguration: Sendable {
         configuration.retention = retention
         configuration.pushToStart = pushToStart
         configuration.migrationsDirectory = config.string(forKey: "migrations.dir", default: "sql")
+        configuration.metricsSampleInterval = seconds("metrics.sampleSeconds", configuration.metricsSampleInterval, 0.1...3600)
         return configuration
     }
 

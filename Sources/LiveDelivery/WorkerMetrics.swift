@@ -16,10 +16,27 @@ import Synchronization
 ///   sent; tried again after their lease).
 /// - `livedelivery_state_reads_total{source}`: order states read under their row lock, from the
 ///   worker's cache (`cache`) or sent by the database (`database`).
+/// - `livedelivery_event_age_at_push_seconds{app}`: histogram, from the newest event of the order a
+///   push carries (`occurred_at`) to APNs accepting the push.
+///
+/// Gauges of this process, set when scraped (``collect()``): `livedelivery_pushes_in_flight`,
+/// `livedelivery_db_pool_connections{state}` (`in_use`, `idle`), `livedelivery_db_pool_waiters`,
+/// `livedelivery_build_info{version,revision}`, and `process_cpu_seconds_total`,
+/// `process_resident_memory_bytes`, `process_open_fds`, `process_start_time_seconds`.
+///
+/// Gauges of the whole deployment, sampled by every worker (``MetricsSampler``): the same value on each
+/// worker, so aggregate them with `max`, never `sum`: `livedelivery_pushes_pending{app}`,
+/// `livedelivery_push_oldest_due_age_seconds{app}`, `livedelivery_apps_paused{app}`,
+/// `livedelivery_queue_messages{queue}`, `livedelivery_queue_consumers{queue}`.
 public final class WorkerMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     let factory: PrometheusMetricsFactory
     private let batchTimer: CoreMetrics.Timer
+    /// Read on every scrape, to set this process's gauges.
+    private let collectors = Mutex<[@Sendable (WorkerMetrics) -> Void]>([])
+    /// Label values a sampled gauge was last set for, by gauge: a value that disappeared is set to 0.
+    private let sampledLabels = Mutex<[String: Set<String>]>([:])
+    private let process: ProcessGauges
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -31,6 +48,62 @@ public final class WorkerMetrics: Sendable {
         ]
         self.factory = factory
         self.batchTimer = CoreMetrics.Timer(label: "livedelivery_batch_seconds", dimensions: [], factory: factory)
+        self.process = ProcessGauges(registry: registry)
+        gauge(
+            "livedelivery_build_info",
+            [("version", LiveDeliveryVersion.version), ("revision", LiveDeliveryVersion.revision)]
+        ).set(to: 1)
+    }
+
+    /// Runs `collector` on every scrape, before the exposition (it sets gauges from in-memory state).
+    func addCollector(_ collector: @escaping @Sendable (WorkerMetrics) -> Void) {
+        collectors.withLock { $0.append(collector) }
+    }
+
+    func gauge(_ name: String, _ labels: [(String, String)] = []) -> Prometheus.Gauge {
+        registry.makeGauge(descriptor: Self.descriptor(name), labels: labels)
+    }
+
+    /// A series' name with its `# HELP` text.
+    static func descriptor(_ name: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(metricName: name, unitName: "", helpText: help[name] ?? "")
+    }
+
+    static let help: [String: String] = [
+        "livedelivery_build_info": "The worker's version and source revision (always 1).",
+        "livedelivery_pushes_in_flight": "Pushes this worker has sent or is recording.",
+        "livedelivery_db_pool_connections": "This worker's database connections, in use or idle.",
+        "livedelivery_db_pool_waiters": "Tasks of this worker waiting for a database connection.",
+        "livedelivery_pushes_pending": "Activities with a push waiting to be sent or retried (deployment-wide: take max).",
+        "livedelivery_push_oldest_due_age_seconds":
+            "Age of the oldest push that is due and not being sent (deployment-wide: take max).",
+        "livedelivery_apps_paused": "1 while an app is paused after an APNs configuration fault (deployment-wide: take max).",
+        "livedelivery_queue_messages": "Messages ready in a broker queue (deployment-wide: take max).",
+        "livedelivery_queue_consumers": "Consumers of a broker queue (deployment-wide: take max).",
+        "livedelivery_event_age_at_push_seconds":
+            "From the newest event of the order a push carries to APNs accepting the push.",
+        "process_cpu_seconds_total": "CPU time of this process, user and system.",
+        "process_resident_memory_bytes": "Resident memory of this process.",
+        "process_open_fds": "Open file descriptors of this process.",
+        "process_start_time_seconds": "When this process started, in seconds since the epoch.",
+    ]
+
+    /// Sets one value per label (`label` = key) of a sampled gauge; keys seen before and absent now go to 0.
+    func setSampled(_ name: String, label: String, _ values: [String: Double]) {
+        let gone = sampledLabels.withLock { known in
+            let gone = (known[name] ?? []).subtracting(values.keys)
+            known[name, default: []].formUnion(values.keys)
+            return gone
+        }
+        for (key, value) in values { gauge(name, [(label, key)]).set(to: value) }
+        for key in gone { gauge(name, [(label, key)]).set(to: 0) }
+    }
+
+    func eventAgeAtPush(app: String, seconds: Double) {
+        registry.makeValueHistogram(
+            descriptor: Self.descriptor("livedelivery_event_age_at_push_seconds"), labels: [("app", app)],
+            buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600]
+        ).record(max(0, seconds))
     }
 
     func event(type: String, outcome: String) {
@@ -85,8 +158,73 @@ public final class WorkerMetrics: Sendable {
 
     func batch(duration: Duration) { batchTimer.recordNanoseconds(duration.nanoseconds) }
 
-    /// The Prometheus text exposition.
-    public func exposition() -> [UInt8] { registry.emitToBuffer() }
+    /// Sets the gauges read on a scrape.
+    public func collect() {
+        process.update()
+        for collector in collectors.withLock({ $0 }) { collector(self) }
+    }
+
+    /// The Prometheus text exposition, after ``collect()``.
+    public func exposition() -> [UInt8] {
+        collect()
+        return registry.emitToBuffer()
+    }
+}
+
+/// The product's version, and the source revision it was built from (`LIVEDELIVERY_REVISION` at run
+/// time, set by the image build; `unknown` otherwise).
+public enum LiveDeliveryVersion {
+    public static let version = "0.9.0"
+    public static var revision: String {
+        ProcessInfo.processInfo.environment["LIVEDELIVERY_REVISION"].flatMap { $0.isEmpty ? nil : $0 } ?? "unknown"
+    }
+}
+
+/// The standard `process_*` series, read from `/proc/self` when scraped (Linux; absent elsewhere).
+struct ProcessGauges: Sendable {
+    let cpu: Prometheus.Gauge
+    let resident: Prometheus.Gauge
+    let openFDs: Prometheus.Gauge
+    let startTime: Prometheus.Gauge
+
+    init(registry: PrometheusCollectorRegistry) {
+        cpu = registry.makeGauge(descriptor: WorkerMetrics.descriptor("process_cpu_seconds_total"))
+        resident = registry.makeGauge(descriptor: WorkerMetrics.descriptor("process_resident_memory_bytes"))
+        openFDs = registry.makeGauge(descriptor: WorkerMetrics.descriptor("process_open_fds"))
+        startTime = registry.makeGauge(descriptor: WorkerMetrics.descriptor("process_start_time_seconds"))
+        if let start = Self.startTime() { startTime.set(to: start) }
+    }
+
+    func update() {
+        guard let fields = Self.statFields() else { return }
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        // Fields after the command name: utime is the 14th of the whole line, stime the 15th, rss the 24th.
+        if fields.count > 21, let user = Double(fields[11]), let system = Double(fields[12]), ticks > 0 {
+            cpu.set(to: (user + system) / ticks)
+            if let pages = Double(fields[21]) { resident.set(to: pages * Double(sysconf(Int32(_SC_PAGESIZE)))) }
+        }
+        if let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") {
+            openFDs.set(to: Double(descriptors.count))
+        }
+    }
+
+    /// `/proc/self/stat` after the command name (which may hold spaces): field 3 (state) onwards.
+    private static func statFields() -> [Substring]? {
+        guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
+            let end = stat.lastIndex(of: ")")
+        else { return nil }
+        return stat[stat.index(after: end)...].split(separator: " ")
+    }
+
+    /// Seconds since the epoch at which this process started: boot time plus its start in ticks.
+    private static func startTime() -> Double? {
+        guard let fields = statFields(), fields.count > 19, let startTicks = Double(fields[19]),
+            let boot = try? String(contentsOfFile: "/proc/stat", encoding: .utf8)
+                .split(separator: "\n").first(where: { $0.hasPrefix("btime ") })?.split(separator: " ").last
+                .flatMap({ Double($0) })
+        else { return nil }
+        return boot + startTicks / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
 }
 
 extension Duration {

@@ -32,6 +32,22 @@ public final class PostgresClient: Sendable {
         self.state = Mutex(State(pool: StateMachine(maximumConnections: configuration.poolSize)))
     }
 
+    /// How the pool is used right now: connections leased (or opening), connections idle, and tasks
+    /// waiting for one.
+    public struct PoolStatistics: Sendable, Hashable {
+        public var inUse: Int
+        public var idle: Int
+        public var waiters: Int
+    }
+
+    public var poolStatistics: PoolStatistics {
+        state.withLock { state in
+            PoolStatistics(
+                inUse: state.pool.connectionCount - state.pool.idle.count, idle: state.pool.idle.count,
+                waiters: state.pool.waiters.count)
+        }
+    }
+
     /// Runs one statement on a pooled connection.
     ///
     /// A pooled connection found dead before the statement was sent (the server restarted while it sat idle) is

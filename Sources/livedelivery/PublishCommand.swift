@@ -115,7 +115,10 @@ struct PublishCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError("the AMQP URL is not valid: \(error)")
         }
-        var logger = Logger(label: "livedelivery.publish")
+        var logger = Logger(label: "livedelivery.publish") { label in
+            StderrLogHandler(
+                label: label, format: environment["LIVEDELIVERY_LOG_FORMAT"].flatMap(LogFormat.init(rawValue:)) ?? .logfmt)
+        }
         logger.logLevel = .warning
         let started = ContinuousClock.now
         let failures: [String]

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Configuration
 import Foundation
 import LiveDelivery
 import Logging
@@ -16,7 +17,8 @@ struct AdminOptions: ParsableArguments {
         var overrides: [String: String] = [:]
         if let configDir { overrides["config.dir"] = configDir }
         let config = try await WorkerConfiguration.makeReader(overrides: overrides)
-        var logger = Logger(label: "livedelivery") { StreamLogHandler.standardError(label: $0) }
+        let format = LogFormat(rawValue: config.string(forKey: "log.format", default: "logfmt")) ?? .logfmt
+        var logger = Logger(label: "livedelivery") { StderrLogHandler(label: $0, format: format) }
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .warning
         return AdminContext(config: config, logger: logger)
     }

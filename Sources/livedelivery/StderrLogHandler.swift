@@ -26,7 +26,7 @@ struct StderrLogHandler: LogHandler {
 
     func log(event: LogEvent) {
         var fields: [(String, String)] = [
-            ("ts", Date().formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true))),
+            ("ts", Self.timestamp.format(Date())),
             ("level", event.level.rawValue),
             ("msg", event.message.description),
         ]
@@ -35,16 +35,22 @@ struct StderrLogHandler: LogHandler {
         let line: String
         switch format {
         case .logfmt:
+            // A value with a space, quote, equals sign, backslash or control character is quoted and
+            // escaped as in JSON, so that every record stays on one line.
             line = fields.map { key, value in
-                let needsQuotes = value.isEmpty || value.contains { $0 == " " || $0 == "\"" || $0 == "=" }
-                return needsQuotes
-                    ? "\(key)=\"\(value.replacingOccurrences(of: "\"", with: "\\\""))\"" : "\(key)=\(value)"
+                let needsQuotes =
+                    value.isEmpty
+                    || value.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "=" || $0 == "\\" || $0.value < 0x20 }
+                return needsQuotes ? "\(key)=\(Self.quote(value))" : "\(key)=\(value)"
             }.joined(separator: " ")
         case .json:
             line = "{" + fields.map { "\(Self.quote($0)):\(Self.quote($1))" }.joined(separator: ",") + "}"
         }
         FileHandle.standardError.write(Data((line + "\n").utf8))
     }
+
+    /// RFC 3339 in UTC with milliseconds: `2026-11-25T12:56:25.935Z`.
+    static let timestamp = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
 
     static func quote(_ text: String) -> String {
         var out = "\""

@@ -3,6 +3,7 @@ import Configuration
 import Foundation
 import LiveDelivery
 import Logging
+import RabbitMQ
 import ServiceLifecycle
 
 /// Options every worker command shares; they take precedence over the environment and the file.
@@ -73,6 +74,9 @@ struct MigrateCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Folder of the migration files (default: sql, or LIVEDELIVERY_MIGRATIONS_DIR).")
     var sqlDir: String?
 
+    @Flag(name: .long, help: "Migrate the database only; do not declare the broker's exchange and queues.")
+    var skipBroker = false
+
     func run() async throws {
         let config = try await options.reader(extra: sqlDir.map { ["migrations.dir": $0] } ?? [:])
         let logger = options.logger(config: config)
@@ -85,8 +89,17 @@ struct MigrateCommand: AsyncParsableCommand {
             } else {
                 for name in applied { print("migrate: applied \(name)") }
             }
+            // The broker's topology too, so that events published before the first worker runs are kept.
+            if skipBroker {
+                print("migrate: the broker's topology was not declared (--skip-broker)")
+            } else {
+                print("migrate: declared \(try await declareBrokerTopology(config: config, logger: logger))")
+            }
         } catch let error as LiveDeliveryError {
             printError(error.description)
+            throw ExitCode(1)
+        } catch let error as RabbitMQError {
+            printError("the database is migrated, but the broker's topology could not be declared: \(error)")
             throw ExitCode(1)
         }
     }

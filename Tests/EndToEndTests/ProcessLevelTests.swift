@@ -1,6 +1,7 @@
 import ChildProcesses
 import APNsSimulator
 import Foundation
+import Postgres
 import Testing
 
 /// The command line as operators use it: `livedelivery publish` into a running worker, and an APNs refusal
@@ -31,6 +32,35 @@ struct ProcessLevelTests {
             try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)))
             try await fixture.waitUntilAllEnded(scenario)
             try await fixture.verifyConverged(scenario)
+        }
+    }
+
+    @Test("migrate declares the broker's topology: events published before any worker runs are kept")
+    func eventsPublishedBeforeTheFirstWorkerAreKept() async throws {
+        try await Fixture.with("migrate-topology") { fixture in
+            // Fixture.start ran `livedelivery migrate`; no worker has run yet.
+            let scenario = Scenario.deliveries(orders: 3, prefix: fixture.name)
+            try await fixture.publish(scenario.events)
+            try await fixture.startWorker("w1")
+            try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)))
+            try await fixture.waitUntilAllEnded(scenario)
+            try await fixture.verifyConverged(scenario)
+        }
+    }
+
+    @Test("a worker refuses a database whose schema is newer than it knows, naming both versions")
+    func schemaVersionMismatchIsRefused() async throws {
+        try await Fixture.with("schema-version") { fixture in
+            try await fixture.database.query(
+                "INSERT INTO schema_migrations (version, name, checksum) VALUES (999, '999_future.sql', 'x')")
+            let worker = try ChildProcess.livedelivery(
+                name: "w1", arguments: ["run"], environment: fixture.environment(worker: "w1"),
+                logDirectory: fixture.directory)
+            #expect(try await worker.waitForExit(timeout: .seconds(60)) == 1)
+            let output = worker.output
+            #expect(output.contains("schema is version 999"), "\(output)")
+            #expect(output.contains("this release works with version "), "\(output)")
+            #expect(try await fixture.count("SELECT count(*) FROM inbox") == 0)
         }
     }
 

@@ -126,6 +126,7 @@ struct Harness {
         configuration.dispatcher.backoffMax = .milliseconds(50)
         configuration.dispatcher.poll = .milliseconds(100)
         configuration.sweeper.interval = .milliseconds(100)
+        configuration.metricsSampleInterval = .milliseconds(200)
         adjust(&configuration)
         return Harness(database: database, simulator: simulator, configuration: configuration, folder: folder)
     }

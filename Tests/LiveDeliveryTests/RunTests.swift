@@ -67,6 +67,24 @@ struct RunTests {
                 #expect(metrics.contains("livedelivery_pushes_total"))
                 #expect(metrics.contains("livedelivery_push_latency_seconds_bucket"))
                 #expect(metrics.contains("livedelivery_dead_letters_total{reason=\"malformed_json\"} 1"))
+                // The gauges of this process, and those sampled from the database and the broker.
+                for series in [
+                    "livedelivery_pushes_in_flight ", "livedelivery_db_pool_connections{state=\"in_use\"} ",
+                    "livedelivery_db_pool_waiters ", "livedelivery_build_info{version=", "process_cpu_seconds_total ",
+                    "process_resident_memory_bytes ", "process_open_fds ", "process_start_time_seconds ",
+                ] {
+                    #expect(metrics.contains(series), "\(series)")
+                }
+                let queue = harness.configuration.amqp.queue
+                try await eventually("the deployment's gauges are sampled") {
+                    let text = try await get(port, "/metrics").body
+                    // The age is recorded with the push's outcome, moments after APNs answered.
+                    return text.contains("livedelivery_queue_consumers{queue=\"\(queue)\"} 1")
+                        && text.contains("livedelivery_event_age_at_push_seconds_count{app=\"com.example.delivery\"}")
+                        && text.contains("livedelivery_pushes_pending{app=\"com.example.delivery\"} 0")
+                        && text.contains("livedelivery_apps_paused{app=\"com.example.delivery\"} 0")
+                        && text.contains("livedelivery_push_oldest_due_age_seconds{app=\"com.example.delivery\"} 0")
+                }
             } catch {
                 await group.triggerGracefulShutdown()
                 _ = try? await running.value

@@ -32,6 +32,12 @@ struct MigrationTests {
         }
     }
 
+    @Test("the schema version the worker requires is the newest migration shipped")
+    func schemaVersionIsTheNewestFile() throws {
+        let newest = try Self.shipped.last.flatMap { Int($0.prefix { $0.isNumber }) }
+        #expect(newest == Migrator.schemaVersion)
+    }
+
     @Test("two concurrent migrate calls both succeed and apply each file once")
     func concurrent() async throws {
         let database = try await TestDatabase.create(migrate: false)

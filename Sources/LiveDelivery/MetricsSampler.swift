@@ -1,0 +1,82 @@
+import Foundation
+import Logging
+import Postgres
+import RabbitMQ
+import ServiceLifecycle
+
+/// Samples what the whole deployment is waiting on, every `interval`, into gauges (see
+/// ``WorkerMetrics``): pending pushes and the age of the oldest due one per app (one aggregate over
+/// the outbox, which holds only pushes not yet settled), the apps paused now, and the broker's
+/// queue depths and consumers (passive declarations on a connection of its own).
+///
+/// Scrapes only read the gauges: no scrape runs a query. Every worker samples, so every worker
+/// reports the same values; dashboards and alerts take the `max` over workers.
+struct MetricsSampler: Service {
+    let interval: Duration
+    let amqp: WorkerConfiguration.AMQP
+    let apps: [String]
+    let client: PostgresClient
+    let metrics: WorkerMetrics
+    let logger: Logger
+
+    func run() async throws {
+        var broker: RabbitMQConnection?
+        var node = 0
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            do {
+                try await sampleDatabase()
+            } catch {
+                logger.debug("metrics: the database could not be sampled", metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
+            }
+            do {
+                if broker == nil || broker?.isOpen == false {
+                    let connected = try await RabbitMQConnection.connect(to: amqp.endpoints, startingAt: node, logger: logger)
+                    (broker, node) = (connected.connection, connected.node + 1)
+                }
+                if let broker { try await sampleBroker(broker) }
+            } catch {
+                logger.debug("metrics: the broker could not be sampled", metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
+                await broker?.close()
+                broker = nil
+            }
+            await sleepUnlessShuttingDown(interval)
+        }
+        await broker?.close()
+    }
+
+    func sampleDatabase() async throws {
+        let rows = try await client.query(
+            """
+            SELECT bundle_id, count(*),
+                   coalesce(extract(epoch FROM now() - min(not_before) FILTER (
+                       WHERE not_before <= now() AND (lease_until IS NULL OR lease_until < now()))), 0)::float8
+            FROM outbox GROUP BY bundle_id
+            """)
+        var pending = Dictionary(uniqueKeysWithValues: apps.map { ($0, 0.0) })
+        var oldest = pending
+        for row in rows {
+            let app = try row.decode(String.self, at: 0)
+            pending[app] = Double(try row.decode(Int.self, at: 1))
+            oldest[app] = try row.decode(Double.self, at: 2)
+        }
+        metrics.setSampled("livedelivery_pushes_pending", label: "app", pending)
+        metrics.setSampled("livedelivery_push_oldest_due_age_seconds", label: "app", oldest)
+        var paused = Dictionary(uniqueKeysWithValues: apps.map { ($0, 0.0) })
+        for row in try await client.query("SELECT bundle_id, paused_until > now() FROM app_pauses") {
+            paused[try row.decode(String.self, at: 0)] = try row.decode(Bool.self, at: 1) ? 1 : 0
+        }
+        metrics.setSampled("livedelivery_apps_paused", label: "app", paused)
+    }
+
+    func sampleBroker(_ connection: RabbitMQConnection) async throws {
+        var messages: [String: Double] = [:]
+        var consumers: [String: Double] = [:]
+        for queue in [amqp.queue, amqp.deadLetterQueue] {
+            let info = try await connection.declareQueue(queue, passive: true)
+            messages[queue] = Double(info.messageCount)
+            consumers[queue] = Double(info.consumerCount)
+        }
+        metrics.setSampled("livedelivery_queue_messages", label: "queue", messages)
+        metrics.setSampled("livedelivery_queue_consumers", label: "queue", consumers)
+    }
+}
