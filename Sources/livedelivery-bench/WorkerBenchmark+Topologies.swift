@@ -124,6 +124,7 @@ extension BenchEnvironment {
                 ? true : nil
         }
         let fault: Date
+        var stopped: Date?
         var killedNode: Int?
         switch topology {
         case .single:
@@ -140,6 +141,7 @@ extension BenchEnvironment {
             fault = Date()
             killedNode = node
         case .replica, .replicaSync:
+            stopped = Date()
             try await services(["replica", "stop-primary"])
             try await services(["replica", "promote"])
             fault = Date()
@@ -169,12 +171,17 @@ extension BenchEnvironment {
         }
         try await stopWorkers()
         if let killedNode { try await services(["cluster", "start-node", "\(killedNode)"]) }
-        let what = topology == .cluster ? "kill -9 of the busiest broker node" : "primary stopped, standby promoted"
+        let what =
+            topology == .cluster
+            ? "kill -9 of the busiest broker node"
+            : String(
+                format: "primary stopped, standby promoted %.2f s later (the database away %.2f s in all)",
+                fault.timeIntervalSince(stopped ?? fault), resumedAt.timeIntervalSince(stopped ?? fault))
+        let after = topology == .cluster ? "the kill" : "the promotion"
         print(
             "failover (\(what)): "
-                + String(
-                    format: "processing resumed %.2f s after the fault; all %d events published around it were processed once",
-                    pause, ids.count))
+                + String(format: "processing resumed %.2f s after ", pause) + after
+                + "; all \(ids.count) events published around it were processed once")
         return pause
     }
 }

@@ -513,6 +513,7 @@ final class BenchEnvironment: @unchecked Sendable {
             throw ValidationError("PostgreSQL returned no clock_timestamp()")
         }
         let processed: PostgresQuery = "SELECT count(*) FROM inbox WHERE processed_at >= \(since)"
+        let walBefore = try await walPosition()
         try await publish(messages)
         try await startWorkers()
         let clock = ContinuousClock()
@@ -540,6 +541,7 @@ final class BenchEnvironment: @unchecked Sendable {
             try await self.count("SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT 1) AS any_row") == 0 ? true : nil
         }
         let elapsed = clock.now - start
+        let walBytes = try await walBytes(since: walBefore)
         let seconds = elapsed.seconds
         let consumedSeconds = consumed.seconds
         let workersUsed = workers.compactMap(\.cpuSeconds).reduce(0, +) - workersCPU
@@ -549,6 +551,11 @@ final class BenchEnvironment: @unchecked Sendable {
         let fetchedReads = await metric(#"livedelivery_state_reads_total{source="database"}"#)
         try await stopWorkers()
         let counted = Double(messages.count - already)
+        // The whole server's WAL: the events that were processed before the clock started count here too.
+        print(
+            String(
+                format: "         (WAL: %.1f kB per event, %.1f MB in all: what a standby receives and an archive keeps)",
+                walBytes / Double(messages.count) / 1000, walBytes / 1e6))
         print(
             String(
                 format: "         (%d events before the clock started; all in the inbox after %.2f s, outbox empty after %.2f s)",
@@ -726,6 +733,17 @@ final class BenchEnvironment: @unchecked Sendable {
             }.start()
         }
         return (clock.now - start).seconds
+    }
+
+    /// The server's current WAL position.
+    func walPosition() async throws -> String {
+        try await database.query("SELECT pg_current_wal_lsn()::text").first?.decode(String.self, at: 0) ?? "0/0"
+    }
+
+    /// WAL bytes written by the whole server since `position`.
+    func walBytes(since position: String) async throws -> Double {
+        try await database.query("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), \(position)::pg_lsn)::float8").first?
+            .decode(Double.self, at: 0) ?? 0
     }
 
     func count(_ sql: String) async throws -> Int {
