@@ -1,3 +1,4 @@
+import APNs
 public import Configuration
 public import Foundation
 public import Logging
@@ -154,19 +155,29 @@ public func declareBrokerTopology(config: ConfigReader, logger: Logger) async th
     return "exchange \(amqp.exchange), queue \(amqp.queue) on \(declared.host):\(declared.port)"
 }
 
-/// `livedelivery check-config`: loads everything, including the APNs keys; returns the summary.
+/// `livedelivery check-config`: loads everything `run` loads, including the APNs keys, and
+/// returns the summary. It reads nothing `run` does not (no `sql/`), so it passes wherever `run`
+/// would start. Every problem names its file and path, or its key and environment variable.
 public func checkConfiguration(config: ConfigReader, logger: Logger) throws -> [String] {
     let configuration = try WorkerConfiguration.load(config: config)
     var problems: [String] = []
-    do {
-        _ = try APNsPushSender(configuration: configuration.apns, logger: logger)
-    } catch {
-        problems.append(error.message)
+    // `load` found the key files; whether each holds a key is only known by parsing it. The
+    // reason never quotes the file's text.
+    for (index, app) in configuration.apns.apps.enumerated() {
+        do {
+            _ = try APNsSigningKey(keyID: app.keyID, p8File: app.keyFile)
+        } catch {
+            problems.append(
+                "\(configuration.apns.appsFile): [\(index)].keyFile: \(app.keyFile) is not an APNs key "
+                    + "(a P-256 private key in PEM, the .p8 file from Apple)")
+        }
     }
-    do {
-        _ = try Migrator(directory: configuration.migrationsDirectory).migrations()
-    } catch {
-        problems.append(error.message)
+    if problems.isEmpty {
+        do {
+            _ = try APNsPushSender(configuration: configuration.apns, logger: logger)
+        } catch {
+            problems.append(error.message)
+        }
     }
     guard problems.isEmpty else {
         throw LiveDeliveryError(.invalidConfiguration, "the configuration is not valid", problems: problems)
@@ -193,4 +204,126 @@ public func sweepOnce(config: ConfigReader, logger: Logger) async throws -> Swee
         await client.shutdown()
         throw error
     }
+}
+
+/// One target of `check-config --connect` and what became of reaching it.
+public struct ConnectionCheck: Sendable, CustomStringConvertible {
+    /// What was reached, e.g. `amqp node 1 (rabbit-1:5672)`; never a password.
+    public var target: String
+    /// Nil when the target answered.
+    public var problem: String?
+    /// What the target said, when it answered (the database's version and role).
+    public var detail: String?
+
+    public var succeeded: Bool { problem == nil }
+    public var description: String {
+        if let problem {
+            // One line per target: libpq's messages span several.
+            let line = problem.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+            return "\(target): \(line.joined(separator: " "))"
+        }
+        return "\(target): ok" + (detail.map { " (\($0))" } ?? "")
+    }
+}
+
+/// `livedelivery check-config --connect`: reaches each broker node, the database and each APNs
+/// host once, concurrently, and reports each. Sends no push: the APNs probe has neither a device
+/// token nor a payload, so APNs can only refuse it, and any HTTP answer proves the TLS and HTTP/2
+/// path and the CA. Each module runs its blocking C calls on its own threads, so this awaits only.
+public func checkConnections(config: ConfigReader, logger: Logger) async throws -> [ConnectionCheck] {
+    let configuration = try WorkerConfiguration.load(config: config)
+    async let broker = checkBrokerNodes(configuration.amqp.endpoints, logger: logger)
+    async let database = checkDatabase(configuration.postgres, logger: logger)
+    async let apns = checkAPNsHosts(configuration.apns, logger: logger)
+    return await broker + [database] + apns
+}
+
+/// Every node, not only the first that accepts: a node that cannot be reached is found before a
+/// failover needs it.
+func checkBrokerNodes(_ endpoints: AMQPEndpoints, logger: Logger) async -> [ConnectionCheck] {
+    var checks: [ConnectionCheck] = []
+    for (index, node) in endpoints.nodes.enumerated() {
+        var check = ConnectionCheck(target: "amqp node \(index + 1) (\(node.host):\(node.port))")
+        do {
+            let connection = try await RabbitMQConnection.connect(node, logger: logger)
+            await connection.close()
+        } catch {
+            // RabbitMQError's description names the failure, never the URL or its password.
+            check.problem = "\(error)"
+        }
+        checks.append(check)
+    }
+    return checks
+}
+
+/// One connection, `SELECT 1` and the server's role: a worker needs the primary.
+func checkDatabase(_ postgres: WorkerConfiguration.Postgres, logger: Logger) async -> ConnectionCheck {
+    var settings = postgres.client(applicationName: "livedelivery check-config")
+    settings.poolSize = 1
+    let client = PostgresClient(configuration: settings, logger: logger)
+    var check = ConnectionCheck(target: "postgres")
+    do {
+        _ = try await client.query("SELECT 1")
+        let rows = try await client.query(
+            """
+            SELECT current_setting('server_version') AS version, pg_is_in_recovery() AS standby,
+                   coalesce(host(inet_server_addr()) || ':' || inet_server_port(), 'local socket') AS address,
+                   current_database() AS database
+            """)
+        let row = rows[0]
+        let standby = try row.decode(Bool.self, "standby")
+        let server =
+            "PostgreSQL \(try row.decode(String.self, "version")) at \(try row.decode(String.self, "address")), "
+            + "database \(try row.decode(String.self, "database"))"
+        if standby {
+            check.problem = "reached \(server), but it is a standby (read-only); the worker needs the primary"
+        } else {
+            check.detail = "\(server), primary"
+        }
+    } catch {
+        // PostgresError's description names the class and SQLSTATE, never the connection string.
+        check.problem = "\(error)"
+    }
+    await client.shutdown()
+    return check
+}
+
+/// One probe per APNs host the worker would use: each environment's host, or `apns.baseURL`.
+func checkAPNsHosts(_ apns: WorkerConfiguration.APNs, logger: Logger) async -> [ConnectionCheck] {
+    var checks: [ConnectionCheck] = []
+    for environment in ["production", "sandbox"] {
+        guard let app = apns.apps.first(where: { $0.environment == environment }) else { continue }
+        let defaults = APNsClientConfiguration(apps: [])
+        let url = apns.baseURL ?? (environment == "production" ? defaults.productionURL : defaults.sandboxURL)
+        var check = ConnectionCheck(target: "apns \(environment) (\(URL(string: url)?.host ?? url))")
+        do {
+            let key = try APNsSigningKey(keyID: app.keyID, p8File: app.keyFile)
+            var settings = APNsClientConfiguration(apps: [
+                APNsApp(
+                    bundleID: app.bundleID, teamID: app.teamID, key: key,
+                    environment: environment == "production" ? .production : .sandbox, baseURL: apns.baseURL)
+            ])
+            settings.caFile = apns.caFile
+            settings.maxConnectionsPerHost = 1
+            settings.eventLoops = 1
+            settings.maxAttempts = 1
+            settings.connectTimeout = .seconds(5)
+            settings.requestTimeout = .seconds(10)
+            let client = try APNsClient(configuration: settings, logger: logger)
+            let probe = APNsNotification(
+                deviceToken: "", topic: "\(app.bundleID).push-type.liveactivity", payload: [])
+            let outcome = await client.send(probe, app: app.bundleID)
+            await client.shutdown()
+            if let status = outcome.status {
+                check.detail = "answered HTTP \(status)" + (outcome.reason.map { " \($0)" } ?? "")
+            } else {
+                check.problem = "no answer: \(outcome.reason?.rawValue ?? "unknown")"
+                    + (outcome.reason == .tlsFailure ? " (is apns.caFile the server's CA?)" : "")
+            }
+        } catch {
+            check.problem = error.message
+        }
+        checks.append(check)
+    }
+    return checks
 }

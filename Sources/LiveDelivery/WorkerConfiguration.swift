@@ -220,11 +220,12 @@ public struct WorkerConfiguration: Sendable {
         for (key, value) in overrides { flags[environmentName(key)] = value }
         var values: [AbsoluteConfigKey: ConfigValue] = [:]
         values[AbsoluteConfigKey(ConfigKey("config.dir"))] = ConfigValue(.string(directory), isSecret: false)
-        let reporter = ConversionProblems()
+        // As written (not resolved), so that problems name the file as the operator knows it.
+        let file = directory.hasSuffix("/") ? directory + fileName : directory + "/" + fileName
+        let reporter = ConversionProblems(file: file)
         values[AbsoluteConfigKey(ConfigKey(ConversionProblems.idKey))] = ConfigValue(
             .string(reporter.id), isSecret: false)
         ConversionProblems.register(reporter)
-        let file = URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent(fileName).path
         let fileProvider: FileProvider<JSONSnapshot>
         do {
             fileProvider = try await FileProvider<JSONSnapshot>(
@@ -318,9 +319,11 @@ public struct WorkerConfiguration: Sendable {
         postgres.statementCacheSize = int("postgres.statementCacheSize", postgres.statementCacheSize, 0...10_000)
         postgres.stateCacheSize = int("postgres.stateCacheSize", postgres.stateCacheSize, 0...1_000_000)
 
+        // Joined as text, not resolved, so that messages show the path as the operator wrote it
+        // (`Config/apns-apps.json`).
         let appsFile =
             optional("apns.appsFile")
-            ?? URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent(appsFileName).path
+            ?? (directory.hasSuffix("/") ? directory + appsFileName : directory + "/" + appsFileName)
         var apns = APNs(appsFile: appsFile)
         apns.baseURL = optional("apns.baseURL")
         apns.caFile = optional("apns.caFile")
@@ -329,10 +332,10 @@ public struct WorkerConfiguration: Sendable {
         apns.eventLoops = eventLoops == 0 ? nil : eventLoops
         apns.apps = loadApps(file: appsFile, problems: problems)
         if let caFile = apns.caFile, !FileManager.default.isReadableFile(atPath: caFile) {
-            problems.add("apns.caFile: cannot read \(caFile)")
+            problems.add("apns.caFile (environment \(environmentName("apns.caFile"))): cannot read \(caFile)")
         }
         if let baseURL = apns.baseURL, URL(string: baseURL)?.scheme != "https" {
-            problems.add("apns.baseURL must be an https:// URL")
+            problems.add("apns.baseURL (environment \(environmentName("apns.baseURL"))): must be an https:// URL")
         }
 
         var http = HTTP()
@@ -449,32 +452,45 @@ public struct WorkerConfiguration: Sendable {
         let policyURL = folder.appendingPathComponent(DefaultConfiguration.policyFileName)
         let mappingURL = folder.appendingPathComponent(DefaultConfiguration.mappingFileName)
         guard let mapping = try? Data(contentsOf: mappingURL) else {
-            problems.add("cannot read \(mappingURL.path) (set LIVEDELIVERY_CONFIG_DIR)")
+            problems.add("\(mappingURL.path): cannot read it (set config.dir, environment LIVEDELIVERY_CONFIG_DIR)")
             return nil
         }
         let policy = try? Data(contentsOf: policyURL)
         do {
             return try DefaultConfiguration.load(policyJSON: policy.map { Array($0) }, mappingJSON: Array(mapping))
         } catch {
-            problems.add(contentsOf: error.problems)
+            // The core names the file only (`policy.json: statuses…`); the folder makes it findable.
+            let prefix = directory.hasSuffix("/") ? directory : directory + "/"
+            problems.add(
+                contentsOf: error.problems.map { problem in
+                    [DefaultConfiguration.policyFileName, DefaultConfiguration.mappingFileName]
+                        .contains { problem.hasPrefix($0 + ":") } ? prefix + problem : problem
+                })
             return nil
         }
     }
 
+    /// Reads apns-apps.json. Every problem names the file and the entry's path in it (`[0].keyFile`).
+    /// A value of the wrong type is never quoted: it may be key text pasted into the wrong field.
     static func loadApps(file: String, problems: ProblemList) -> [App] {
         guard let data = FileManager.default.contents(atPath: file) else {
-            problems.add("cannot read the APNs apps file \(file) (set LIVEDELIVERY_APNS_APPS_FILE)")
+            let reason = FileManager.default.fileExists(atPath: file) ? "cannot read it" : "no such file"
+            problems.add(
+                "\(file): \(reason): the APNs apps file (set apns.appsFile, environment LIVEDELIVERY_APNS_APPS_FILE)")
             return []
         }
         let apps: [App]
         do {
             apps = try JSONDecoder().decode([App].self, from: data)
+        } catch let error as DecodingError {
+            problems.add("\(file): \(appsDecodingProblem(error))")
+            return []
         } catch {
-            problems.add(
-                "\(file): must be an array of {\"bundleID\",\"teamID\",\"keyID\",\"keyFile\",\"environment\"}")
+            problems.add("\(file): not valid JSON")
             return []
         }
-        let folder = URL(fileURLWithPath: file).deletingLastPathComponent()
+        // Relative key files are relative to the apps file's folder, kept as text for the messages.
+        let folder = (file as NSString).deletingLastPathComponent
         var seen = Set<String>()
         var resolved: [App] = []
         for (index, var app) in apps.enumerated() {
@@ -483,18 +499,59 @@ public struct WorkerConfiguration: Sendable {
                 problems.add("\(path): bundleID, teamID and keyID must not be empty")
             }
             if !["production", "sandbox"].contains(app.environment) {
-                problems.add("\(path).environment must be production or sandbox")
+                problems.add("\(path).environment: must be production or sandbox")
             }
             if !seen.insert("\(app.bundleID) \(app.environment)").inserted {
                 problems.add("\(path): \(app.bundleID) (\(app.environment)) is listed twice")
             }
-            if !app.keyFile.hasPrefix("/") { app.keyFile = folder.appendingPathComponent(app.keyFile).path }
-            if !FileManager.default.isReadableFile(atPath: app.keyFile) {
-                problems.add("\(path).keyFile: cannot read the key file of key \(app.keyID)")
+            let written = app.keyFile
+            if !app.keyFile.hasPrefix("/") && !folder.isEmpty { app.keyFile = folder + "/" + app.keyFile }
+            if written.isEmpty {
+                problems.add("\(path).keyFile: must not be empty")
+            } else if !FileManager.default.fileExists(atPath: app.keyFile) {
+                // The shipped file on a fresh clone ends here: keys are never committed.
+                problems.add(
+                    "\(path).keyFile: no key at \(app.keyFile): put app \(app.bundleID)'s APNs key there "
+                        + "(the AuthKey_\(app.keyID).p8 file Apple issued for key ID \(app.keyID), "
+                        + "team \(app.teamID)), "
+                        + "or point keyFile at it. A demo key, which only the APNs simulator accepts: "
+                        + "apns-sim keygen --out \(app.keyFile) (scripts/demo creates "
+                        + "Config/keys/AuthKey_SIMKEY0001.p8 this way)")
+            } else if !FileManager.default.isReadableFile(atPath: app.keyFile) {
+                problems.add("\(path).keyFile: cannot read \(app.keyFile) (permissions?)")
             }
             resolved.append(app)
         }
         return resolved
+    }
+
+    /// Where and why apns-apps.json does not have the expected shape, without any value from it.
+    static func appsDecodingProblem(_ error: DecodingError) -> String {
+        func path(_ codingPath: [any CodingKey]) -> String {
+            var text = ""
+            for key in codingPath {
+                if let index = key.intValue {
+                    text += "[\(index)]"
+                } else {
+                    text += (text.isEmpty ? "" : ".") + key.stringValue
+                }
+            }
+            return text
+        }
+        let shape = "an array of {\"bundleID\",\"teamID\",\"keyID\",\"keyFile\",\"environment\"}"
+        switch error {
+        case .keyNotFound(let key, let context):
+            let at = path(context.codingPath + [key])
+            return "\(at): is missing (each entry is {\"bundleID\",\"teamID\",\"keyID\",\"keyFile\",\"environment\"})"
+        case .typeMismatch(let type, let context), .valueNotFound(let type, let context):
+            let at = path(context.codingPath)
+            let expected = type == String.self ? "a string" : type is [Any].Type ? shape : "\(type)"
+            return at.isEmpty ? "must be \(shape)" : "\(at): must be \(expected)"
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty ? "not valid JSON" : "\(path(context.codingPath)): not valid"
+        @unknown default:
+            return "must be \(shape)"
+        }
     }
 
     /// A summary without secrets (check-config prints it).
@@ -548,7 +605,11 @@ final class ConversionProblems: AccessReporter {
     static func register(_ reporter: ConversionProblems) { registry.withLock { $0[reporter.id] = reporter } }
     static func lookup(_ id: String) -> ConversionProblems? { registry.withLock { $0[id] } }
 
+    init(file: String = WorkerConfiguration.fileName) { self.file = file }
+
     let id = UUID().uuidString
+    /// The livedelivery.json this reader reads, named in its problems.
+    let file: String
     private let collected = Mutex<[String]>([])
 
     var problems: [String] { collected.withLock { $0 } }
@@ -562,11 +623,17 @@ final class ConversionProblems: AccessReporter {
             for result in event.providerResults {
                 if case .failure = result.result {
                     let key = "\(event.metadata.key)"
-                    let source =
-                        result.providerName.contains("Environment")
-                        ? "the environment variable \(WorkerConfiguration.environmentName(key))"
-                        : result.providerName.contains("File") ? WorkerConfiguration.fileName : "the command line"
-                    message = "\(key): the value from \(source) is not a valid \(event.metadata.valueType)"
+                    let type = event.metadata.valueType
+                    if result.providerName.contains("Environment") {
+                        let variable = WorkerConfiguration.environmentName(key)
+                        message =
+                            "\(key): the value from the environment variable \(variable) (or the command line) "
+                            + "is not a valid \(type)"
+                    } else if result.providerName.contains("File") {
+                        message = "\(file): \(key): not a valid \(type)"
+                    } else {
+                        message = "\(key): the value is not a valid \(type)"
+                    }
                 }
             }
         }

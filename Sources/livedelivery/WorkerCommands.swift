@@ -105,20 +105,39 @@ struct MigrateCommand: AsyncParsableCommand {
     }
 }
 
-/// `livedelivery check-config`: validates everything and prints a summary without secrets.
+/// `livedelivery check-config`: validates everything and prints a summary without secrets;
+/// `--connect` also reaches each broker node, the database and each APNs host.
 struct CheckConfigCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check-config",
-        abstract: "Loads and validates the configuration, policy, mapping and APNs keys; prints a summary.")
+        abstract: "Loads and validates the configuration, policy, mapping and APNs keys; prints a summary.",
+        discussion: """
+            Reads only what `run` reads. Each problem names its file and path, or its key and \
+            environment variable; no password or key is printed. Exits 1 on any problem.
+            """)
 
     @OptionGroup var options: WorkerOptions
+
+    @Flag(
+        name: .long,
+        help: "Also connect to each broker node, the database and each APNs host (no push is sent); one line each.")
+    var connect = false
 
     func run() async throws {
         do {
             let config = try await options.reader()
             let logger = options.logger(config: config)
             for line in try checkConfiguration(config: config, logger: logger) { print(line) }
-            print("check-config: OK")
+            print("check-config: the configuration is valid")
+            guard connect else { return }
+            let checks = try await checkConnections(config: config, logger: logger)
+            for check in checks { print("connect: \(check)") }
+            let failed = checks.filter { !$0.succeeded }.count
+            guard failed == 0 else {
+                printError("check-config: \(failed) of \(checks.count) targets could not be used")
+                throw ExitCode(1)
+            }
+            print("check-config: all \(checks.count) targets reached")
         } catch let error as LiveDeliveryError {
             printError(error.description)
             throw ExitCode(1)
