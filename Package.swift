@@ -34,6 +34,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // Tests only: the end-to-end tests parse `--format csv` with a real CSV parser.
+        .package(url: "https://github.com/swiftcsv/SwiftCSV.git", from: "0.10.0"),
+        // Spans for each event and APNs request, under whatever tracer the process bootstraps.
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.2.0"),
     ],
     targets: [
         // MARK: C libraries (system) and the one C shim target
@@ -112,6 +116,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Configuration", package: "swift-configuration"),
@@ -176,6 +181,8 @@ let package = Package(
             dependencies: [
                 "LiveDelivery", "LiveDeliveryCore", "Postgres", "RabbitMQ", "APNs", "APNsSimulator", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -210,6 +217,7 @@ let package = Package(
                 "APNsSimulator", "ChildProcesses", "Postgres", "RabbitMQ", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftCSV", package: "SwiftCSV"),
             ]
         ),
     ]

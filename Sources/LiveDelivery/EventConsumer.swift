@@ -268,7 +268,9 @@ public final class EventConsumer: Service {
     }
 
     static func message(_ delivery: RabbitMQDelivery) -> InboundMessage {
-        InboundMessage(body: delivery.body, routingKey: delivery.routingKey, messageID: delivery.messageID)
+        InboundMessage(
+            body: delivery.body, routingKey: delivery.routingKey, messageID: delivery.messageID,
+            headers: delivery.headers.isEmpty ? [:] : delivery.headers.compactMapValues(\.stringValue))
     }
 
     /// Moves messages the broker dead-lettered (delivery limit) into `dead_letters`.

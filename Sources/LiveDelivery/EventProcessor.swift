@@ -2,17 +2,23 @@ public import Foundation
 public import LiveDeliveryCore
 public import Logging
 public import Postgres
+import Tracing
 
 /// One message as it came from the broker (or a test).
 public struct InboundMessage: Sendable {
     public var body: [UInt8]
     public var routingKey: String
     public var messageID: String?
+    /// The message's string headers: the tracer reads its trace from them.
+    public var headers: [String: String]
+    /// The W3C `traceparent` header, when the message carried a well-formed one.
+    public var traceParent: String? { headers["traceparent"].flatMap(TraceParent.init)?.header }
 
-    public init(body: [UInt8], routingKey: String, messageID: String? = nil) {
+    public init(body: [UInt8], routingKey: String, messageID: String? = nil, headers: [String: String] = [:]) {
         self.body = body
         self.routingKey = routingKey
         self.messageID = messageID
+        self.headers = headers
     }
 }
 
@@ -44,6 +50,8 @@ public final class EventProcessor: Sendable {
     /// This process's dispatcher, which takes the new pushes it has room for straight from the
     /// transaction that plans them; without one, every push is claimed from the outbox.
     let handoff: PushHandoff?
+    /// Each event's span continues the trace its message carried.
+    let tracer: any Tracer
 
     public convenience init(
         client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
@@ -51,14 +59,15 @@ public final class EventProcessor: Sendable {
     ) {
         self.init(
             client: client, tracking: tracking, metrics: metrics, logger: logger, pushToStart: pushToStart,
-            states: OrderStateCache(), handoff: nil, now: now)
+            states: OrderStateCache(), handoff: nil, tracer: InstrumentationSystem.tracer, now: now)
     }
 
     init(
         client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
         pushToStart: WorkerConfiguration.PushToStart, states: OrderStateCache, handoff: PushHandoff?,
-        now: @escaping @Sendable () -> Date
+        tracer: any Tracer, now: @escaping @Sendable () -> Date
     ) {
+        self.tracer = tracer
         self.client = client
         self.states = states
         self.handoff = handoff
@@ -86,6 +95,18 @@ public final class EventProcessor: Sendable {
             case .failure(let rejection): decoded.append(.rejected(rejection, index: index))
             }
         }
+        // A span per message that carries a trace, from now until its batch commits (or fails).
+        let spans = messages.compactMap { message -> (any Span)? in
+            guard let traceParent = message.traceParent else { return nil }
+            var context = ServiceContext.topLevel
+            tracer.extract(message.headers, into: &context, using: AMQPHeadersExtractor())
+            let span = tracer.startSpan("livedelivery.event", context: context, ofKind: .consumer)
+            span.attributes["messaging.message.id"] = message.messageID ?? ""
+            span.attributes["livedelivery.event.type"] = message.routingKey
+            span.attributes["w3c.traceparent"] = traceParent
+            return span
+        }
+        defer { for span in spans { span.end() } }
         // Each event may plan a push: room for them all, so that none waits in the outbox to be claimed.
         await handoff?.waitForRoom(decoded.count)
         var attempt = 1
@@ -104,15 +125,17 @@ public final class EventProcessor: Sendable {
                 handover?.abandon()
                 // A stale plan (a migration changed a column under a prepared statement) is forgotten as it
                 // fails, so it does not count: each retry prepares one more statement again.
-                guard let error = error as? PostgresError, error.isRetriable, attempt < 3 || error.stalePlan else {
+                guard let retriable = error as? PostgresError, retriable.isRetriable, attempt < 3 || retriable.stalePlan
+                else {
+                    for span in spans { span.recordError(error) }
                     throw error
                 }
                 logger.info(
                     "batch transaction failed; retrying",
                     metadata: [
-                        LiveDeliveryLoggingKeys.error: "\(error)", LiveDeliveryLoggingKeys.attempt: "\(attempt)",
+                        LiveDeliveryLoggingKeys.error: "\(retriable)", LiveDeliveryLoggingKeys.attempt: "\(attempt)",
                     ])
-                if !error.stalePlan { attempt += 1 }
+                if !retriable.stalePlan { attempt += 1 }
             }
         }
     }
@@ -139,13 +162,13 @@ public final class EventProcessor: Sendable {
             if !rows.isEmpty {
                 metrics.deadLetter(reason: rejection.reason.rawValue)
                 metrics.event(type: message.routingKey, outcome: "rejected")
-                logger.warning(
-                    "event refused and dead-lettered",
-                    metadata: [
-                        LiveDeliveryLoggingKeys.reason: "\(rejection.reason)",
-                        LiveDeliveryLoggingKeys.field: "\(rejection.field ?? "")",
-                        LiveDeliveryLoggingKeys.eventID: "\(message.messageID ?? "")",
-                    ])
+                var metadata: Logger.Metadata = [
+                    LiveDeliveryLoggingKeys.reason: "\(rejection.reason)",
+                    LiveDeliveryLoggingKeys.field: "\(rejection.field ?? "")",
+                    LiveDeliveryLoggingKeys.eventID: "\(message.messageID ?? "")",
+                ]
+                metadata.addTrace(message.traceParent)
+                logger.warning("event refused and dead-lettered", metadata: metadata)
             }
         }
 
@@ -277,6 +300,25 @@ public final class EventProcessor: Sendable {
             metrics.event(type: event.type.rawValue, outcome: "applied")
         }
 
+        // The trace each event's message carried goes with the pushes it planned (by the status event
+        // that set their content, else the order's newest event of this batch) and into the logs.
+        var traces: [String: String] = [:]
+        var orderTraces: [String: String] = [:]
+        for case .event(let event, let index) in decoded {
+            guard let traceParent = messages[index].traceParent else { continue }
+            traces[event.eventID] = traceParent
+            if let orderID = event.orderID { orderTraces[orderID] = traceParent }
+        }
+        if !traces.isEmpty {
+            for (orderID, var change) in changes {
+                for (key, var push) in change.pushes {
+                    push.traceParent = traces[push.statusKey.eventID] ?? orderTraces[orderID]
+                    change.pushes[key] = push
+                }
+                changes[orderID] = change
+            }
+        }
+
         // 6. Write every changed order at once (set-based, in a stable order).
         let written = changes.values.filter { $0.changed || !$0.decisions.isEmpty }
         let stateWrites = try await OrderStore.write(Array(written), kind: "event", handover: handover, on: connection)
@@ -284,13 +326,13 @@ public final class EventProcessor: Sendable {
         if logger.logLevel <= .debug {
             for change in written {
                 for decision in change.decisions {
-                    logger.debug(
-                        "decision",
-                        metadata: [
-                            LiveDeliveryLoggingKeys.orderID: "\(change.state.orderID)",
-                            LiveDeliveryLoggingKeys.activityKey: "\(decision.activityKey ?? "")",
-                            LiveDeliveryLoggingKeys.decision: "\(decision.code)",
-                        ])
+                    var metadata: Logger.Metadata = [
+                        LiveDeliveryLoggingKeys.orderID: "\(change.state.orderID)",
+                        LiveDeliveryLoggingKeys.activityKey: "\(decision.activityKey ?? "")",
+                        LiveDeliveryLoggingKeys.decision: "\(decision.code)",
+                    ]
+                    metadata.addTrace(orderTraces[change.state.orderID])
+                    logger.debug("decision", metadata: metadata)
                 }
             }
         }

@@ -68,4 +68,7 @@ public enum LiveDeliveryLoggingKeys {
     public static let migration = "migration"
     public static let httpPort = "http.port"
     public static let count = "count"
+    /// The W3C trace the event's message carried (`traceparent`): its trace id and the caller's span id.
+    public static let traceID = "trace.id"
+    public static let traceParent = "trace.parent_id"
 }

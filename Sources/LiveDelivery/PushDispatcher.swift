@@ -5,6 +5,7 @@ public import Logging
 public import Postgres
 public import ServiceLifecycle
 import Synchronization
+import Tracing
 
 /// Sends the outbox: claims due rows with `FOR UPDATE SKIP LOCKED` and a lease (safe across
 /// processes), sends them concurrently (bounded), and records the outcomes set-based: every
@@ -46,6 +47,8 @@ public final class PushDispatcher: Service {
     public var pushesInFlight: Int { answers.inFlight }
     /// States this process wrote (the consumer's, moments before a push is recorded).
     let states: OrderStateCache
+    /// An APNs request's span continues the trace of the event that planned the push.
+    let tracer: any Tracer
 
     public convenience init(
         configuration: WorkerConfiguration.Dispatcher, workerID: String, client: PostgresClient,
@@ -54,14 +57,16 @@ public final class PushDispatcher: Service {
     ) {
         self.init(
             configuration: configuration, workerID: workerID, client: client, sender: sender, tracking: tracking,
-            health: health, metrics: metrics, logger: logger, states: OrderStateCache(), now: now)
+            health: health, metrics: metrics, logger: logger, states: OrderStateCache(),
+            tracer: InstrumentationSystem.tracer, now: now)
     }
 
     init(
         configuration: WorkerConfiguration.Dispatcher, workerID: String, client: PostgresClient,
         sender: any PushSending, tracking: TrackingConfiguration, health: WorkerHealth, metrics: WorkerMetrics,
-        logger: Logger, states: OrderStateCache, now: @escaping @Sendable () -> Date
+        logger: Logger, states: OrderStateCache, tracer: any Tracer, now: @escaping @Sendable () -> Date
     ) {
+        self.tracer = tracer
         self.states = states
         self.configuration = configuration
         self.workerID = workerID
@@ -313,12 +318,39 @@ public final class PushDispatcher: Service {
     }
 
     private func send(_ claim: Claim) async -> Sent {
+        let push = claim.push
+        // The event's trace, when its message carried one: a span of the request, and its log line.
+        var span: (any Span)?
+        if let traceParent = push.traceParent {
+            var context = ServiceContext.topLevel
+            tracer.extract(["traceparent": traceParent], into: &context, using: AMQPHeadersExtractor())
+            let request = tracer.startSpan("APNs request", context: context, ofKind: .client)
+            request.attributes["apns.id"] = push.apnsID
+            request.attributes["apns.topic"] = push.bundleID
+            request.attributes["apns.push_type"] = push.kind.rawValue
+            request.attributes["w3c.traceparent"] = traceParent
+            span = request
+        }
         let started = ContinuousClock.now
-        let outcome = await sender.send(claim.push)
+        let outcome = await sender.send(push)
         let latency = ContinuousClock.now - started
+        let outcomeName = Self.outcomeName(outcome)
         metrics.push(
-            app: claim.push.bundleID, kind: claim.push.kind.rawValue, outcome: Self.outcomeName(outcome),
-            reason: outcome.reason?.rawValue ?? "", latency: latency)
+            app: push.bundleID, kind: push.kind.rawValue, outcome: outcomeName, reason: outcome.reason?.rawValue ?? "",
+            latency: latency)
+        if let span {
+            span.attributes["apns.outcome"] = outcomeName
+            if let reason = outcome.reason { span.attributes["apns.reason"] = reason.rawValue }
+            span.end()
+        }
+        if logger.logLevel <= .debug {
+            var metadata: Logger.Metadata = [
+                LiveDeliveryLoggingKeys.orderID: "\(push.orderID)", LiveDeliveryLoggingKeys.apnsID: "\(push.apnsID)",
+                LiveDeliveryLoggingKeys.outcome: "\(outcomeName)",
+            ]
+            metadata.addTrace(push.traceParent)
+            logger.debug("APNs request", metadata: metadata)
+        }
         return Sent(claim: claim, outcome: outcome, latency: latency)
     }
 
@@ -458,6 +490,10 @@ public final class PushDispatcher: Service {
                     logger[metadataKey: LiveDeliveryLoggingKeys.orderID] = "\(claim.orderID)"
                     logger[metadataKey: LiveDeliveryLoggingKeys.activityKey] = "\(claim.activityKey)"
                     logger[metadataKey: LiveDeliveryLoggingKeys.apnsID] = "\(push.apnsID)"
+                    if let trace = push.traceParent.flatMap(TraceParent.init) {
+                        logger[metadataKey: LiveDeliveryLoggingKeys.traceID] = "\(trace.traceID)"
+                        logger[metadataKey: LiveDeliveryLoggingKeys.traceParent] = "\(trace.parentID)"
+                    }
                 }
                 if case .configurationFault(let reason, let status) = answer.outcome,
                     paused.insert(push.bundleID).inserted

@@ -71,6 +71,7 @@ enum StoredJSON {
         try object.member("statusKey") { try write(push.statusKey, to: writer) }
         object.string("reason", push.reason)
         try object.member("mark") { try write(push.mark, to: writer) }
+        object.string("traceParent", ifPresent: push.traceParent)
         object.close()
     }
 
@@ -321,7 +322,7 @@ extension StoredJSON {
 
         func push(at index: Int) throws -> PlannedPush {
             let object = try Members(tape, index)
-            return PlannedPush(
+            var push = PlannedPush(
                 orderID: try object.string("orderID"),
                 activityKey: try object.string("activityKey"),
                 activityID: try object.stringIfPresent("activityID"),
@@ -351,6 +352,8 @@ extension StoredJSON {
                 statusKey: try object.read("statusKey") { try eventKey(at: $0) },
                 reason: try object.string("reason"),
                 mark: try object.read("mark") { try mark(at: $0) })
+            push.traceParent = try object.stringIfPresent("traceParent")
+            return push
         }
 
         private func record(at index: Int) throws -> OrderRecord {

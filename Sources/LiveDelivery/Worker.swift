@@ -6,6 +6,7 @@ public import Postgres
 import Prometheus
 import RabbitMQ
 public import ServiceLifecycle
+public import Tracing
 import UnixSignals
 
 /// The worker's service graph. Tests build the same graph as `livedelivery run`.
@@ -27,7 +28,7 @@ public struct Worker: Sendable {
     /// Builds every part; nothing connects before `run()`.
     public init(
         configuration: WorkerConfiguration, logger: Logger, sender: (any PushSending)? = nil,
-        now: @escaping @Sendable () -> Date = { Date() }
+        tracer: any Tracer = InstrumentationSystem.tracer, now: @escaping @Sendable () -> Date = { Date() }
     ) throws(LiveDeliveryError) {
         var logger = logger
         logger[metadataKey: LiveDeliveryLoggingKeys.workerID] = "\(configuration.workerID)"
@@ -51,11 +52,12 @@ public struct Worker: Sendable {
         self.dispatcher = PushDispatcher(
             configuration: configuration.dispatcher, workerID: configuration.workerID, client: client,
             sender: pushSender, tracking: configuration.tracking, health: health, metrics: metrics, logger: logger,
-            states: states, now: now)
+            states: states, tracer: tracer, now: now)
         // The consumer hands the pushes it plans to this dispatcher when it has room for them.
         self.processor = EventProcessor(
             client: client, tracking: configuration.tracking, metrics: metrics, logger: logger,
-            pushToStart: configuration.pushToStart, states: states, handoff: dispatcher.handoff, now: now)
+            pushToStart: configuration.pushToStart, states: states, handoff: dispatcher.handoff, tracer: tracer,
+            now: now)
         self.consumer = try EventConsumer(
             configuration: configuration.amqp, processor: processor, client: client, health: health, metrics: metrics,
             logger: logger, schemaChecked: schemaGate)

@@ -16,6 +16,11 @@ struct StoredJSONTests {
         }
         for push in pushes {
             #expect(try StoredJSON.decodePush(try StoredJSON.encode(push)) == push)
+            // The trace of the event that planned it goes with it into the outbox, and both paths read it.
+            var traced = push
+            traced.traceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+            #expect(try StoredJSON.decodePush(try StoredJSON.encode(traced)) == traced)
+            #expect(try JSONDecoder().decode(PlannedPush.self, from: Data(try StoredJSON.encode(traced))) == traced)
         }
     }
 

@@ -52,6 +52,9 @@ public struct PlannedPush: Hashable, Sendable, Codable, CustomStringConvertible 
     public var reason: String
     /// What the push shows (``OrderTracker/record(_:for:in:now:)`` stores it as sent).
     public var mark: ActivityState.ContentMark
+    /// The W3C `traceparent` of the event that planned the push, when its message carried one: the
+    /// APNs request is logged and traced under it, wherever and whenever it is sent.
+    public var traceParent: String?
 
     public init(
         orderID: String, activityKey: String, activityID: String?, kind: Kind, deviceToken: DeviceToken,
@@ -94,7 +97,7 @@ public struct PlannedPush: Hashable, Sendable, Codable, CustomStringConvertible 
 extension PlannedPush {
     private enum CodingKeys: String, CodingKey {
         case orderID, activityKey, activityID, kind, deviceToken, environment, bundleID, apnsID, priority, timestamp
-        case notBefore, expiration, headers, payload, alert, step, status, statusKey, reason, mark
+        case notBefore, expiration, headers, payload, alert, step, status, statusKey, reason, mark, traceParent
     }
 
     /// The payload is stored as its JSON text (a string), not as an array of byte values: a
@@ -125,6 +128,7 @@ extension PlannedPush {
         statusKey = try container.decode(EventKey.self, forKey: .statusKey)
         reason = try container.decode(String.self, forKey: .reason)
         mark = try container.decode(ActivityState.ContentMark.self, forKey: .mark)
+        traceParent = try container.decodeIfPresent(String.self, forKey: .traceParent)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -148,6 +152,7 @@ extension PlannedPush {
         try container.encode(status, forKey: .status)
         try container.encode(statusKey, forKey: .statusKey)
         try container.encode(reason, forKey: .reason)
+        try container.encodeIfPresent(traceParent, forKey: .traceParent)
         try container.encode(mark, forKey: .mark)
     }
 }

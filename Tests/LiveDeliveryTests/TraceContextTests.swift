@@ -1,0 +1,130 @@
+import APNsSimulator
+import Foundation
+import InMemoryTracing
+import LiveDelivery
+import Logging
+import RabbitMQ
+import ServiceLifecycle
+import Synchronization
+import TestSupport
+import Testing
+import Tracing
+
+@Suite("Trace context", .timeLimit(.minutes(3)))
+struct TraceContextTests {
+    @Test(arguments: [
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-00",
+    ])
+    func wellFormedTraceParents(_ header: String) throws {
+        let trace = try #require(TraceParent(header))
+        #expect(trace.traceID == "0af7651916cd43dd8448eb211c80319c")
+        #expect(trace.parentID == "b7ad6b7169203331")
+    }
+
+    @Test(arguments: [
+        "", "garbage", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331", "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "00-00000000000000000000000000000000-b7ad6b7169203331-01", "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
+        "00-0af7651916cd43dd8448eb211c80319z-b7ad6b7169203331-01",
+    ])
+    func malformedTraceParentsAreIgnored(_ header: String) {
+        #expect(TraceParent(header) == nil)
+        #expect(InboundMessage(body: [], routingKey: "order.status", headers: ["traceparent": header]).traceParent == nil)
+    }
+
+    @Test("a traceparent on an AMQP message reaches the event's and the APNs request's logs and spans")
+    func traceFromTheMessageToAPNs() async throws {
+        try await withWorker { harness, _ in
+            let tracer = InMemoryTracer()
+            let lines = LogLines()
+            var logger = Logger(label: "trace-test") { _ in lines.handler() }
+            logger.logLevel = .debug
+            let worker = try Worker(configuration: harness.configuration, logger: logger, tracer: tracer)
+            let group = worker.serviceGroup(logger: quietLogger, signals: false)
+            let running = Task { try await group.run() }
+            do {
+                try await eventually("the worker is ready") { worker.health.snapshot.ready }
+                let traceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                let order = TestEnvironment.uniqueName("T")
+                let token = Events.token()
+                let (publisher, _) = try await RabbitMQPublisher.connect(
+                    to: harness.configuration.amqp.endpoints, logger: quietLogger)
+                for message in [
+                    Events.activityToken(order, activity: "act-trace", token: token),
+                    Events.status(order, "out_for_delivery", sequence: 1, courier: "Sam"),
+                ] {
+                    var properties = RabbitMQMessageProperties(contentType: "application/json", messageID: message.messageID)
+                    // The W3C header, and the in-memory tracer's own, standing in for the tracer a
+                    // deployment bootstraps (which reads `traceparent` itself).
+                    properties.headers = [
+                        "traceparent": .string(traceParent), InMemoryTracer.traceIDKey: .string("upstream-trace"),
+                        InMemoryTracer.spanIDKey: .string("upstream-span"),
+                    ]
+                    try await publisher.publish(
+                        exchange: harness.configuration.amqp.exchange, routingKey: message.routingKey, body: message.body,
+                        properties: properties)
+                }
+                await publisher.close()
+                try await eventually("the push reaches the device") {
+                    harness.simulator.pushes(token: token).contains { $0.status == 200 }
+                }
+                try await eventually("the APNs request's span ends") {
+                    tracer.finishedSpans.contains { $0.operationName == "APNs request" }
+                }
+
+                // The event's span continues the upstream trace; both spans name the W3C parent.
+                let spans = tracer.finishedSpans
+                let events = spans.filter { $0.operationName == "livedelivery.event" }
+                #expect(events.count == 2)
+                #expect(events.allSatisfy { $0.spanContext.traceID == "upstream-trace" })
+                #expect(events.allSatisfy { $0.spanContext.parentSpanID == "upstream-span" })
+                #expect(events.allSatisfy { $0.kind == .consumer })
+                let requests = spans.filter { $0.operationName == "APNs request" }
+                #expect(requests.allSatisfy { $0.kind == .client })
+                for span in events + requests {
+                    #expect(span.attributes.get("w3c.traceparent") == .string(traceParent), "\(span.operationName)")
+                }
+                #expect(requests.first?.attributes.get("apns.outcome") == .string("delivered"))
+
+                // And the log lines of what was done for the event: its decisions and the APNs request.
+                let traced = lines.all.filter { $0.contains("trace.id=4bf92f3577b34da6a3ce929d0e0e4736") }
+                #expect(traced.contains { $0.hasPrefix("decision") }, "\(lines.all.prefix(20))")
+                #expect(traced.contains { $0.hasPrefix("APNs request") }, "\(lines.all.prefix(20))")
+                #expect(traced.allSatisfy { $0.contains("trace.parent_id=00f067aa0ba902b7") })
+            } catch {
+                await group.triggerGracefulShutdown()
+                _ = try? await running.value
+                throw error
+            }
+            await group.triggerGracefulShutdown()
+            try await running.value
+            try await deleteTopology(harness.configuration.amqp)
+        }
+    }
+}
+
+/// Log records as `message key=value …`, for assertions.
+final class LogLines: Sendable {
+    private let lines = Mutex<[String]>([])
+    var all: [String] { lines.withLock { $0 } }
+
+    func handler() -> Handler { Handler(lines: self) }
+
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+
+    struct Handler: LogHandler {
+        let lines: LogLines
+        var logLevel: Logger.Level = .trace
+        var metadata: Logger.Metadata = [:]
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
+            let fields = merged.keys.sorted().map { "\($0)=\(merged[$0]!)" }
+            lines.append(([event.message.description] + fields).joined(separator: " "))
+        }
+    }
+}
