@@ -1,5 +1,6 @@
 import CoreMetrics
 import Foundation
+import LiveDeliveryCore
 public import Prometheus
 import Synchronization
 
@@ -168,15 +169,6 @@ public final class WorkerMetrics: Sendable {
     public func exposition() -> [UInt8] {
         collect()
         return registry.emitToBuffer()
-    }
-}
-
-/// The product's version, and the source revision it was built from (`LIVEDELIVERY_REVISION` at run
-/// time, set by the image build; `unknown` otherwise).
-public enum LiveDeliveryVersion {
-    public static let version = "0.9.0"
-    public static var revision: String {
-        ProcessInfo.processInfo.environment["LIVEDELIVERY_REVISION"].flatMap { $0.isEmpty ? nil : $0 } ?? "unknown"
     }
 }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import LiveDeliveryCore
 
 /// `livedelivery-bench`: prints throughput figures. Benchmarks are measurements, never tests.
 @main
@@ -6,6 +7,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "livedelivery-bench",
         abstract: "Prints throughput and latency figures for the LiveDelivery building blocks.",
+        version: LiveDeliveryVersion.description,
         subcommands: [
             FoundationBenchmark.self, RabbitMQBenchmark.self, PostgresBenchmark.self, HTTP2Benchmark.self,
             APNsBenchmark.self, WorkerBenchmark.self,

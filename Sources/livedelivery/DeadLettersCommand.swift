@@ -17,13 +17,19 @@ struct DeadLettersCommand: AsyncParsableCommand {
         @Option(name: .long, help: "Only this reason (e.g. invalid_json, delivery_limit).") var reason: String?
         @Option(name: .long, help: "At most N rows; 0 = all.") var limit: Int = 100
         @Flag(name: .long, help: "Include rows already replayed.") var replayed = false
+        @Option(name: .long, help: "Output format: table, json or csv (see `livedelivery report --help`).")
+        var format: TableFormatOption = .table
+
+        func validate() throws {
+            guard limit >= 0 else { throw ValidationError("--limit must be 0 or more") }
+        }
 
         func run() async throws {
             let table = try await withAdminContext(options) { context in try await context.withPostgres { client in
                 try await DeadLetterStore(client: client).list(
                     reason: reason, limit: limit == 0 ? nil : limit, includeReplayed: replayed)
             } }
-            print(table.render())
+            try printTable(table, format: format)
         }
     }
 
@@ -34,6 +40,14 @@ struct DeadLettersCommand: AsyncParsableCommand {
         @OptionGroup var options: AdminOptions
         @Argument(help: "The dead letter's id.") var id: Int64
         @Flag(name: .long, help: "Write the exact body bytes to stdout, nothing else.") var raw = false
+        @Option(
+            name: .long,
+            help: "Output format: text, or json (one object; the body as text shows it, tokens cut).")
+        var format: RecordFormatOption = .text
+
+        func validate() throws {
+            if raw && format == .json { throw ValidationError("--raw writes the body only; leave out --format") }
+        }
 
         func run() async throws {
             let letter = try await withAdminContext(options) { context in try await context.withPostgres { client in
@@ -42,6 +56,10 @@ struct DeadLettersCommand: AsyncParsableCommand {
             guard let letter else { throw adminFailure(NotFound(what: "dead letter \(id)")) }
             if raw {
                 FileHandle.standardOutput.write(Data(letter.body))
+                return
+            }
+            if format == .json {
+                print(try letter.json.serialized())
                 return
             }
             print("id:          \(letter.id)")
@@ -76,15 +94,27 @@ struct DeadLettersCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
+            // With --all there may be thousands: a progress line on a terminal, one summary line
+            // otherwise (no line per dead letter, which a script would have to skip).
+            let progress = all ? ProgressLine(label: "dead-letters replay") : nil
             let results = try await withAdminContext(options) { context in try await context.withPostgres { client in
                 let store = DeadLetterStore(client: client)
                 let targets = all ? try await store.pendingIDs(reason: reason) : ids
                 guard !targets.isEmpty else { return [DeadLetterReplayer.Result]() }
                 let broker = try context.broker()
-                let replayer = try await DeadLetterReplayer.connect(
-                    store: store, endpoints: broker.endpoints, exchange: broker.exchange, logger: context.logger)
+                let replayer: DeadLetterReplayer
                 do {
-                    let results = try await replayer.replay(targets)
+                    replayer = try await DeadLetterReplayer.connect(
+                        store: store, endpoints: broker.endpoints, exchange: broker.exchange, logger: context.logger)
+                } catch {
+                    // connect only fails when no node of the broker accepts a connection.
+                    FileHandle.standardError.write(Data((AdminContext.describe(error) + "\n").utf8))
+                    throw AdminExitCode.unreachable
+                }
+                do {
+                    let results = try await replayer.replay(targets) { done in
+                        progress?.update(done: done, total: targets.count)
+                    }
                     await replayer.close()
                     return results
                 } catch {
@@ -92,17 +122,19 @@ struct DeadLettersCommand: AsyncParsableCommand {
                     throw error
                 }
             } }
+            progress?.finish()
             var missing = 0
             for result in results {
                 switch result {
-                case .replayed(let id, let routingKey): print("replayed \(id) (\(routingKey))")
+                case .replayed(let id, let routingKey): if !all { print("replayed \(id) (\(routingKey))") }
                 case .notFound(let id):
                     print("no dead letter \(id)")
                     missing += 1
                 }
             }
-            print("dead-letters replay: \(results.count - missing) replayed")
-            if missing > 0 { throw ExitCode(1) }
+            let notFound = missing > 0 ? ", \(missing) not found" : ""
+            print("dead-letters replay: \(results.count - missing) replayed\(notFound)")
+            if missing > 0 { throw AdminExitCode.failure }
         }
     }
 

@@ -16,8 +16,11 @@ struct FailedPushesCommand: AsyncParsableCommand {
         @Option(name: .long, help: "Only since an age (24h, 7d) or an RFC 3339 time.") var since: String?
         @Option(name: .long, help: "At most N rows; 0 = all.") var limit: Int = 100
         @Flag(name: .long, help: "Only those not followed by a delivered push to the activity.") var unrecovered = false
+        @Option(name: .long, help: "Output format: table, json or csv (see `livedelivery report --help`).")
+        var format: TableFormatOption = .table
 
         func validate() throws {
+            guard limit >= 0 else { throw ValidationError("--limit must be 0 or more") }
             if let since, ReportQuery.parseSince(since) == nil {
                 throw ValidationError("--since must be an age like 24h or 7d, or an RFC 3339 time")
             }
@@ -29,7 +32,7 @@ struct FailedPushesCommand: AsyncParsableCommand {
                     since: since.flatMap { ReportQuery.parseSince($0) }, limit: limit == 0 ? nil : limit,
                     unrecoveredOnly: unrecovered)
             } }
-            print(table.render())
+            try printTable(table, format: format)
         }
     }
 
@@ -39,6 +42,10 @@ struct FailedPushesCommand: AsyncParsableCommand {
 
         @OptionGroup var options: AdminOptions
         @Argument(help: "The failed push's id (push_attempts.id).") var id: Int64
+        @Option(
+            name: .long,
+            help: "Output format: text, or json (one object: the push's columns and an `attempts` array).")
+        var format: RecordFormatOption = .text
 
         func run() async throws {
             let shown = try await withAdminContext(options) { context in try await context.withPostgres { client in
@@ -46,6 +53,11 @@ struct FailedPushesCommand: AsyncParsableCommand {
             } }
             guard let shown else { throw adminFailure(NotFound(what: "failed push \(id)")) }
             let push = shown.push
+            if format == .json {
+                let members = push.jsonMembers(row: 0) + [.init("attempts", shown.attempts.json)]
+                print(try AdminJSON.object(members).serialized())
+                return
+            }
             let width = push.columns.map(\.name.count).max() ?? 0
             for (index, column) in push.columns.enumerated() {
                 let padding = String(repeating: " ", count: width - column.name.count)
@@ -84,7 +96,7 @@ struct FailedPushesCommand: AsyncParsableCommand {
                     print("\(id): order \(result.orderID) activity \(result.activityKey): \(what)")
                 }
             } }
-            if missing > 0 { throw ExitCode(1) }
+            if missing > 0 { throw AdminExitCode.failure }
         }
     }
 }

@@ -122,13 +122,18 @@ struct PublishCommand: AsyncParsableCommand {
         logger.logLevel = .warning
         let started = ContinuousClock.now
         let failures: [String]
+        // On a terminal, a progress line on stderr; otherwise only the summary line below.
+        let progress = ProgressLine(label: "publish")
         do {
             failures = try await Self.publishAll(
-                messages, exchange: exchangeName, window: window, endpoints: endpoints, logger: logger)
+                messages, exchange: exchangeName, window: window, endpoints: endpoints, logger: logger,
+                progress: progress)
         } catch {
+            progress.finish()
             printError("cannot connect to \(endpoints): \(error)")
             throw ExitCode.failure
         }
+        progress.finish()
         let elapsed = ContinuousClock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let confirmed = messages.count - failures.count
@@ -148,7 +153,8 @@ struct PublishCommand: AsyncParsableCommand {
     /// take, and one published twice is applied once by the worker's inbox. Returns one reason per
     /// message not confirmed; throws when no node accepts a connection.
     private static func publishAll(
-        _ messages: [EventMessage], exchange: String, window: Int, endpoints: AMQPEndpoints, logger: Logger
+        _ messages: [EventMessage], exchange: String, window: Int, endpoints: AMQPEndpoints, logger: Logger,
+        progress: ProgressLine
     ) async throws(RabbitMQError) -> [String] {
         var pending = messages
         var failures: [String] = []
@@ -157,7 +163,10 @@ struct PublishCommand: AsyncParsableCommand {
         for round in 0..<rounds {
             let (publisher, connected) = try await RabbitMQPublisher.connect(to: endpoints, startingAt: node, logger: logger)
             node = connected + 1
-            let failed = await publishWindowed(pending, exchange: exchange, window: window, publisher: publisher)
+            let failed = await publishWindowed(pending, exchange: exchange, window: window, publisher: publisher) {
+                // Messages lost with the connection go again; only settled ones count as done.
+                if $0?.isConnectionLevel != true { progress.advance(total: messages.count) }
+            }
             await publisher.close()
             let lost = failed.filter { $0.error.isConnectionLevel }
             failures += failed.filter { !$0.error.isConnectionLevel }.map {
@@ -178,7 +187,8 @@ struct PublishCommand: AsyncParsableCommand {
         _ messages: [EventMessage],
         exchange: String,
         window: Int,
-        publisher: RabbitMQPublisher
+        publisher: RabbitMQPublisher,
+        settled: (RabbitMQError?) -> Void
     ) async -> [(message: EventMessage, error: RabbitMQError)] {
         await withTaskGroup(of: (message: EventMessage, error: RabbitMQError)?.self) { group in
             var failures: [(message: EventMessage, error: RabbitMQError)] = []
@@ -186,6 +196,7 @@ struct PublishCommand: AsyncParsableCommand {
             for message in messages {
                 if inFlight >= window, let result = await group.next() {
                     inFlight -= 1
+                    settled(result?.error)
                     if let result { failures.append(result) }
                 }
                 group.addTask {
@@ -204,6 +215,7 @@ struct PublishCommand: AsyncParsableCommand {
                 inFlight += 1
             }
             for await result in group {
+                settled(result?.error)
                 if let result { failures.append(result) }
             }
             return failures

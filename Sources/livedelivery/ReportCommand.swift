@@ -25,7 +25,8 @@ struct AdminOptions: ParsableArguments {
 }
 
 /// Runs `body` with the admin context; an error is printed on stderr (without SQL or secrets) and
-/// exits 1. `context.withPostgres { client in … }` opens (and closes) the database client.
+/// exits with its ``AdminExitCode``. `context.withPostgres { client in … }` opens (and closes) the
+/// database client.
 func withAdminContext<Result>(
     _ options: AdminOptions, _ body: (AdminContext) async throws -> Result
 ) async throws -> Result {
@@ -38,18 +39,50 @@ func withAdminContext<Result>(
     }
 }
 
-/// Prints an error on stderr; returns exit code 1.
+/// Prints an error on stderr; returns its exit code: 1 for a failed operation, 2 for invalid
+/// configuration, 3 for a server that could not be reached.
 func adminFailure(_ error: any Error) -> ExitCode {
     FileHandle.standardError.write(Data((AdminContext.describe(error) + "\n").utf8))
-    return ExitCode(1)
+    return AdminExitCode.code(for: AdminFailure(error))
 }
 
-/// `livedelivery report [NAME]`: prints a report_ view as an aligned table; without NAME, lists them.
+/// `--format` of the commands that print rows (`report`, `dead-letters list`, `failed-pushes list`).
+enum TableFormatOption: String, ExpressibleByArgument, CaseIterable {
+    case table, json, csv
+
+    var format: ReportFormat {
+        switch self {
+        case .table: .table
+        case .json: .json
+        case .csv: .csv
+        }
+    }
+}
+
+/// `--format` of the commands that show one record (`dead-letters show`, `failed-pushes show`).
+enum RecordFormatOption: String, ExpressibleByArgument, CaseIterable {
+    case text, json
+}
+
+/// Prints a result in the chosen format on stdout. CSV keeps its own CRLF line ends and JSON is one
+/// document, so nothing else is written to stdout with them.
+func printTable(_ table: ReportTable, format: TableFormatOption, maxCellWidth: Int = 60) throws {
+    let text = try table.formatted(format.format, maxCellWidth: maxCellWidth)
+    print(text, terminator: format == .csv ? "" : "\n")
+}
+
+/// `livedelivery report [NAME]`: prints a report_ view as an aligned table (or JSON, or CSV);
+/// without NAME, lists them.
 struct ReportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "report",
         abstract: "Prints an admin report (a report_ view) as a table; without a name, lists the reports.",
-        discussion: "Reads only the report_ views: the role livedelivery_reporting suffices.")
+        discussion: """
+            Reads only the report_ views: the role livedelivery_reporting suffices. --format json prints \
+            one array of objects keyed by column name (numbers as numbers, NULL as null, timestamps as \
+            RFC 3339 in UTC); --format csv prints RFC 4180 with CRLF line ends (NULL as an empty field). \
+            --width cuts cells of the table only.
+            """)
 
     @OptionGroup var options: AdminOptions
 
@@ -65,21 +98,44 @@ struct ReportCommand: AsyncParsableCommand {
     @Option(name: .long, help: "At most N rows; 0 = all.")
     var limit: Int = 100
 
-    @Option(name: .long, help: "Cut cells longer than this many characters; 0 = never.")
+    @Option(name: .long, help: "Cut cells longer than this many characters; 0 = never (table only).")
     var width: Int = 60
+
+    @Option(name: .long, help: "Output format: table, json or csv.")
+    var format: TableFormatOption = .table
 
     func validate() throws {
         guard limit >= 0 else { throw ValidationError("--limit must be 0 or more") }
         if let since, ReportQuery.parseSince(since) == nil {
             throw ValidationError("--since must be an age like 30m, 24h, 7d or an RFC 3339 time")
         }
-        if let name, Report.named(name) == nil {
-            throw ValidationError("no report named \(name); `livedelivery report` lists them")
+        if let name {
+            guard let report = Report.named(name) else {
+                throw ValidationError("no report named \(name); `livedelivery report` lists them")
+            }
+            // Checked here, not by the query, so that a wrong filter is a usage error (exit 64).
+            if order != nil && !report.hasOrderColumn {
+                throw ValidationError("report \(report.name) has no order_id column (--order)")
+            }
+            if since != nil && report.timeColumn == nil {
+                throw ValidationError("report \(report.name) is a snapshot without time (--since)")
+            }
         }
     }
 
     func run() async throws {
         guard let name, let report = Report.named(name) else {
+            if format != .table {
+                // The catalogue itself, for scripts: which reports exist and which filters they take.
+                let catalogue = ReportTable(
+                    columns: [
+                        .init(name: "name"), .init(name: "summary"), .init(name: "order_filter", kind: .boolean),
+                        .init(name: "since_column"),
+                    ],
+                    rows: Report.all.map { [$0.name, $0.summary, $0.hasOrderColumn ? "t" : "f", $0.timeColumn] })
+                try printTable(catalogue, format: format)
+                return
+            }
             let width = Report.all.map(\.name.count).max() ?? 0
             print("Reports (livedelivery report NAME [--order ID] [--since AGE|TIME] [--limit N]):")
             for report in Report.all {
@@ -95,6 +151,6 @@ struct ReportCommand: AsyncParsableCommand {
         let table = try await withAdminContext(options) { context in
             try await context.withPostgres(reporting: true) { client in try await report.run(query, client: client) }
         }
-        print(table.render(maxCellWidth: width))
+        try printTable(table, format: format, maxCellWidth: width)
     }
 }

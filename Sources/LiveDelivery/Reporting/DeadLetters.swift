@@ -40,6 +40,24 @@ public struct DeadLetter: Sendable, Hashable {
         return Self.redactingHexRuns(text)
     }
 
+    /// The row as `dead-letters show --format json` prints it: what the text form shows, with the
+    /// body as ``displayBody`` (device tokens cut), never the raw bytes.
+    public var json: AdminJSON {
+        func time(_ date: Date?) -> AdminJSON { date.map { .string(ReportTable.rfc3339($0)) } ?? .null }
+        return .object([
+            .init("id", .integer(id)),
+            .init("received_at", time(receivedAt)),
+            .init("reason", .string(reason)),
+            .init("field", field.map(AdminJSON.string) ?? .null),
+            .init("message", .string(message)),
+            .init("routing_key", .string(routingKey)),
+            .init("event_id", eventID.map(AdminJSON.string) ?? .null),
+            .init("replayed_at", time(replayedAt)),
+            .init("body_bytes", .integer(Int64(body.count))),
+            .init("body", .string(displayBody)),
+        ])
+    }
+
     static func redactingHexRuns(_ text: String) -> String {
         var result = ""
         var run = ""
@@ -172,9 +190,11 @@ public final class DeadLetterReplayer: Sendable {
     }
 
     /// Replays the rows, in the order given; stops at the first broker or database failure.
-    public func replay(_ ids: [Int64]) async throws -> [Result] {
+    /// `progress` is called with the number of ids done after each one.
+    public func replay(_ ids: [Int64], progress: (Int) -> Void = { _ in }) async throws -> [Result] {
         var results: [Result] = []
         for id in ids {
+            defer { progress(results.count) }
             guard let letter = try await store.get(id) else {
                 results.append(.notFound(id: id))
                 continue

@@ -6,9 +6,37 @@ public struct ReportTable: Sendable, Hashable {
         public var name: String
         /// Numbers are right-aligned.
         public var isNumeric: Bool
-        public init(name: String, isNumeric: Bool = false) {
+        /// How `--format json` and `csv` type the cells (see ReportTable+Formats.swift).
+        public var kind: Kind
+
+        public init(name: String, isNumeric: Bool = false, kind: Kind? = nil) {
             self.name = name
             self.isNumeric = isNumeric
+            self.kind = kind ?? (isNumeric ? .number : .text)
+        }
+    }
+
+    /// The type of a column's values, as far as the machine-readable formats care.
+    public enum Kind: Sendable, Hashable {
+        /// `int2`, `int4`, `int8`, `oid`: a JSON integer.
+        case integer
+        /// `float4`, `float8`, `numeric`: a JSON number.
+        case number
+        /// `bool` (`t`/`f` in the table): JSON `true`/`false`.
+        case boolean
+        /// `timestamptz`, `timestamp`: an RFC 3339 string in UTC.
+        case timestamp
+        /// Everything else (text, enums, uuid, date, interval, json): a string as the table shows it.
+        case text
+
+        init(_ type: PostgresDataType) {
+            switch type {
+            case .int2, .int4, .int8, .oid: self = .integer
+            case .float4, .float8, .numeric: self = .number
+            case .bool: self = .boolean
+            case .timestamptz, .timestamp: self = .timestamp
+            default: self = .text
+            }
         }
     }
 
@@ -25,7 +53,9 @@ public struct ReportTable: Sendable, Hashable {
     public init(_ result: PostgresRows, hiding hidden: [String] = []) {
         let kept = result.columns.enumerated().filter { !hidden.contains($0.element.name) }
         self.columns = kept.map {
-            Column(name: $0.element.name, isNumeric: Self.numericTypes.contains($0.element.dataType))
+            Column(
+                name: $0.element.name, isNumeric: Self.numericTypes.contains($0.element.dataType),
+                kind: Kind($0.element.dataType))
         }
         self.rows = result.map { row in
             kept.map { index, column in
