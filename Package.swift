@@ -100,7 +100,7 @@ let package = Package(
         .executableTarget(
             name: "apns-sim",
             dependencies: [
-                "APNsSimulator",
+                "APNsSimulator", "LiveDeliveryCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

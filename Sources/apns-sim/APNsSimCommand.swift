@@ -2,6 +2,7 @@ import APNsSimulator
 import ArgumentParser
 import Crypto
 import Foundation
+import LiveDeliveryCore
 import Logging
 
 /// `apns-sim`: a faithful APNs simulator (TLS HTTP/2) with simulated devices and a JSON control API.
@@ -10,6 +11,7 @@ struct APNsSimCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns-sim",
         abstract: "Simulates APNs (POST /3/device/<token> over TLS HTTP/2) and the phones behind the tokens.",
+        version: LiveDeliveryVersion.description,
         subcommands: [Serve.self, KeyGen.self, Token.self],
         defaultSubcommand: Serve.self
     )
