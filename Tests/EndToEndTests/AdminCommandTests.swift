@@ -187,6 +187,13 @@ struct AdminCommandTests {
         try await fixture.publish(scenario.events)
         try await fixture.publish([("order.status", Array("{not json".utf8), "m-json")])
         try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)))
+        // Every activity ended, so that the rows stay as they are between the runs a test compares.
+        try await fixture.waitUntilAllEnded(scenario)
+        try await eventually("every activity ended in the database", timeout: .seconds(120)) {
+            let open = try await fixture.count("SELECT count(*) FROM activities WHERE state <> 'ended'")
+            let pending = try await fixture.count("SELECT count(*) FROM outbox")
+            return open == 0 && pending == 0
+        }
         try await eventually("the dead letter and the failed push", timeout: .seconds(120)) {
             let deadLetters = try await fixture.count("SELECT count(*) FROM dead_letters")
             let failedPushes = try await fixture.count("SELECT count(*) FROM report_failed_pushes")
