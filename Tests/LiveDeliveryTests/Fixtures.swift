@@ -7,6 +7,7 @@ import LiveDeliveryCore
 import Logging
 import Postgres
 import RabbitMQ
+import ServiceLifecycle
 import TestSupport
 import Testing
 
@@ -182,4 +183,20 @@ func contentState(_ record: PushRecord) throws -> [String: Any] {
     let object = try JSONSerialization.jsonObject(with: Data(record.payload.utf8)) as? [String: Any]
     let aps = try #require(object?["aps"] as? [String: Any])
     return try #require(aps["content-state"] as? [String: Any])
+}
+
+/// Runs the worker's service group while `body` runs, then shuts it down gracefully (also when
+/// `body` throws) and waits for it to return.
+func whileRunning(_ worker: Worker, _ body: () async throws -> Void) async throws {
+    let group = worker.serviceGroup(logger: quietLogger, signals: false)
+    let running = Task { try await group.run() }
+    do {
+        try await body()
+    } catch {
+        await group.triggerGracefulShutdown()
+        _ = try? await running.value
+        throw error
+    }
+    await group.triggerGracefulShutdown()
+    try await running.value
 }

@@ -38,9 +38,7 @@ struct RestartTests {
     func brokerRestart() async throws {
         let fault = try AMQPEndpoints(urls: TestEnvironment.faultAMQPURL)
         try await withWorker(adjust: { $0.amqp.endpoints = fault }) { harness, worker in
-            let group = worker.serviceGroup(logger: quietLogger, signals: false)
-            let running = Task { try await group.run() }
-            do {
+            try await whileRunning(worker) {
                 try await eventually("the worker is ready") { worker.health.snapshot.ready }
                 let order = TestEnvironment.uniqueName("BR")
                 let token = Events.token()
@@ -62,13 +60,7 @@ struct RestartTests {
                         try contentState($0)["currentStep"] as? String == "delivering"
                     }
                 }
-            } catch {
-                await group.triggerGracefulShutdown()
-                _ = try? await running.value
-                throw error
             }
-            await group.triggerGracefulShutdown()
-            try await running.value
             try? await deleteTopology(harness.configuration.amqp)
         }
     }
@@ -76,9 +68,7 @@ struct RestartTests {
     @Test("the database restarts: health reports it, then the work goes on")
     func databaseRestart() async throws {
         try await withWorker(postgresServer: TestEnvironment.faultPostgresURL) { harness, worker in
-            let group = worker.serviceGroup(logger: quietLogger, signals: false)
-            let running = Task { try await group.run() }
-            do {
+            try await whileRunning(worker) {
                 try await eventually("the worker is ready") { worker.health.snapshot.ready }
                 try await TestEnvironment.restartFaultPostgres()
                 let order = TestEnvironment.uniqueName("DR")
@@ -93,13 +83,7 @@ struct RestartTests {
                     !harness.simulator.pushes(token: token).isEmpty
                 }
                 try await eventually("ready again") { worker.health.snapshot.ready }
-            } catch {
-                await group.triggerGracefulShutdown()
-                _ = try? await running.value
-                throw error
             }
-            await group.triggerGracefulShutdown()
-            try await running.value
             try? await deleteTopology(harness.configuration.amqp)
         }
     }

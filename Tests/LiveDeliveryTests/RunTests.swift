@@ -22,9 +22,7 @@ struct RunTests {
     @Test("events published to the broker become pushes; /readyz, /metrics; graceful shutdown returns cleanly")
     func endToEnd() async throws {
         try await withWorker { harness, worker in
-            let group = worker.serviceGroup(logger: quietLogger, signals: false)
-            let running = Task { try await group.run() }
-            do {
+            try await whileRunning(worker) {
                 let port = try #require(await worker.http.waitUntilListening())
                 try await eventually("the worker is ready") { worker.health.snapshot.ready }
                 #expect(try await get(port, "/readyz").status == 200)
@@ -85,13 +83,7 @@ struct RunTests {
                         && text.contains("livedelivery_apps_paused{app=\"com.example.delivery\"} 0")
                         && text.contains("livedelivery_push_oldest_due_age_seconds{app=\"com.example.delivery\"} 0")
                 }
-            } catch {
-                await group.triggerGracefulShutdown()
-                _ = try? await running.value
-                throw error
             }
-            await group.triggerGracefulShutdown()
-            try await running.value
             #expect(worker.health.snapshot.consuming == false)
             #expect(worker.health.snapshot.ready == false)
             try await deleteTopology(harness.configuration.amqp)

@@ -39,9 +39,7 @@ struct TraceContextTests {
             var logger = Logger(label: "trace-test") { _ in lines.handler() }
             logger.logLevel = .debug
             let worker = try Worker(configuration: harness.configuration, logger: logger, tracer: tracer)
-            let group = worker.serviceGroup(logger: quietLogger, signals: false)
-            let running = Task { try await group.run() }
-            do {
+            try await whileRunning(worker) {
                 try await eventually("the worker is ready") { worker.health.snapshot.ready }
                 let traceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
                 let order = TestEnvironment.uniqueName("T")
@@ -90,13 +88,7 @@ struct TraceContextTests {
                 #expect(traced.contains { $0.hasPrefix("decision") }, "\(lines.all.prefix(20))")
                 #expect(traced.contains { $0.hasPrefix("APNs request") }, "\(lines.all.prefix(20))")
                 #expect(traced.allSatisfy { $0.contains("trace.parent_id=00f067aa0ba902b7") })
-            } catch {
-                await group.triggerGracefulShutdown()
-                _ = try? await running.value
-                throw error
             }
-            await group.triggerGracefulShutdown()
-            try await running.value
             try await deleteTopology(harness.configuration.amqp)
         }
     }
