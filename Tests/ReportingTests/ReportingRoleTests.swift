@@ -39,6 +39,37 @@ struct ReportingRoleTests {
         }
     }
 
+    @Test("every report view and every one of its columns has a comment the reporting role can read")
+    func everyViewAndColumnIsDescribed() async throws {
+        try await ReportDatabase.with { database in
+            let missing: [String] = try await database.client.withTransaction { connection in
+                try await connection.execute(unsafeSQL: "SET LOCAL ROLE \(Self.role)")
+                let rows = try await connection.query(
+                    """
+                    WITH views AS (
+                        SELECT c.oid, c.relname FROM pg_class AS c
+                        JOIN pg_namespace AS n ON n.oid = c.relnamespace AND n.nspname = current_schema()
+                        WHERE c.relkind = 'v' AND c.relname LIKE 'report\\_%'
+                    )
+                    SELECT relname::text FROM views WHERE coalesce(obj_description(oid, 'pg_class'), '') = ''
+                    UNION ALL
+                    SELECT v.relname || '.' || a.attname FROM views AS v
+                    JOIN pg_attribute AS a ON a.attrelid = v.oid AND a.attnum > 0 AND NOT a.attisdropped
+                    WHERE coalesce(col_description(v.oid, a.attnum), '') = ''
+                    ORDER BY 1
+                    """)
+                return try rows.map { try $0.decode(String.self, at: 0) }
+            }
+            #expect(missing.isEmpty, "without a comment: \(missing)")
+            let described = try await database.count(
+                """
+                SELECT count(*) FROM pg_class AS c JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attnum > 0
+                WHERE c.relkind = 'v' AND c.relname LIKE 'report\\_%' AND col_description(c.oid, a.attnum) <> ''
+                """)
+            #expect(described >= 100)
+        }
+    }
+
     @Test("the role cannot read or write any table, nor write through a view")
     func cannotTouchTables() async throws {
         try await ReportDatabase.with { database in
