@@ -83,27 +83,22 @@ public enum TestEnvironment {
         _ arguments: [String],
         environment: [String: String] = [:]
     ) async throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
-        }
-        guard status == 0 else { throw CommandFailed(command: ([executable] + arguments).joined(separator: " "), status: status) }
+        _ = try await output(executable, arguments, environment: environment)
     }
 
     /// Runs a program to completion without blocking a cooperative thread and returns its standard
     /// output; throws on non-zero exit.
-    public static func output(_ executable: String, _ arguments: [String]) async throws -> String {
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("services-\(UUID().uuidString)")
+    public static func output(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:]
+    ) async throws -> String {
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("command-output-\(UUID().uuidString)")
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: output) }
         let handle = try FileHandle(forWritingTo: output)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.standardOutput = handle
         let status: Int32 = try await withCheckedThrowingContinuation { continuation in
             process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
