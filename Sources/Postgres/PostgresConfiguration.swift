@@ -1,5 +1,13 @@
 import CLibPQ
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Where and how to connect, and how large the pool is.
 ///
 /// The connection string is libpq's own, parsed by libpq (`PQconninfoParse`), so everything libpq
@@ -26,8 +34,8 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
     /// `fallback_application_name`: the operator's choice wins).
     public var applicationName: String?
     /// Bound on opening one connection to one host (libpq `connect_timeout`, whole seconds, at least 2),
-    /// unless the connection string sets its own.
-    public var connectTimeout: Duration = .seconds(5)
+    /// unless the connection string or `PGCONNECT_TIMEOUT` sets its own.
+    public var connectTimeout: Duration = .seconds(10)
     /// Server-side `statement_timeout` for every session; nil leaves the server's setting.
     public var statementTimeout: Duration?
     /// Maximum number of connections `PostgresClient` opens.
@@ -110,8 +118,12 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
     /// What `PQconnectdbParams` gets: our defaults, overridden by the connection string, then what the
     /// decoders rely on. Holds the password: never log it.
     var connectionParameters: [Parameter] {
-        var result: [Parameter] = [
-            Parameter(keyword: "connect_timeout", value: String(max(2, connectTimeout.components.seconds))),
+        var result: [Parameter] = []
+        // libpq reads PGCONNECT_TIMEOUT only for an option nobody passed: ours is a default, not an override.
+        if getenv("PGCONNECT_TIMEOUT") == nil {
+            result.append(Parameter(keyword: "connect_timeout", value: String(max(2, connectTimeout.components.seconds))))
+        }
+        result += [
             Parameter(keyword: "keepalives", value: "1"),
             Parameter(keyword: "keepalives_idle", value: "30"),
             Parameter(keyword: "keepalives_interval", value: "10"),
