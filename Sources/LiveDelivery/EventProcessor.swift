@@ -192,7 +192,7 @@ public final class EventProcessor: Sendable {
                         \(events.map { $0.orderID ?? "" })::text[], \(events.map { $0.userID ?? "" })::text[],
                         \(events.map(\.occurredAt))::timestamptz[]) AS i(e, t, o, u, a)
             ORDER BY e COLLATE "C"
-            ON CONFLICT (event_id) DO NOTHING
+            ON CONFLICT (event_id, occurred_at) DO NOTHING
             RETURNING event_id
             """
         ]

@@ -19,7 +19,7 @@ public struct Migrator: Sendable {
 
     /// The schema version this release's statements are written for: the newest file in `sql/`
     /// (a test keeps the two in step). `livedelivery run` refuses any other.
-    public static let schemaVersion = 111
+    public static let schemaVersion = 112
 
     /// `pg_advisory_lock` key: "LDMIGRAT" as an int8.
     static let lockKey: Int64 = 0x4C44_4D49_4752_4154
@@ -64,6 +64,13 @@ public struct Migrator: Sendable {
             try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))")
             do {
                 let applied = try await apply(migrations, on: connection, logger: logger)
+                // The history tables' partitions for today and the days ahead (sql/112), so that a
+                // migrated database takes rows before any worker runs.
+                let partitioned = try await connection.query(
+                    "SELECT to_regprocedure('history_partitions_upkeep(timestamptz, integer)') IS NOT NULL AS known")
+                if try partitioned[0].decode(Bool.self, "known") {
+                    _ = try await HistoryPartitions.upkeep(now: Date(), on: connection)
+                }
                 try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))")
                 return applied
             } catch {

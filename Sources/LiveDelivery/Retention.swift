@@ -1,14 +1,17 @@
+public import Foundation
 public import Logging
 public import Postgres
 public import ServiceLifecycle
 
-/// Deletes history older than `retention.days`: processed event ids (`inbox`), APNs answers
-/// (`push_attempts`) and decisions (`timeline`). Those three grow with every event and push;
-/// orders, activities and the outbox do not, and dead letters have `dead-letters purge`.
+/// Keeps the day partitions of the history tables (`push_attempts`, `timeline`, `inbox`; sql/112):
+/// creates them ahead of time, and drops those older than `retention.days`.
 ///
 /// Every `interval` one worker (a transaction-level advisory lock, so several workers never do the
-/// same work twice) deletes in batches of `batchSize` rows, each batch its own short transaction,
-/// oldest rows first, until a batch comes back short.
+/// same work twice) runs a round in one short transaction: today's partitions and
+/// ``HistoryPartitions/aheadDays`` more are created if missing, then (unless `retention.days` is 0)
+/// every day partition that ended more than `retention.days` ago is dropped, and the default
+/// partitions' rows that old are deleted. Dropping a day costs a few kilobytes of WAL whatever it
+/// held, and leaves nothing to vacuum.
 ///
 /// An event redelivered after its inbox row is gone is not a duplicate for the inbox any more;
 /// the order's state still ignores it (newest wins by sequence and time).
@@ -16,85 +19,108 @@ public final class Retention: Service {
     let configuration: WorkerConfiguration.Retention
     let client: PostgresClient
     let logger: Logger
+    let now: @Sendable () -> Date
 
-    public init(configuration: WorkerConfiguration.Retention, client: PostgresClient, logger: Logger) {
+    public init(
+        configuration: WorkerConfiguration.Retention, client: PostgresClient, logger: Logger,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.configuration = configuration
         self.client = client
         self.logger = logger
+        self.now = now
+    }
+
+    /// What one round did.
+    public struct Round: Sendable, Equatable {
+        /// Partitions created (`push_attempts_p20261127`, …).
+        public var created: [String] = []
+        /// Day partitions dropped.
+        public var dropped: [String] = []
+        /// Rows deleted from each table's default partition.
+        public var deleted: [String: Int] = [:]
+
+        public init(created: [String] = [], dropped: [String] = [], deleted: [String: Int] = [:]) {
+            self.created = created
+            self.dropped = dropped
+            self.deleted = deleted
+        }
     }
 
     public func run() async throws {
-        guard configuration.days > 0 else {
-            // Keep running (a service that returns would stop the worker) until shutdown.
-            try? await gracefulShutdown()
-            return
-        }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             do {
-                let deleted = try await runOnce()
-                if deleted.values.reduce(0, +) > 0 {
-                    logger.info(
-                        "history older than the retention deleted",
-                        metadata: deleted.reduce(into: Logger.Metadata()) { $0[$1.key] = "\($1.value)" })
+                if let round = try await runOnce(), !round.created.isEmpty || !round.dropped.isEmpty
+                    || round.deleted.values.contains(where: { $0 > 0 })
+                {
+                    var metadata: Logger.Metadata = [
+                        "partitions.created": "\(round.created.joined(separator: ","))",
+                        "partitions.dropped": "\(round.dropped.joined(separator: ","))",
+                    ]
+                    for (table, rows) in round.deleted where rows > 0 { metadata["\(table)_default.deleted"] = "\(rows)" }
+                    logger.info("history partitions kept", metadata: metadata)
                 }
             } catch {
                 logger.warning(
-                    "retention could not delete old history; retrying later",
+                    "history partitions could not be kept; retrying later",
                     metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
             }
             await sleepUnlessShuttingDown(configuration.interval)
         }
     }
 
-    /// The tables kept for `retention.days`: the key a batch deletes by, the time compared, and the
-    /// order batches go in (each through an index). `timeline` has no index on its time: its ids
-    /// grow with it, so a batch takes the oldest ids and deletes those old enough, and a batch with
-    /// a row too young ends the round.
-    private static let tables: [(name: String, key: String, time: String, order: String)] = [
-        ("inbox", "event_id", "processed_at", "processed_at"),
-        ("push_attempts", "id", "attempted_at", "attempted_at"),
-        ("timeline", "id", "at", "id"),
-    ]
-
-    /// One round: deletes what is older than the retention, in batches; returns rows deleted per
-    /// table (nothing when another worker holds the round).
+    /// One round at `now` (the service's clock unless given); nil when another worker holds the round.
     @discardableResult
-    public func runOnce() async throws -> [String: Int] {
-        let seconds = Double(configuration.days) * 86_400
-        let batch = configuration.batchSize
-        var deleted = Dictionary(uniqueKeysWithValues: Self.tables.map { ($0.name, 0) })
-        for table in Self.tables {
-            while !Task.isShuttingDownGracefully {
-                let count: Int? = try await client.withTransaction { connection in
-                    let held = try await connection.query(
-                        "SELECT pg_try_advisory_xact_lock(hashtextextended('livedelivery:retention', 0)) AS held")
-                    guard try held[0].decode(Bool.self, "held") else { return nil }
-                    // The names are this type's constants, not input.
-                    let query: PostgresQuery =
-                        table.order == table.time
-                        ? """
-                        DELETE FROM \(unsafeRaw: table.name) WHERE \(unsafeRaw: table.key) IN (
-                            SELECT \(unsafeRaw: table.key) FROM \(unsafeRaw: table.name)
-                            WHERE \(unsafeRaw: table.time) < now() - make_interval(secs => \(seconds))
-                            ORDER BY \(unsafeRaw: table.order) LIMIT \(literal: batch))
-                        """
-                        // The oldest rows by the order column, of those the ones old enough. Filtering the
-                        // order column's index by time walked the whole table whenever no row was old
-                        // enough: 560k timeline rows, 105 ms, on every round.
-                        : """
-                        DELETE FROM \(unsafeRaw: table.name) WHERE \(unsafeRaw: table.key) IN (
-                            SELECT oldest.\(unsafeRaw: table.key) FROM (
-                                SELECT \(unsafeRaw: table.key), \(unsafeRaw: table.time) FROM \(unsafeRaw: table.name)
-                                ORDER BY \(unsafeRaw: table.order) LIMIT \(literal: batch)) AS oldest
-                            WHERE oldest.\(unsafeRaw: table.time) < now() - make_interval(secs => \(seconds)))
-                        """
-                    return try await connection.query(query).affectedRows
-                }
-                guard let count else { return [:] }
-                deleted[table.name, default: 0] += count
-                if count < batch { break }
+    public func runOnce(now: Date? = nil) async throws -> Round? {
+        let now = now ?? self.now()
+        return try await client.withTransaction { connection -> Round? in
+            let held = try await connection.query(
+                "SELECT pg_try_advisory_xact_lock(hashtextextended('livedelivery:retention', 0)) AS held")
+            guard try held[0].decode(Bool.self, "held") else { return nil }
+            // A drop waits for the reports reading the table; it must never queue the workers' inserts
+            // behind it for long. Past this, the round fails and the next one tries again.
+            try await connection.query("SET LOCAL lock_timeout = '2s'")
+            var round = Round()
+            round.created = try await HistoryPartitions.upkeep(now: now, on: connection)
+            guard configuration.days > 0 else { return round }
+            for expired in try await HistoryPartitions.dropExpired(now: now, keepDays: configuration.days, on: connection)
+            {
+                round.dropped += expired.dropped
+                round.deleted[expired.table] = expired.defaultRowsDeleted
             }
+            return round
         }
-        return deleted
+    }
+}
+
+/// The day partitions of the history tables, through the functions of sql/112, at an explicit time.
+public enum HistoryPartitions {
+    /// Days created ahead of today by `migrate` and every retention round.
+    public static let aheadDays = 2
+
+    /// Creates the partitions of the UTC day of `now` and ``aheadDays`` more; returns the names created.
+    public static func upkeep(now: Date, on connection: PostgresConnection) async throws -> [String] {
+        try await connection.query(
+            "SELECT p FROM history_partitions_upkeep(\(now)::timestamptz, \(aheadDays)::integer) AS p"
+        ).map { try $0.decode(String.self, "p") }
+    }
+
+    /// Drops what is older than `keepDays` at `now`: per table, the day partitions dropped and the rows
+    /// deleted from its default partition.
+    public static func dropExpired(now: Date, keepDays: Int, on connection: PostgresConnection) async throws
+        -> [(table: String, dropped: [String], defaultRowsDeleted: Int)]
+    {
+        try await connection.query(
+            """
+            SELECT table_name, array_to_string(partitions_dropped, ',') AS dropped, default_rows_deleted
+            FROM history_partitions_drop_expired(\(now)::timestamptz, \(keepDays)::integer)
+            """
+        ).map { row in
+            (
+                try row.decode(String.self, "table_name"),
+                try row.decode(String.self, "dropped").split(separator: ",").map(String.init),
+                try row.decode(Int.self, "default_rows_deleted")
+            )
+        }
     }
 }

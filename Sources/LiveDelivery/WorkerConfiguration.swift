@@ -51,9 +51,9 @@ import Synchronization
 ///   `dispatcher.maxAttempts` (int, default 8), `dispatcher.backoffBaseSeconds` (double, default 1),
 ///   `dispatcher.backoffMaxSeconds` (double, default 300), `dispatcher.pauseSeconds` (double, default 300).
 /// - `sweeper.intervalSeconds` (double, default 5), `sweeper.batchSize` (int, default 200).
-/// - `retention.days` (int, default 30; 0 keeps everything): `inbox`, `push_attempts` and `timeline`
-///   rows older than this are deleted; `retention.intervalSeconds` (double, default 3600),
-///   `retention.batchSize` (int, default 5000).
+/// - `retention.days` (int, default 30; 0 keeps everything): the day partitions of `inbox`,
+///   `push_attempts` and `timeline` older than this are dropped; `retention.intervalSeconds` (double,
+///   default 3600) between rounds, which also create partitions ahead.
 /// - `pushToStart.maxStartsPerDevice` (int, default 5), `pushToStart.windowSeconds` (double, default 600):
 ///   at most that many remote starts per device in the window (APNs refuses about ten in quick
 ///   succession); a start over the limit waits and the sweeper or the next event tries again.
@@ -161,7 +161,6 @@ public struct WorkerConfiguration: Sendable {
     public struct Retention: Sendable {
         public var days: Int = 30
         public var interval: Duration = .seconds(3600)
-        public var batchSize: Int = 5000
         public init() {}
     }
 
@@ -360,7 +359,6 @@ public struct WorkerConfiguration: Sendable {
         var retention = Retention()
         retention.days = int("retention.days", retention.days, 0...36_500)
         retention.interval = seconds("retention.intervalSeconds", retention.interval, 1...86_400)
-        retention.batchSize = int("retention.batchSize", retention.batchSize, 1...100_000)
 
         var pushToStart = PushToStart()
         pushToStart.maxStartsPerDevice = int("pushToStart.maxStartsPerDevice", pushToStart.maxStartsPerDevice, 1...1000)
