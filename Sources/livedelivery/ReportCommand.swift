@@ -78,7 +78,10 @@ struct ReportCommand: AsyncParsableCommand {
         commandName: "report",
         abstract: "Prints an admin report (a report_ view) as a table; without a name, lists the reports.",
         discussion: """
-            Reads only the report_ views: the role livedelivery_reporting suffices. --format json prints \
+            Reads only the report_ views and functions: the role livedelivery_reporting suffices. Reports \
+            over history (push-outcomes-hourly, failed-pushes, sweeper-actions, activity-timings, \
+            activity-timings-by-app, alerts-per-activity, duplicate-starts) read only the window \
+            --since..--until, the last 24 hours by default. --format json prints \
             one array of objects keyed by column name (numbers as numbers, NULL as null, timestamps as \
             RFC 3339 in UTC); --format csv prints RFC 4180 with CRLF line ends (NULL as an empty field). \
             --width cuts cells of the table only.
@@ -92,8 +95,13 @@ struct ReportCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Only this order (reports with an order_id column).")
     var order: String?
 
-    @Option(name: .long, help: "Only rows since an age (90s, 30m, 24h, 7d, 2w) or an RFC 3339 time.")
+    @Option(
+        name: .long,
+        help: "Only rows since an age (90s, 30m, 24h, 7d, 2w) or an RFC 3339 time (reports over history: 24h).")
     var since: String?
+
+    @Option(name: .long, help: "Only rows before an age (as --since) or an RFC 3339 time; default: now.")
+    var until: String?
 
     @Option(name: .long, help: "At most N rows; 0 = all.")
     var limit: Int = 100
@@ -109,6 +117,9 @@ struct ReportCommand: AsyncParsableCommand {
         if let since, ReportQuery.parseSince(since) == nil {
             throw ValidationError("--since must be an age like 30m, 24h, 7d or an RFC 3339 time")
         }
+        if let until, ReportQuery.parseSince(until) == nil {
+            throw ValidationError("--until must be an age like 30m, 24h, 7d or an RFC 3339 time")
+        }
         if let name {
             guard let report = Report.named(name) else {
                 throw ValidationError("no report named \(name); `livedelivery report` lists them")
@@ -117,8 +128,8 @@ struct ReportCommand: AsyncParsableCommand {
             if order != nil && !report.hasOrderColumn {
                 throw ValidationError("report \(report.name) has no order_id column (--order)")
             }
-            if since != nil && report.timeColumn == nil {
-                throw ValidationError("report \(report.name) is a snapshot without time (--since)")
+            if (since != nil || until != nil) && report.timeColumn == nil {
+                throw ValidationError("report \(report.name) is a snapshot without time (--since, --until)")
             }
         }
     }
@@ -137,9 +148,9 @@ struct ReportCommand: AsyncParsableCommand {
                 return
             }
             let width = Report.all.map(\.name.count).max() ?? 0
-            print("Reports (livedelivery report NAME [--order ID] [--since AGE|TIME] [--limit N]):")
+            print("Reports (livedelivery report NAME [--order ID] [--since AGE|TIME] [--until AGE|TIME] [--limit N]):")
             for report in Report.all {
-                let flags = [report.hasOrderColumn ? "--order" : nil, report.timeColumn.map { _ in "--since" }]
+                let flags = [report.hasOrderColumn ? "--order" : nil, report.timeColumn.map { _ in "--since --until" }]
                     .compactMap { $0 }.joined(separator: " ")
                 let padding = String(repeating: " ", count: width - report.name.count)
                 print("  \(report.name)\(padding)  \(report.summary)" + (flags.isEmpty ? "" : " [\(flags)]"))
@@ -147,7 +158,8 @@ struct ReportCommand: AsyncParsableCommand {
             return
         }
         let query = ReportQuery(
-            orderID: order, since: since.flatMap { ReportQuery.parseSince($0) }, limit: limit == 0 ? nil : limit)
+            orderID: order, since: since.flatMap { ReportQuery.parseSince($0) },
+            until: until.flatMap { ReportQuery.parseSince($0) }, limit: limit == 0 ? nil : limit)
         let table = try await withAdminContext(options) { context in
             try await context.withPostgres(reporting: true) { client in try await report.run(query, client: client) }
         }

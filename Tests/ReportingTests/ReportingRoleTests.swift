@@ -39,6 +39,31 @@ struct ReportingRoleTests {
         }
     }
 
+    @Test("the reporting role can call every window function and read its comment; the functions are the views' rows")
+    func callsWindowFunctions() async throws {
+        try await ReportDatabase.with { database in
+            for report in Report.all where report.hasWindowFunction {
+                #expect(
+                    try await asReportingRole(
+                        database, "SELECT * FROM \(report.view)(now() - interval '1 day', now())") == nil, "\(report.view)")
+                let described = try await database.client.withTransaction { connection in
+                    try await connection.execute(unsafeSQL: "SET LOCAL ROLE \(Self.role)")
+                    return try await connection.query(
+                        PostgresQuery(
+                            unsafeSQL: """
+                                SELECT coalesce(obj_description('\(report.view)(timestamptz, timestamptz)'::regprocedure,
+                                                                'pg_proc'), '') AS comment
+                                """))
+                }
+                #expect(try described[0].decode(String.self, "comment").contains("[since, until)"), "\(report.view)")
+            }
+            // Only the report functions: the partition upkeep and retention stay the owner's.
+            #expect(
+                try await asReportingRole(database, "SELECT * FROM history_partitions_upkeep(now(), 1)")
+                    == SQLState(rawValue: "42501"))
+        }
+    }
+
     @Test("every report view and every one of its columns has a comment the reporting role can read")
     func everyViewAndColumnIsDescribed() async throws {
         try await ReportDatabase.with { database in

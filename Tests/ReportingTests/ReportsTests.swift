@@ -143,6 +143,31 @@ struct ReportsTests {
             // duplicate-starts: no push-to-start here.
             #expect(try await run("duplicate-starts", on: database).rows.isEmpty)
 
+            // Every window function (sql/113) returns its view's rows for a window that holds all the data,
+            // and none for a window before it.
+            for report in Report.all where report.hasWindowFunction {
+                let view = try await database.strings(
+                    PostgresQuery(unsafeSQL: "SELECT row_to_json(r)::text FROM \(report.view) AS r ORDER BY 1"))
+                let windowed = try await database.strings(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            SELECT row_to_json(r)::text
+                            FROM \(report.view)(now() - interval '1 day', now() + interval '1 day') AS r ORDER BY 1
+                            """))
+                #expect(windowed == view, "\(report.name)")
+                #expect(!view.isEmpty || report.name == "duplicate-starts", "\(report.name) has rows to compare")
+                let before = try await database.count(
+                    PostgresQuery(
+                        unsafeSQL: "SELECT count(*) FROM \(report.view)(now() - interval '3 days', now() - interval '2 days')"))
+                #expect(before == 0, "\(report.name)")
+            }
+            // --since/--until: a window in the past holds nothing; the default window (24 h) holds today.
+            let past = ReportQuery(
+                since: Date().addingTimeInterval(-3 * 86_400), until: Date().addingTimeInterval(-2 * 86_400), limit: nil)
+            #expect(try await run("push-outcomes-hourly", past, on: database).rows.isEmpty)
+            #expect(try await run("order-timeline", past, on: database).rows.isEmpty)
+            #expect(try await run("push-outcomes-hourly", on: database).rows.count == outcomes.count)
+
             // Filters: --since in the future leaves nothing; --order on a snapshot report is refused.
             let future = ReportQuery(since: Date().addingTimeInterval(3600 * 24 * 365), limit: nil)
             #expect(try await run("order-timeline", future, on: database).rows.isEmpty)
@@ -162,9 +187,9 @@ struct ReportsTests {
             try await database.client.query(
                 """
                 INSERT INTO timeline (order_id, activity_key, at, kind, code, message) VALUES
-                    ('o-1', 'device:d1', '2026-11-21 10:00:00+00', 'sweep', 'sweep_terminal_not_ended', 'not ended'),
-                    ('o-1', 'device:d1', '2026-11-21 10:00:00+00', 'sweep', 'end_planned', 'end planned'),
-                    ('o-2', 'device:d2', '2026-11-21 10:00:00+00', 'sweep', 'end_planned', 'end planned')
+                    ('o-1', 'device:d1', now(), 'sweep', 'sweep_terminal_not_ended', 'not ended'),
+                    ('o-1', 'device:d1', now(), 'sweep', 'end_planned', 'end planned'),
+                    ('o-2', 'device:d2', now(), 'sweep', 'end_planned', 'end planned')
                 """)
             let sweeps = records(try await run("sweeper-actions", on: database))
             #expect(sweeps.count == 2)

@@ -32,13 +32,13 @@ public struct FailedPushStore: Sendable {
         self.tracker = tracking.map { OrderTracker(configuration: $0) }
     }
 
-    /// Rows of `report_failed_pushes`, newest first.
+    /// Rows of `report_failed_pushes`, newest first, through its window function: only failed attempts
+    /// are read, through their own index, in the partitions from `since` on.
     public func list(since: Date? = nil, limit: Int? = 100, unrecoveredOnly: Bool = false) async throws -> ReportTable {
         let rows = try await client.query(
             """
-            SELECT * FROM report_failed_pushes
-            WHERE (\(since)::timestamptz IS NULL OR attempted_at >= \(since))
-              AND (NOT \(unrecoveredOnly) OR recovered_at IS NULL)
+            SELECT * FROM report_failed_pushes(coalesce(\(since)::timestamptz, '-infinity'), 'infinity')
+            WHERE (NOT \(unrecoveredOnly) OR recovered_at IS NULL)
             ORDER BY id DESC
             LIMIT \(limit)
             """)

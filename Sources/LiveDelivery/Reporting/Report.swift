@@ -10,6 +10,9 @@ public struct Report: Sendable, Hashable {
     public let summary: String
     /// The column `--since` filters on (`>=`); nil when the report is a snapshot without time.
     public let timeColumn: String?
+    /// Whether sql/113 has a function of the view's name taking (since, until) that reads only that
+    /// window: `livedelivery report` calls it, with the last 24 hours unless told otherwise.
+    public let hasWindowFunction: Bool
     /// Whether the view has an `order_id` column that `--order` filters on.
     public let hasOrderColumn: Bool
     /// The `ORDER BY` of the printed table (a fixed clause of this catalogue, never user input).
@@ -19,8 +22,9 @@ public struct Report: Sendable, Hashable {
 
     init(
         _ name: String, summary: String, timeColumn: String?, hasOrderColumn: Bool, orderBy: String,
-        hiddenColumns: [String] = []
+        hiddenColumns: [String] = [], windowFunction: Bool = false
     ) {
+        self.hasWindowFunction = windowFunction
         self.name = name
         self.view = "report_" + name.replacingOccurrences(of: "-", with: "_")
         self.summary = summary
@@ -41,19 +45,19 @@ public struct Report: Sendable, Hashable {
             hiddenColumns: ["rank", "sort_id"]),
         Report(
             "push-outcomes-hourly", summary: "push outcomes and APNs reasons by hour and app, with latency",
-            timeColumn: "hour", hasOrderColumn: false, orderBy: "hour DESC, app, attempts DESC"),
+            timeColumn: "hour", hasOrderColumn: false, orderBy: "hour DESC, app, attempts DESC", windowFunction: true),
         Report(
             "alerts-per-activity", summary: "alerts planned, held back and high-priority pushes per activity",
-            timeColumn: "updated_at", hasOrderColumn: true, orderBy: "alerts_planned DESC, updated_at DESC"),
+            timeColumn: "created_at", hasOrderColumn: true, orderBy: "alerts_planned DESC, updated_at DESC", windowFunction: true),
         Report(
             "activity-timings", summary: "time to start, to first update and to end, per activity (seconds)",
-            timeColumn: "created_at", hasOrderColumn: true, orderBy: "created_at DESC, order_id, activity_key"),
+            timeColumn: "created_at", hasOrderColumn: true, orderBy: "created_at DESC, order_id, activity_key", windowFunction: true),
         Report(
             "activity-timings-by-app", summary: "median and p95 time to first update and to end, per day and app",
-            timeColumn: "day", hasOrderColumn: false, orderBy: "day DESC, app"),
+            timeColumn: "day", hasOrderColumn: false, orderBy: "day DESC, app", windowFunction: true),
         Report(
             "sweeper-actions", summary: "what the sweeper did, by day, app and reason", timeColumn: "day",
-            hasOrderColumn: false, orderBy: "day DESC, app, actions DESC"),
+            hasOrderColumn: false, orderBy: "day DESC, app, actions DESC", windowFunction: true),
         Report(
             "dead-letters", summary: "dead-lettered messages, newest first (no bodies)", timeColumn: "received_at",
             hasOrderColumn: false, orderBy: "id DESC"),
@@ -62,10 +66,10 @@ public struct Report: Sendable, Hashable {
             timeColumn: nil, hasOrderColumn: false, orderBy: "messages DESC, reason, routing_key"),
         Report(
             "failed-pushes", summary: "pushes given up for good (payload fault, token gone, retries exhausted)",
-            timeColumn: "attempted_at", hasOrderColumn: true, orderBy: "id DESC"),
+            timeColumn: "attempted_at", hasOrderColumn: true, orderBy: "id DESC", windowFunction: true),
         Report(
-            "duplicate-starts", summary: "start pushes accepted more than once for one activity, per app (snapshot)",
-            timeColumn: nil, hasOrderColumn: false, orderBy: "app"),
+            "duplicate-starts", summary: "start pushes accepted more than once for one activity, per app",
+            timeColumn: "attempted_at", hasOrderColumn: false, orderBy: "app", windowFunction: true),
     ]
 
     /// The report called `name`: `order-timeline`, `order_timeline` or `report_order_timeline`.

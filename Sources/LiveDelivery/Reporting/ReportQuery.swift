@@ -6,14 +6,21 @@ public import Postgres
 public struct ReportQuery: Sendable, Hashable {
     /// Only rows of this order (reports with an `order_id` column).
     public var orderID: String?
-    /// Only rows whose time column is at or after this moment.
+    /// Only rows whose time is at or after this moment. A report with a window function reads
+    /// the last ``defaultWindow`` when nil; a view reads all its rows.
     public var since: Date?
+    /// Only rows whose time is before this moment (nil: no end).
+    public var until: Date?
     /// At most this many rows (nil: all).
     public var limit: Int?
 
-    public init(orderID: String? = nil, since: Date? = nil, limit: Int? = 100) {
+    /// The window of a report over history when `--since` is not given: the last 24 hours.
+    public static let defaultWindow: TimeInterval = 86_400
+
+    public init(orderID: String? = nil, since: Date? = nil, until: Date? = nil, limit: Int? = 100) {
         self.orderID = orderID
         self.since = since
+        self.until = until
         self.limit = limit
     }
 
@@ -39,11 +46,18 @@ public struct ReportQuery: Sendable, Hashable {
         return value * seconds
     }
 
-    /// The statement: the report's view, filtered and ordered. Only the view, column and order
-    /// names of the fixed catalogue (``Report/all``) are spliced in; the values are parameters.
-    func statement(for report: Report) throws(LiveDeliveryError) -> PostgresQuery {
+    /// The statement: the report's window function (sql/113) or its view, filtered and ordered.
+    /// Only the view, column and order names of the fixed catalogue (``Report/all``) are spliced in;
+    /// the values are parameters.
+    func statement(for report: Report, now: Date = Date()) throws(LiveDeliveryError) -> PostgresQuery {
         var bindings = PostgresBindings()
         var conditions: [String] = []
+        var source = report.view
+        if report.hasWindowFunction {
+            bindings.append(since ?? now.addingTimeInterval(-Self.defaultWindow))
+            bindings.append(until)
+            source = "\(report.view)($1, coalesce($2::timestamptz, 'infinity'))"
+        }
         if let orderID {
             guard report.hasOrderColumn else {
                 throw LiveDeliveryError(.invalidConfiguration, "report \(report.name) has no order_id column (--order)")
@@ -51,15 +65,21 @@ public struct ReportQuery: Sendable, Hashable {
             bindings.append(orderID)
             conditions.append("order_id = $\(bindings.count)")
         }
-        if let since {
+        if !report.hasWindowFunction && (since != nil || until != nil) {
             guard let column = report.timeColumn else {
                 throw LiveDeliveryError(
-                    .invalidConfiguration, "report \(report.name) is a snapshot without time (--since)")
+                    .invalidConfiguration, "report \(report.name) is a snapshot without time (--since, --until)")
             }
-            bindings.append(since)
-            conditions.append("\(column) >= $\(bindings.count)")
+            if let since {
+                bindings.append(since)
+                conditions.append("\(column) >= $\(bindings.count)")
+            }
+            if let until {
+                bindings.append(until)
+                conditions.append("\(column) < $\(bindings.count)")
+            }
         }
-        var sql = "SELECT * FROM \(report.view)"
+        var sql = "SELECT * FROM \(source)"
         if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
         sql += " ORDER BY \(report.orderBy)"
         if let limit {
