@@ -139,7 +139,7 @@ let package = Package(
         .executableTarget(
             name: "livedelivery-bench",
             dependencies: [
-                "RabbitMQ", "Postgres", "HTTP2", "LiveDeliveryCore",
+                "RabbitMQ", "Postgres", "HTTP2", "LiveDeliveryCore", "LiveDelivery",
                 "APNs", "APNsSimulator", "ChildProcesses",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
