@@ -116,6 +116,25 @@ $$;
 COMMENT ON FUNCTION history_partitions_drop_expired(timestamptz, integer) IS
     'Retention: drops the day partitions of push_attempts, timeline and inbox that end at or before at - keep_days, and deletes older rows of their default partitions.';
 
+-- A materialized view holds data this migration cannot rebuild on its own: the operator does it.
+DO $$
+DECLARE
+    blocking text;
+BEGIN
+    SELECT string_agg(DISTINCT format('%I.%I', n.nspname, c.relname), ', ') INTO blocking
+    FROM pg_depend AS d
+    JOIN pg_rewrite AS r ON r.oid = d.objid
+    JOIN pg_class AS c ON c.oid = r.ev_class
+    JOIN pg_namespace AS n ON n.oid = c.relnamespace
+    WHERE d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_class'::regclass
+      AND d.refobjid IN ('push_attempts'::regclass, 'timeline'::regclass, 'inbox'::regclass)
+      AND c.relkind = 'm';
+    IF blocking IS NOT NULL THEN
+        RAISE EXCEPTION 'materialized views read push_attempts, timeline or inbox, which this migration replaces: %; drop them, migrate, then create them again', blocking;
+    END IF;
+END
+$$;
+
 -- The old tables step aside; the report views follow them until they are re-pointed below.
 ALTER TABLE push_attempts RENAME TO push_attempts_unpartitioned;
 ALTER TABLE timeline RENAME TO timeline_unpartitioned;

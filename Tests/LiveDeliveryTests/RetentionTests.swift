@@ -205,4 +205,19 @@ struct RetentionTests {
             #expect(try await database.count("SELECT count(DISTINCT id) FROM push_attempts") == 5)
         }
     }
+
+    @Test("112 stops, changing nothing and naming it, when a materialized view reads the history")
+    func migrationStopsAtAMaterializedView() async throws {
+        let database = try await TestDatabase.create(migrate: false)
+        try await database.using {
+            try await MigrationTests.migrate(database, before: 112)
+            try await database.client.query("CREATE MATERIALIZED VIEW attempts_per_app AS SELECT bundle_id, count(*) FROM push_attempts GROUP BY 1")
+            let error = await #expect(throws: LiveDeliveryError.self) {
+                try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
+                    client: database.client, logger: quietLogger)
+            }
+            #expect(error?.description.contains("public.attempts_per_app") == true)
+            #expect(try await database.strings("SELECT relkind::text FROM pg_class WHERE relname = 'push_attempts'") == ["r"])
+        }
+    }
 }
