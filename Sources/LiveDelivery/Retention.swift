@@ -10,7 +10,8 @@ public import ServiceLifecycle
 /// same work twice) runs a round in one short transaction: today's partitions and
 /// ``HistoryPartitions/aheadDays`` more are created if missing, then (unless `retention.days` is 0)
 /// every day partition that ended more than `retention.days` ago is dropped, and the default
-/// partitions' rows that old are deleted. Dropping a day costs a few kilobytes of WAL whatever it
+/// partitions' rows that old are deleted. Each round also rolls up the push outcomes of the hours that
+/// closed (sql/114), so rounds run every five minutes by default. Dropping a day costs a few kilobytes of WAL whatever it
 /// held, and leaves nothing to vacuum.
 ///
 /// An event redelivered after its inbox row is gone is not a duplicate for the inbox any more;
@@ -39,11 +40,14 @@ public final class Retention: Service {
         public var dropped: [String] = []
         /// Rows deleted from each table's default partition.
         public var deleted: [String: Int] = [:]
+        /// Hours of push outcomes rolled up (sql/114).
+        public var rolledUp = 0
 
-        public init(created: [String] = [], dropped: [String] = [], deleted: [String: Int] = [:]) {
+        public init(created: [String] = [], dropped: [String] = [], deleted: [String: Int] = [:], rolledUp: Int = 0) {
             self.created = created
             self.dropped = dropped
             self.deleted = deleted
+            self.rolledUp = rolledUp
         }
     }
 
@@ -82,6 +86,7 @@ public final class Retention: Service {
             try await connection.query("SET LOCAL lock_timeout = '2s'")
             var round = Round()
             round.created = try await HistoryPartitions.upkeep(now: now, on: connection)
+            round.rolledUp = try await HistoryPartitions.rollUp(now: now, on: connection)
             guard configuration.days > 0 else { return round }
             for expired in try await HistoryPartitions.dropExpired(now: now, keepDays: configuration.days, on: connection)
             {
@@ -105,8 +110,20 @@ public enum HistoryPartitions {
         ).map { try $0.decode(String.self, "p") }
     }
 
+    /// Hours of push outcomes rolled up per round at most: a first round after the upgrade catches up
+    /// over several rounds (the report reads what is not rolled up from the attempts meanwhile).
+    public static let rollUpHoursPerRound = 48
+
+    /// Rolls up the push outcomes of the hours closed (by the database's clock) five minutes before
+    /// `now`; returns how many hours.
+    public static func rollUp(now: Date, on connection: PostgresConnection) async throws -> Int {
+        try await connection.query(
+            "SELECT report_rollup_push_outcomes(\(now)::timestamptz, \(rollUpHoursPerRound)::integer) AS hours"
+        )[0].decode(Int.self, "hours")
+    }
+
     /// Drops what is older than `keepDays` at `now`: per table, the day partitions dropped and the rows
-    /// deleted from its default partition.
+    /// deleted from its default partition; and the rolled-up hours that old.
     public static func dropExpired(now: Date, keepDays: Int, on connection: PostgresConnection) async throws
         -> [(table: String, dropped: [String], defaultRowsDeleted: Int)]
     {
@@ -114,6 +131,8 @@ public enum HistoryPartitions {
             """
             SELECT table_name, array_to_string(partitions_dropped, ',') AS dropped, default_rows_deleted
             FROM history_partitions_drop_expired(\(now)::timestamptz, \(keepDays)::integer)
+            UNION ALL
+            SELECT 'report_push_outcomes_rollup', '', report_rollups_drop_expired(\(now)::timestamptz, \(keepDays)::integer)
             """
         ).map { row in
             (

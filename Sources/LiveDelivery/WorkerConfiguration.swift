@@ -53,7 +53,7 @@ import Synchronization
 /// - `sweeper.intervalSeconds` (double, default 5), `sweeper.batchSize` (int, default 200).
 /// - `retention.days` (int, default 30; 0 keeps everything): the day partitions of `inbox`,
 ///   `push_attempts` and `timeline` older than this are dropped; `retention.intervalSeconds` (double,
-///   default 3600) between rounds, which also create partitions ahead.
+///   default 300) between rounds, which also create partitions ahead and roll up push outcomes.
 /// - `pushToStart.maxStartsPerDevice` (int, default 5), `pushToStart.windowSeconds` (double, default 600):
 ///   at most that many remote starts per device in the window (APNs refuses about ten in quick
 ///   succession); a start over the limit waits and the sweeper or the next event tries again.
@@ -160,7 +160,7 @@ public struct WorkerConfiguration: Sendable {
 
     public struct Retention: Sendable {
         public var days: Int = 30
-        public var interval: Duration = .seconds(3600)
+        public var interval: Duration = .seconds(300)
         public init() {}
     }
 

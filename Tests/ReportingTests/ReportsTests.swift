@@ -181,6 +181,53 @@ struct ReportsTests {
         }
     }
 
+    @Test("push outcomes of closed hours come from the rollup and equal what the attempts say, for any window")
+    func pushOutcomesRollUp() async throws {
+        try await ReportDatabase.with { database in
+            // 240 attempts over the last four hours, outcomes and latencies varied.
+            try await database.client.query(
+                """
+                INSERT INTO push_attempts (order_id, activity_key, kind, bundle_id, priority, generation, apns_id, status,
+                                           outcome, reason, latency_ms, worker_id, attempted_at)
+                SELECT 'o-' || (i % 17), 'device:d' || (i % 17), 'update', 'com.example.app' || (i % 2), 5, 1,
+                       gen_random_uuid(), CASE WHEN i % 9 = 0 THEN 410 WHEN i % 13 = 0 THEN NULL ELSE 200 END,
+                       CASE WHEN i % 9 = 0 THEN 'token_gone' WHEN i % 13 = 0 THEN 'retry' ELSE 'delivered' END,
+                       CASE WHEN i % 9 = 0 THEN 'Unregistered' END, (i * 37 % 101) / 3.0, 'test',
+                       now() - make_interval(secs => i * 60)
+                FROM generate_series(0, 239) AS i
+                """)
+            let windows: [(String, String)] = [
+                ("now() - interval '5 hours'", "now() + interval '1 hour'"),
+                ("now() - interval '150 minutes'", "now() - interval '35 minutes'"),
+                ("date_trunc('hour', now()) - interval '3 hours'", "date_trunc('hour', now())"),
+                ("now() - interval '10 minutes'", "now()"),
+            ]
+            func read(_ window: (String, String)) async throws -> [String] {
+                try await database.strings(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            SELECT row_to_json(r)::text FROM report_push_outcomes_hourly(\(window.0), \(window.1)) AS r
+                            ORDER BY 1
+                            """))
+            }
+            var live: [[String]] = []
+            for window in windows { live.append(try await read(window)) }
+            let view = try await database.strings(
+                "SELECT row_to_json(r)::text FROM report_push_outcomes_hourly AS r ORDER BY 1")
+
+            let hours = try await database.count("SELECT report_rollup_push_outcomes(now(), 48)")
+            #expect(hours >= 3)
+            #expect(try await database.count("SELECT count(*) FROM report_push_outcomes_rollup") > 0)
+            #expect(try await database.count("SELECT report_rollup_push_outcomes(now(), 48)") == 0, "each hour once")
+            for (index, window) in windows.enumerated() {
+                #expect(try await read(window) == live[index], "\(window)")
+            }
+            #expect(try await read(windows[0]) == view)
+            // A clock ahead of the database's rolls up nothing the database has not seen close.
+            #expect(try await database.count("SELECT report_rollup_push_outcomes(now() + interval '3 hours', 48)") == 0)
+        }
+    }
+
     @Test("sweeper-actions counts a terminal order's re-sent end once, under its own reason")
     func terminalEndResent() async throws {
         try await ReportDatabase.with { database in
