@@ -147,32 +147,41 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
 $$;
 
 -- Activities created in the window (their creation time has an index; their last change, updated at
--- every push, must not); their timeline and attempts from their creation on.
+-- every push, must not). Their timeline and attempts are never older than they are, so those are read
+-- from the window's start on, each in one pass grouped by activity.
 CREATE FUNCTION report_alerts_per_activity(since timestamptz, until timestamptz)
 RETURNS SETOF report_alerts_per_activity
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
-    SELECT a.order_id, a.activity_key, coalesce(a.bundle_id, '(none)'), a.state, a.alert_count,
-           coalesce(t.alerts_planned, 0), coalesce(t.eta_slip_alerts, 0), coalesce(t.alerts_held_back, 0),
-           coalesce(t.budget_downgrades, 0), coalesce(p.delivered, 0), coalesce(p.high_priority_delivered, 0),
-           t.first_alert_at, t.last_alert_at, a.updated_at
-    FROM activities AS a
-    LEFT JOIN LATERAL (
-        SELECT count(*) FILTER (WHERE code IN ('alert', 'alert_eta_slip'))                          AS alerts_planned,
+    WITH created AS (
+        SELECT * FROM activities AS a WHERE a.created_at >= since AND a.created_at < until
+    ),
+    decisions AS (
+        SELECT tl.order_id, tl.activity_key,
+               count(*) FILTER (WHERE code IN ('alert', 'alert_eta_slip'))                          AS alerts_planned,
                count(*) FILTER (WHERE code = 'alert_eta_slip')                                      AS eta_slip_alerts,
                count(*) FILTER (WHERE code IN ('alert_cap_reached', 'alert_already_sent_for_step')) AS alerts_held_back,
                count(*) FILTER (WHERE code = 'budget_downgrade')                                    AS budget_downgrades,
                min(at) FILTER (WHERE code IN ('alert', 'alert_eta_slip'))                           AS first_alert_at,
                max(at) FILTER (WHERE code IN ('alert', 'alert_eta_slip'))                           AS last_alert_at
         FROM timeline AS tl
-        WHERE tl.order_id = a.order_id AND tl.activity_key = a.activity_key AND tl.at >= a.created_at
-    ) AS t ON true
-    LEFT JOIN LATERAL (
-        SELECT count(*) FILTER (WHERE outcome = 'delivered')                   AS delivered,
+        WHERE tl.at >= since AND (tl.order_id, tl.activity_key) IN (SELECT order_id, activity_key FROM created)
+        GROUP BY tl.order_id, tl.activity_key
+    ),
+    pushes AS (
+        SELECT q.order_id, q.activity_key,
+               count(*) FILTER (WHERE outcome = 'delivered')                   AS delivered,
                count(*) FILTER (WHERE outcome = 'delivered' AND priority = 10) AS high_priority_delivered
         FROM push_attempts AS q
-        WHERE q.order_id = a.order_id AND q.activity_key = a.activity_key AND q.attempted_at >= a.created_at
-    ) AS p ON true
-    WHERE a.created_at >= since AND a.created_at < until
+        WHERE q.attempted_at >= since AND (q.order_id, q.activity_key) IN (SELECT order_id, activity_key FROM created)
+        GROUP BY q.order_id, q.activity_key
+    )
+    SELECT a.order_id, a.activity_key, coalesce(a.bundle_id, '(none)'), a.state, a.alert_count,
+           coalesce(t.alerts_planned, 0), coalesce(t.eta_slip_alerts, 0), coalesce(t.alerts_held_back, 0),
+           coalesce(t.budget_downgrades, 0), coalesce(p.delivered, 0), coalesce(p.high_priority_delivered, 0),
+           t.first_alert_at, t.last_alert_at, a.updated_at
+    FROM created AS a
+    LEFT JOIN decisions AS t USING (order_id, activity_key)
+    LEFT JOIN pushes AS p USING (order_id, activity_key)
 $$;
 
 -- created_at never changes, so this index leaves the activity's in-place (HOT) updates as they are;
