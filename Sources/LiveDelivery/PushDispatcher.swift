@@ -1,9 +1,9 @@
 import APNs
-public import Foundation
-public import LiveDeliveryCore
-public import Logging
-public import Postgres
-public import ServiceLifecycle
+package import Foundation
+package import LiveDeliveryCore
+package import Logging
+package import Postgres
+import ServiceLifecycle
 import Synchronization
 import Tracing
 
@@ -23,11 +23,11 @@ import Tracing
 /// - Woken at once by `NOTIFY livedelivery_outbox`, with a poll as fallback; the new pushes of
 ///   this process's own consumer come in memory, already leased, while there are free slots
 ///   (``PushHandoff``).
-public final class PushDispatcher: Service {
+package final class PushDispatcher: Service {
     let configuration: WorkerConfiguration.Dispatcher
     let workerID: String
     let client: PostgresClient
-    public let sender: any PushSending
+    package let sender: any PushSending
     let tracker: OrderTracker
     let health: WorkerHealth
     let metrics: WorkerMetrics
@@ -44,13 +44,13 @@ public final class PushDispatcher: Service {
     private let answers = Answers()
 
     /// Pushes sent or awaiting their recording (the `livedelivery_pushes_in_flight` gauge).
-    public var pushesInFlight: Int { answers.inFlight }
+    package var pushesInFlight: Int { answers.inFlight }
     /// States this process wrote (the consumer's, moments before a push is recorded).
     let states: OrderStateCache
     /// An APNs request's span continues the trace of the event that planned the push.
     let tracer: any Tracer
 
-    public convenience init(
+    package convenience init(
         configuration: WorkerConfiguration.Dispatcher, workerID: String, client: PostgresClient,
         sender: any PushSending, tracking: TrackingConfiguration, health: WorkerHealth, metrics: WorkerMetrics,
         logger: Logger, now: @escaping @Sendable () -> Date = { Date() }
@@ -86,7 +86,7 @@ public final class PushDispatcher: Service {
     /// recording), sends each claim at once, and lets one recorder task write the answers in
     /// groups. On graceful shutdown it stops claiming, waits for the answers in flight and
     /// records them.
-    public func run() async throws {
+    package func run() async throws {
         let answers = self.answers
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.listen() }
@@ -201,7 +201,7 @@ public final class PushDispatcher: Service {
     /// Claims one batch of due rows, sends them, records the outcomes in one transaction; returns
     /// how many it claimed. (The service itself pipelines these steps; tests drive this one.)
     @discardableResult
-    public func dispatchOnce() async throws -> Int {
+    package func dispatchOnce() async throws -> Int {
         let claims = try await claim(limit: configuration.batchSize)
         guard !claims.isEmpty else { return 0 }
         let sent = await withTaskGroup(of: Sent.self, returning: [Sent].self) { group in

@@ -1,6 +1,6 @@
-public import Logging
-public import Postgres
-public import ServiceLifecycle
+package import Logging
+package import Postgres
+import ServiceLifecycle
 
 /// Deletes history older than `retention.days`: processed event ids (`inbox`), APNs answers
 /// (`push_attempts`) and decisions (`timeline`). Those three grow with every event and push;
@@ -12,18 +12,18 @@ public import ServiceLifecycle
 ///
 /// An event redelivered after its inbox row is gone is not a duplicate for the inbox any more;
 /// the order's state still ignores it (newest wins by sequence and time).
-public final class Retention: Service {
+package final class Retention: Service {
     let configuration: WorkerConfiguration.Retention
     let client: PostgresClient
     let logger: Logger
 
-    public init(configuration: WorkerConfiguration.Retention, client: PostgresClient, logger: Logger) {
+    package init(configuration: WorkerConfiguration.Retention, client: PostgresClient, logger: Logger) {
         self.configuration = configuration
         self.client = client
         self.logger = logger
     }
 
-    public func run() async throws {
+    package func run() async throws {
         guard configuration.days > 0 else {
             // Keep running (a service that returns would stop the worker) until shutdown.
             try? await gracefulShutdown()
@@ -59,7 +59,7 @@ public final class Retention: Service {
     /// One round: deletes what is older than the retention, in batches; returns rows deleted per
     /// table (nothing when another worker holds the round).
     @discardableResult
-    public func runOnce() async throws -> [String: Int] {
+    package func runOnce() async throws -> [String: Int] {
         let seconds = Double(configuration.days) * 86_400
         let batch = configuration.batchSize
         var deleted = Dictionary(uniqueKeysWithValues: Self.tables.map { ($0.name, 0) })

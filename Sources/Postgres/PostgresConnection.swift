@@ -7,9 +7,9 @@ import Synchronization
 /// Every libpq call on the connection runs on that thread; the async methods suspend the caller with a
 /// continuation, so no Swift concurrency thread ever blocks on the network. Statements on one connection run one
 /// after another. Obtain one from `PostgresClient.withConnection` or `withTransaction`.
-public final class PostgresConnection: Sendable {
+package final class PostgresConnection: Sendable {
     /// The pool's number for this connection (for logs).
-    public let id: Int
+    package let id: Int
     private let thread: PostgresConnectionThread
     private let handle: CPostgresHandle
     private let logger: Logger
@@ -64,7 +64,7 @@ public final class PostgresConnection: Sendable {
 
     /// Runs one statement; interpolated values are bind parameters.
     @discardableResult
-    public func query(_ query: PostgresQuery) async throws -> PostgresRows {
+    package func query(_ query: PostgresQuery) async throws -> PostgresRows {
         try await run { handle throws(PostgresError) in try handle.query(query) }
     }
 
@@ -75,7 +75,7 @@ public final class PostgresConnection: Sendable {
     /// failed; outside one, the statements form one implicit transaction and none of them stays). For
     /// statements that do not need each other's results.
     @discardableResult
-    public func pipeline(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
+    package func pipeline(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
         switch queries.count {
         case 0: return []
         case 1: return [try await query(queries[0])]
@@ -85,7 +85,7 @@ public final class PostgresConnection: Sendable {
 
     /// Runs SQL text that may contain several statements separated by semicolons (simple protocol, no
     /// parameters): for migrations and fixed commands. Never build the text from input.
-    public func execute(unsafeSQL sql: String) async throws {
+    package func execute(unsafeSQL sql: String) async throws {
         _ = try await run { handle throws(PostgresError) in try handle.simpleQuery(sql) }
     }
 
@@ -121,7 +121,7 @@ public final class PostgresConnection: Sendable {
     }
 
     /// True once the connection is closed or lost; the pool discards it.
-    public var isClosed: Bool { state.load(ordering: .acquiring) == State.broken.rawValue }
+    package var isClosed: Bool { state.load(ordering: .acquiring) == State.broken.rawValue }
 
     /// Open and outside any transaction block: ready for the next user.
     var isReusable: Bool { state.load(ordering: .acquiring) == State.idle.rawValue }

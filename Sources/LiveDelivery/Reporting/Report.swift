@@ -1,17 +1,17 @@
 import Foundation
 
 /// One admin report: a `report_` view of sql/090_reports.sql and how `livedelivery report` queries it.
-public struct Report: Sendable, Hashable {
+package struct Report: Sendable, Hashable {
     /// The name on the command line (`activities-by-state`).
-    public let name: String
+    package let name: String
     /// The view (`report_activities_by_state`).
-    public let view: String
+    package let view: String
     /// One line for the list of reports.
-    public let summary: String
+    package let summary: String
     /// The column `--since` filters on (`>=`); nil when the report is a snapshot without time.
-    public let timeColumn: String?
+    package let timeColumn: String?
     /// Whether the view has an `order_id` column that `--order` filters on.
-    public let hasOrderColumn: Bool
+    package let hasOrderColumn: Bool
     /// The `ORDER BY` of the printed table (a fixed clause of this catalogue, never user input).
     let orderBy: String
     /// Columns used only for sorting, left out of the printed table.
@@ -31,7 +31,7 @@ public struct Report: Sendable, Hashable {
     }
 
     /// Every report, in the order `livedelivery report` lists them.
-    public static let all: [Report] = [
+    package static let all: [Report] = [
         Report(
             "activities-by-state", summary: "live activities by state and app (snapshot)", timeColumn: nil,
             hasOrderColumn: false, orderBy: "live DESC, app, environment, state"),
@@ -69,7 +69,7 @@ public struct Report: Sendable, Hashable {
     ]
 
     /// The report called `name`: `order-timeline`, `order_timeline` or `report_order_timeline`.
-    public static func named(_ name: String) -> Report? {
+    package static func named(_ name: String) -> Report? {
         var key = name.lowercased().replacingOccurrences(of: "_", with: "-")
         if key.hasPrefix("report-") { key.removeFirst("report-".count) }
         return all.first { $0.name == key }

@@ -5,13 +5,13 @@ import Foundation
 /// Checks, in order: size (over 64 KiB is never parsed), JSON, `type`, `version`, `event_id`,
 /// `occurred_at`, then the type's own fields. The first problem found is the rejection. Unknown
 /// extra fields are ignored; an optional field that is absent, `null` or an empty string is nil.
-public enum EventDecoder {
+package enum EventDecoder {
     /// 64 KiB: a larger body is rejected with `body_too_large` without being parsed.
-    public static let maximumBodySize = 65_536
+    package static let maximumBodySize = 65_536
 
     /// Decodes one message body. Pass the AMQP routing key and `message_id` when there are any, so
     /// that a mismatch with `type` or `event_id` is refused too.
-    public static func decode(
+    package static func decode(
         _ bytes: [UInt8], routingKey: String? = nil, messageID: String? = nil
     ) -> Result<InboundEvent, EventRejection> {
         do throws(EventRejection) {

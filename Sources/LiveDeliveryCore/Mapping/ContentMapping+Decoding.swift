@@ -15,7 +15,7 @@ extension ContentMapping {
     /// Checks: unknown keys and sources, source/type mismatches, duplicate fields, a non-optional
     /// field whose source can be missing without a default, enum tables missing a status or naming
     /// a case the app does not have.
-    public static func decode(
+    package static func decode(
         _ bytes: [UInt8], file: String = "content-mapping.json"
     ) throws(LiveDeliveryCoreError) -> ContentMapping {
         let r = ConfigurationReader(file: file)

@@ -21,7 +21,7 @@ extension Policy {
     ///
     /// A template is `{"title": T, "subtitle": T, "body": T}` (title required), where T is a string
     /// or `{"locKey": "KEY", "locArgs": ["{courier}"]}`; see ``AlertTemplate`` for placeholders.
-    public static func decode(_ bytes: [UInt8], file: String = "policy.json") throws(LiveDeliveryCoreError) -> Policy {
+    package static func decode(_ bytes: [UInt8], file: String = "policy.json") throws(LiveDeliveryCoreError) -> Policy {
         let reader = ConfigurationReader(file: file)
         var policy = Policy()
         if let root = reader.parse(bytes) {

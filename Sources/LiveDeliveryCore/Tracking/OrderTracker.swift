@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 /// The tracking state machine: pure, deterministic, clock injected.
 ///
@@ -13,19 +13,19 @@ public import Foundation
 /// 3. `record(outcome, for: push, in: state, now:)` with what APNs said; on `retryLater`, call
 ///    `retry(state, now:)` before sending again (fresh timestamp, newest content);
 /// 4. `sweep(state, context:now:)` when ``OrderState/nextSweepAt`` has passed.
-public struct OrderTracker: Sendable {
-    public let configuration: TrackingConfiguration
+package struct OrderTracker: Sendable {
+    package let configuration: TrackingConfiguration
     var policy: Policy { configuration.policy }
     var mapping: ContentMapping { configuration.mapping }
 
-    public init(configuration: TrackingConfiguration) {
+    package init(configuration: TrackingConfiguration) {
         self.configuration = configuration
     }
 
     // MARK: - Events
 
     /// Applies one event to an order. Older and duplicate events change nothing that matters.
-    public func apply(
+    package func apply(
         _ event: InboundEvent, to state: OrderState, context: TrackingContext = TrackingContext(), now: Date
     ) -> Step {
         var step = Step(state: state)

@@ -142,7 +142,7 @@ final class AMQPConnectionThread: Sendable {
         }
     }
 
-    /// Closes without waiting (used from `deinit` of the public types).
+    /// Closes without waiting (used from `deinit` of the module's `package` types).
     func closeInBackground() {
         state.withLock { state in
             guard !state.terminated, !state.closeRequested else { return }
