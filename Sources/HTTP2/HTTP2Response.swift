@@ -33,7 +33,9 @@ package struct HTTPVersion: Hashable, Sendable, CustomStringConvertible {
         self.minor = minor
     }
 
+    // swift-format-ignore: AlwaysUseLowerCamelCase
     package static let http1_0 = HTTPVersion(major: 1, minor: 0)
+    // swift-format-ignore: AlwaysUseLowerCamelCase
     package static let http1_1 = HTTPVersion(major: 1, minor: 1)
     package static let http2 = HTTPVersion(major: 2, minor: 0)
     package static let http3 = HTTPVersion(major: 3, minor: 0)

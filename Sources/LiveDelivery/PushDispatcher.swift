@@ -584,6 +584,8 @@ package final class PushDispatcher: Service {
         return released
     }
 
+    // swift-format-ignore: AlwaysUseLowerCamelCase
+    // (the properties are named after the table's columns)
     /// One `push_attempts` row (the columns of an `unnest`).
     private struct AttemptRow {
         var order_id: String
