@@ -152,7 +152,9 @@ package final class APNsClient: Sendable {
         }
     }
 
-    private func makeRequest(_ notification: APNsNotification, devicePath: String, authorization: String) -> HTTP2Request {
+    private func makeRequest(
+        _ notification: APNsNotification, devicePath: String, authorization: String
+    ) -> HTTP2Request {
         var headers: [(name: String, value: String)] = []
         headers.reserveCapacity(8)
         headers += [

@@ -11,7 +11,8 @@ import NIOSSL
 /// behind the tokens and a JSON control API on a second port.
 package enum APNsSimulator {
     /// Starts both listeners and returns once they accept connections.
-    package static func start(_ configuration: SimulatorConfiguration, logger: Logger) async throws -> RunningSimulator {
+    package static func start(_ configuration: SimulatorConfiguration, logger: Logger) async throws -> RunningSimulator
+    {
         let certificate: (certificatePath: String, keyPath: String)
         if let files = configuration.certificate {
             certificate = (files.certificatePath, files.privateKeyPath)
@@ -209,7 +210,9 @@ package final class RunningSimulator: Sendable {
         store.register(token: token, bundleID: bundleID, environment: environment)
     }
     /// From now on the token gets 410 `Unregistered` with this time (default: now).
-    package func markUnregistered(token: String, at date: Date? = nil) { store.markUnregistered(token: token, at: date) }
+    package func markUnregistered(token: String, at date: Date? = nil) {
+        store.markUnregistered(token: token, at: date)
+    }
     /// From now on the token gets 410 `ExpiredToken`.
     package func markExpired(token: String) { store.markExpired(token: token) }
     /// The phone rotated the update token of the activity behind `old` to `new` (as ActivityKit

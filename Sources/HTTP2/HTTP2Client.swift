@@ -89,7 +89,9 @@ package final class HTTP2Client: Sendable {
 
     /// A snapshot of the counters.
     package var statistics: Statistics {
-        loops.map(\.statistics).reduce(Statistics(connectionsOpened: 0, requestsCompleted: 0, requestsFailed: 0, inFlight: 0)) {
+        loops.map(\.statistics).reduce(
+            Statistics(connectionsOpened: 0, requestsCompleted: 0, requestsFailed: 0, inFlight: 0)
+        ) {
             Statistics(
                 connectionsOpened: $0.connectionsOpened + $1.connectionsOpened,
                 requestsCompleted: $0.requestsCompleted + $1.requestsCompleted,

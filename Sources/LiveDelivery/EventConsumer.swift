@@ -68,7 +68,10 @@ package final class EventConsumer: Service {
                 health.update { $0.broker = false }
                 logger.warning(
                     "cannot connect to RabbitMQ; retrying",
-                    metadata: [LiveDeliveryLoggingKeys.error: "\(error.code)", LiveDeliveryLoggingKeys.reason: "\(error.context ?? "")"])
+                    metadata: [
+                        LiveDeliveryLoggingKeys.error: "\(error.code)",
+                        LiveDeliveryLoggingKeys.reason: "\(error.context ?? "")",
+                    ])
                 await sleepUnlessShuttingDown(backoff.next())
                 continue
             }
@@ -98,7 +101,9 @@ package final class EventConsumer: Service {
     }
 
     /// Declares the exchange, queues, bindings and the dead-letter path (idempotent).
-    static func declareTopology(_ configuration: WorkerConfiguration.AMQP, on connection: RabbitMQConnection)
+    static func declareTopology(
+        _ configuration: WorkerConfiguration.AMQP, on connection: RabbitMQConnection
+    )
         async throws
     {
         try await connection.declareExchange(configuration.exchange, type: .topic, durable: true)

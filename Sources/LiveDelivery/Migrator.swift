@@ -75,7 +75,9 @@ package struct Migrator: Sendable {
         }
     }
 
-    private func apply(_ migrations: [Migration], on connection: PostgresConnection, logger: Logger) async throws
+    private func apply(
+        _ migrations: [Migration], on connection: PostgresConnection, logger: Logger
+    ) async throws
         -> [String]
     {
         try await connection.execute(

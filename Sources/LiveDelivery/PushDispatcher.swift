@@ -292,19 +292,19 @@ package final class PushDispatcher: Service {
     /// push waited. A TID scan has no such choice to make.
     static func leaseQuery(_ lease: Lease, workerID: String, seconds: Double, limit: Int) -> PostgresQuery {
         let query: PostgresQuery = """
-        UPDATE outbox AS o
-        SET lease_owner = \(workerID), lease_until = now() + make_interval(secs => \(seconds)),
-            attempts = o.attempts + 1
-        WHERE o.ctid = ANY (ARRAY(
-            SELECT d.ctid FROM outbox AS d
-            WHERE \(unsafeRaw: lease.predicate) AND d.not_before <= now()
-              AND NOT EXISTS (SELECT 1 FROM app_pauses AS p
-                              WHERE p.bundle_id = d.bundle_id AND p.paused_until > now())
-            ORDER BY \(unsafeRaw: lease.order)
-            LIMIT \(limit)
-            FOR UPDATE SKIP LOCKED))
-        RETURNING o.order_id, o.activity_key, o.generation, o.attempts, o.push
-        """
+            UPDATE outbox AS o
+            SET lease_owner = \(workerID), lease_until = now() + make_interval(secs => \(seconds)),
+                attempts = o.attempts + 1
+            WHERE o.ctid = ANY (ARRAY(
+                SELECT d.ctid FROM outbox AS d
+                WHERE \(unsafeRaw: lease.predicate) AND d.not_before <= now()
+                  AND NOT EXISTS (SELECT 1 FROM app_pauses AS p
+                                  WHERE p.bundle_id = d.bundle_id AND p.paused_until > now())
+                ORDER BY \(unsafeRaw: lease.order)
+                LIMIT \(limit)
+                FOR UPDATE SKIP LOCKED))
+            RETURNING o.order_id, o.activity_key, o.generation, o.attempts, o.push
+            """
         return query.planned(.everyRun)
     }
 
@@ -486,7 +486,8 @@ package final class PushDispatcher: Service {
                 }
                 // Only an answer other than "delivered" is logged: the common case skips the metadata.
                 var logger = self.logger
-                if case .delivered = answer.outcome {} else {
+                if case .delivered = answer.outcome {
+                } else {
                     logger[metadataKey: LiveDeliveryLoggingKeys.orderID] = "\(claim.orderID)"
                     logger[metadataKey: LiveDeliveryLoggingKeys.activityKey] = "\(claim.activityKey)"
                     logger[metadataKey: LiveDeliveryLoggingKeys.apnsID] = "\(push.apnsID)"
@@ -546,7 +547,8 @@ package final class PushDispatcher: Service {
             // A delivered current update changes nothing but its activity: the order's state is not
             // written again, only the update's id, which the next read settles (see `sql/108`).
             var delivered: [Delivered] = []
-            for (orderID, ids) in deliveredUpdates.sorted(by: { $0.key < $1.key }) where !otherAnswers.contains(orderID) {
+            for (orderID, ids) in deliveredUpdates.sorted(by: { $0.key < $1.key }) where !otherAnswers.contains(orderID)
+            {
                 guard let change = changes[orderID], let original = change.original,
                     change.pushes.isEmpty, change.withdrawn.isEmpty, change.retired.isEmpty
                 else { continue }
@@ -615,7 +617,9 @@ package final class PushDispatcher: Service {
         }
     }
 
-    private func pause(_ bundleID: String, reason: String, status: Int?, on connection: PostgresConnection)
+    private func pause(
+        _ bundleID: String, reason: String, status: Int?, on connection: PostgresConnection
+    )
         async throws
     {
         try await connection.query(

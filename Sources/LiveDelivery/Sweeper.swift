@@ -133,8 +133,8 @@ package final class Sweeper: Service {
                     SELECT u, pg_try_advisory_xact_lock(hashtextextended('user:' || u, 0)) AS locked
                     FROM unnest(\(users)::text[]) AS u ORDER BY u COLLATE "C"
                     """)
-                for lock in locks {
-                    if try lock.decode(Bool.self, "locked") { lockedUsers.insert(try lock.decode(String.self, "u")) }
+                for lock in locks where try lock.decode(Bool.self, "locked") {
+                    lockedUsers.insert(try lock.decode(String.self, "u"))
                 }
             }
             states.removeAll { state in state.record.map { !lockedUsers.contains($0.userID) } ?? false }

@@ -319,7 +319,8 @@ func checkAPNsHosts(_ apns: WorkerConfiguration.APNs, logger: Logger) async -> [
             if let status = outcome.status {
                 check.detail = "answered HTTP \(status)" + (outcome.reason.map { " \($0)" } ?? "")
             } else {
-                check.problem = "no answer: \(outcome.reason?.rawValue ?? "unknown")"
+                check.problem =
+                    "no answer: \(outcome.reason?.rawValue ?? "unknown")"
                     + (outcome.reason == .tlsFailure ? " (is apns.caFile the server's CA?)" : "")
             }
         } catch {

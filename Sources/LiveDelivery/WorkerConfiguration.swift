@@ -288,7 +288,9 @@ package struct WorkerConfiguration: Sendable {
             config.string(forKey: ConfigKey(key)).flatMap { $0.isEmpty ? nil : $0 }
         }
         /// The value `read` returns, or a placeholder after noting its problem (load throws at the end).
-        func catching<Value>(_ read: () throws(LiveDeliveryError) -> Value, or placeholder: @autoclosure () -> Value)
+        func catching<Value>(
+            _ read: () throws(LiveDeliveryError) -> Value, or placeholder: @autoclosure () -> Value
+        )
             -> Value
         {
             do {
@@ -300,7 +302,8 @@ package struct WorkerConfiguration: Sendable {
         }
 
         var amqp = AMQP(
-            endpoints: catching({ () throws(LiveDeliveryError) in try readEndpoints(config) }, or: AMQPEndpoints([.init()])))
+            endpoints: catching(
+                { () throws(LiveDeliveryError) in try readEndpoints(config) }, or: AMQPEndpoints([.init()])))
         amqp.exchange = config.string(forKey: "amqp.exchange", default: amqp.exchange)
         amqp.queue = config.string(forKey: "amqp.queue", default: amqp.queue)
         amqp.prefetch = int("amqp.prefetch", amqp.prefetch, 1...65_535)
@@ -310,7 +313,8 @@ package struct WorkerConfiguration: Sendable {
         if amqp.queue.isEmpty { problems.add("amqp.queue must not be empty") }
 
         var postgres = Postgres(
-            connection: catching({ () throws(LiveDeliveryError) in try readPostgres(config) }, or: PostgresConfiguration()))
+            connection: catching(
+                { () throws(LiveDeliveryError) in try readPostgres(config) }, or: PostgresConfiguration()))
         if config.string(forKey: "postgres.reportingUrl", isSecret: true)?.isEmpty == false {
             postgres.reporting = catching(
                 { () throws(LiveDeliveryError) in try readPostgres(config, key: "postgres.reportingUrl") }, or: nil)
@@ -386,7 +390,8 @@ package struct WorkerConfiguration: Sendable {
         configuration.retention = retention
         configuration.pushToStart = pushToStart
         configuration.migrationsDirectory = config.string(forKey: "migrations.dir", default: "sql")
-        configuration.metricsSampleInterval = seconds("metrics.sampleSeconds", configuration.metricsSampleInterval, 0.1...3600)
+        configuration.metricsSampleInterval = seconds(
+            "metrics.sampleSeconds", configuration.metricsSampleInterval, 0.1...3600)
         return configuration
     }
 
@@ -402,13 +407,15 @@ package struct WorkerConfiguration: Sendable {
         } else {
             throw LiveDeliveryError(
                 .invalidConfiguration,
-                "amqp.urls or amqp.url is required (environment \(environmentName("amqp.urls")) or \(environmentName("amqp.url")))")
+                "amqp.urls or amqp.url is required (environment \(environmentName("amqp.urls")) or \(environmentName("amqp.url")))"
+            )
         }
         do {
             return try AMQPEndpoints(urls: urls)
         } catch {
             throw LiveDeliveryError(
-                .invalidConfiguration, "\(key) (environment \(environmentName(key))): \(error.context ?? "not a valid AMQP URL")")
+                .invalidConfiguration,
+                "\(key) (environment \(environmentName(key))): \(error.context ?? "not a valid AMQP URL")")
         }
     }
 
@@ -579,7 +586,8 @@ package struct WorkerConfiguration: Sendable {
             retention.days > 0
                 ? "retention: \(retention.days) days (inbox, push_attempts, timeline), every \(retention.interval)"
                 : "retention: off (history kept)")
-        lines.append("push-to-start: at most \(pushToStart.maxStartsPerDevice) starts per device in \(pushToStart.window)")
+        lines.append(
+            "push-to-start: at most \(pushToStart.maxStartsPerDevice) starts per device in \(pushToStart.window)")
         lines.append("policy: \(tracking.policy.statuses.count) statuses; mapping: \(tracking.mapping.attributesType)")
         return lines
     }

@@ -75,10 +75,12 @@ package final class WorkerMetrics: Sendable {
         "livedelivery_pushes_in_flight": "Pushes this worker has sent or is recording.",
         "livedelivery_db_pool_connections": "This worker's database connections, in use or idle.",
         "livedelivery_db_pool_waiters": "Tasks of this worker waiting for a database connection.",
-        "livedelivery_pushes_pending": "Activities with a push waiting to be sent or retried (deployment-wide: take max).",
+        "livedelivery_pushes_pending":
+            "Activities with a push waiting to be sent or retried (deployment-wide: take max).",
         "livedelivery_push_oldest_due_age_seconds":
             "Age of the oldest push that is due and not being sent (deployment-wide: take max).",
-        "livedelivery_apps_paused": "1 while an app is paused after an APNs configuration fault (deployment-wide: take max).",
+        "livedelivery_apps_paused":
+            "1 while an app is paused after an APNs configuration fault (deployment-wide: take max).",
         "livedelivery_queue_messages": "Messages ready in a broker queue (deployment-wide: take max).",
         "livedelivery_queue_consumers": "Consumers of a broker queue (deployment-wide: take max).",
         "livedelivery_event_age_at_push_seconds":

@@ -121,7 +121,8 @@ package struct PostgresConfiguration: Sendable, CustomStringConvertible {
         var result: [Parameter] = []
         // libpq reads PGCONNECT_TIMEOUT only for an option nobody passed: ours is a default, not an override.
         if getenv("PGCONNECT_TIMEOUT") == nil {
-            result.append(Parameter(keyword: "connect_timeout", value: String(max(2, connectTimeout.components.seconds))))
+            result.append(
+                Parameter(keyword: "connect_timeout", value: String(max(2, connectTimeout.components.seconds))))
         }
         result += [
             Parameter(keyword: "keepalives", value: "1"),
@@ -129,7 +130,9 @@ package struct PostgresConfiguration: Sendable, CustomStringConvertible {
             Parameter(keyword: "keepalives_interval", value: "10"),
             Parameter(keyword: "keepalives_count", value: "3"),
         ]
-        if let applicationName { result.append(Parameter(keyword: "fallback_application_name", value: applicationName)) }
+        if let applicationName {
+            result.append(Parameter(keyword: "fallback_application_name", value: applicationName))
+        }
         result += parameters.filter { $0.keyword != "options" && $0.keyword != "client_encoding" }
         // The decoders read text as UTF-8 and timestamps in ISO style and UTC, whatever the server's defaults.
         result.append(Parameter(keyword: "client_encoding", value: "UTF8"))

@@ -44,9 +44,10 @@ package final class PostgresConnection: Sendable {
         let cacheSize = configuration.statementCacheSize
         let result: Result<CPostgresHandle, PostgresError> = await withUnsafeContinuation { continuation in
             thread.execute {
-                continuation.resume(returning: Result { () throws(PostgresError) in
-                    try CPostgresHandle.connect(parameters: parameters, statementCacheSize: cacheSize)
-                })
+                continuation.resume(
+                    returning: Result { () throws(PostgresError) in
+                        try CPostgresHandle.connect(parameters: parameters, statementCacheSize: cacheSize)
+                    })
             }
         }
         let handle: CPostgresHandle
@@ -143,7 +144,8 @@ package final class PostgresConnection: Sendable {
     /// wait. `PQcancel` opens a connection to the server and waits, so it runs on a thread of its own,
     /// never on the cooperative pool or on the connection's thread, which is blocked in the statement.
     private func requestCancel() {
-        guard !cancelRequested.exchange(true, ordering: .acquiringAndReleasing), let request = handle.cancelRequest else { return }
+        guard !cancelRequested.exchange(true, ordering: .acquiringAndReleasing), let request = handle.cancelRequest
+        else { return }
         logger.debug("Postgres statement cancelled with its task; asking the server to stop it")
         Thread.detachNewThread { request.send() }
     }

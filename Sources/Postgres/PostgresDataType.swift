@@ -41,7 +41,8 @@ package struct PostgresDataType: RawRepresentable, Hashable, Sendable, CustomStr
 
     private static let names: [PostgresDataType: String] = [
         .bool: "bool", .bytea: "bytea", .char: "char", .name: "name", .int8: "int8", .int2: "int2", .int4: "int4",
-        .text: "text", .oid: "oid", .json: "json", .jsonArray: "json[]", .float4: "float4", .float8: "float8", .unknown: "unknown",
+        .text: "text", .oid: "oid", .json: "json", .jsonArray: "json[]", .float4: "float4", .float8: "float8",
+        .unknown: "unknown",
         .boolArray: "bool[]", .int2Array: "int2[]", .int4Array: "int4[]", .textArray: "text[]",
         .varcharArray: "varchar[]", .int8Array: "int8[]", .float8Array: "float8[]", .bpchar: "bpchar",
         .varchar: "varchar", .date: "date", .timestamp: "timestamp", .timestamptz: "timestamptz",

@@ -49,8 +49,9 @@ extension Int16: PostgresDecodable {
 extension Double: PostgresDecodable {
     /// From `float4`, `float8`, `numeric` and integer columns.
     package static func decode(from cell: PostgresCell) throws(PostgresError) -> Double {
-        guard cell.dataType == .float8 || cell.dataType == .float4 || cell.dataType == .numeric
-            || cell.dataType.isInteger || cell.dataType == .unknown
+        guard
+            cell.dataType == .float8 || cell.dataType == .float4 || cell.dataType == .numeric
+                || cell.dataType.isInteger || cell.dataType == .unknown
         else { throw cell.decodingError(Double.self) }
         let text = try cell.requireText(for: Double.self)
         switch text {

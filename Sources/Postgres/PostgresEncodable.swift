@@ -33,7 +33,9 @@ package protocol PostgresArrayElement: PostgresEncodable {
 }
 
 extension PostgresArrayElement {
-    package func withPostgresTextBytes<Result>(_ body: (UnsafeBufferPointer<UInt8>) throws -> Result) rethrows
+    package func withPostgresTextBytes<Result>(
+        _ body: (UnsafeBufferPointer<UInt8>) throws -> Result
+    ) rethrows
         -> Result
     {
         var text = postgresText

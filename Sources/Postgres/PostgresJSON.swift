@@ -13,11 +13,13 @@ package struct PostgresJSON: PostgresEncodable, PostgresDecodable, Hashable {
 
     /// Encodes a value with `JSONEncoder` (sorted keys so equal values give equal text).
     package init<Value: Encodable>(_ value: Value, encoder: JSONEncoder? = nil) throws {
-        let encoder = encoder ?? {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            return encoder
-        }()
+        let encoder =
+            encoder
+            ?? {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys]
+                return encoder
+            }()
         self.bytes = Array(try encoder.encode(value))
     }
 
@@ -53,7 +55,9 @@ package struct PostgresJSONText: PostgresArrayElement, Hashable {
     package static var postgresArrayType: PostgresDataType { .jsonArray }
     package var postgresText: String { String(decoding: bytes, as: UTF8.self) }
 
-    package func withPostgresTextBytes<Result>(_ body: (UnsafeBufferPointer<UInt8>) throws -> Result) rethrows
+    package func withPostgresTextBytes<Result>(
+        _ body: (UnsafeBufferPointer<UInt8>) throws -> Result
+    ) rethrows
         -> Result
     {
         try bytes.withUnsafeBufferPointer(body)

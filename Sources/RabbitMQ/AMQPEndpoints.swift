@@ -42,11 +42,12 @@ package struct AMQPEndpoints: Sendable, Hashable, CustomStringConvertible {
 
     /// Applies `change` to every node (a connection name, a heartbeat, …).
     package func map(_ change: (inout AMQPConfiguration) -> Void) -> AMQPEndpoints {
-        AMQPEndpoints(nodes.map { node in
-            var node = node
-            change(&node)
-            return node
-        })
+        AMQPEndpoints(
+            nodes.map { node in
+                var node = node
+                change(&node)
+                return node
+            })
     }
 
     package var description: String { nodes.map(\.description).joined(separator: ", ") }

@@ -21,7 +21,9 @@ package final class RabbitMQConnection: Sendable {
     }
 
     /// Opens the TCP (or TLS) connection and logs in, advertising `consumer_cancel_notify`.
-    package static func connect(_ configuration: AMQPConfiguration, logger: Logger) async throws(RabbitMQError)
+    package static func connect(
+        _ configuration: AMQPConfiguration, logger: Logger
+    ) async throws(RabbitMQError)
         -> RabbitMQConnection
     {
         let thread = try await AMQPConnectionThread.start(configuration: configuration, logger: logger)
@@ -96,7 +98,9 @@ package final class RabbitMQConnection: Sendable {
 
     /// Deletes a queue; returns how many messages it held.
     @discardableResult
-    package func deleteQueue(_ name: String, ifUnused: Bool = false, ifEmpty: Bool = false) async throws(RabbitMQError)
+    package func deleteQueue(
+        _ name: String, ifUnused: Bool = false, ifEmpty: Bool = false
+    ) async throws(RabbitMQError)
         -> Int
     {
         try await thread.perform { engine throws(RabbitMQError) in

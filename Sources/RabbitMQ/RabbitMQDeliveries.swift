@@ -22,7 +22,9 @@ package struct RabbitMQDeliveries: AsyncSequence, Sendable {
     /// acknowledged; iteration ends after the buffered ones.
     package func cancel() async throws(RabbitMQError) {
         let channel = channel
-        try await connection.thread.perform { engine throws(RabbitMQError) in try engine.cancelConsumer(channel: channel) }
+        try await connection.thread.perform { engine throws(RabbitMQError) in
+            try engine.cancelConsumer(channel: channel)
+        }
     }
 
     package func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator()) }
@@ -34,7 +36,9 @@ package struct RabbitMQDeliveries: AsyncSequence, Sendable {
             try await next(isolation: #isolation)
         }
 
-        package mutating func next(isolation actor: isolated (any Actor)?) async throws(RabbitMQError)
+        package mutating func next(
+            isolation actor: isolated (any Actor)?
+        ) async throws(RabbitMQError)
             -> RabbitMQDelivery?
         {
             do {

@@ -160,7 +160,8 @@ extension RabbitMQError {
         default:
             code = .protocolError
         }
-        return RabbitMQError(code: code, libraryStatus: LibraryStatus(rawValue: status), context: context, file: file,
+        return RabbitMQError(
+            code: code, libraryStatus: LibraryStatus(rawValue: status), context: context, file: file,
             line: line)
     }
 }

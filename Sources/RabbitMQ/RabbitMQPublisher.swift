@@ -20,7 +20,9 @@ package final class RabbitMQPublisher: Sendable {
     }
 
     /// Connects, logs in and puts the publishing channel in confirm mode.
-    package static func connect(_ configuration: AMQPConfiguration, logger: Logger) async throws(RabbitMQError)
+    package static func connect(
+        _ configuration: AMQPConfiguration, logger: Logger
+    ) async throws(RabbitMQError)
         -> RabbitMQPublisher
     {
         let thread = try await AMQPConnectionThread.start(configuration: configuration, logger: logger) {

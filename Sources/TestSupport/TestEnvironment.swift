@@ -29,10 +29,12 @@ package enum TestEnvironment {
     /// The primary/standby pair of `scripts/services replica`: each server, and both in one libpq URL
     /// that follows a failover (`target_session_attrs=read-write`).
     package static var replicaPrimaryURL: String {
-        value("LIVEDELIVERY_REPLICA_PRIMARY_URL") ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55451/livedelivery"
+        value("LIVEDELIVERY_REPLICA_PRIMARY_URL")
+            ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55451/livedelivery"
     }
     package static var replicaStandbyURL: String {
-        value("LIVEDELIVERY_REPLICA_STANDBY_URL") ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55452/livedelivery"
+        value("LIVEDELIVERY_REPLICA_STANDBY_URL")
+            ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55452/livedelivery"
     }
     package static var replicaURL: String {
         value("LIVEDELIVERY_REPLICA_URL")
@@ -91,7 +93,8 @@ package enum TestEnvironment {
     package static func output(
         _ executable: String, _ arguments: [String], environment: [String: String] = [:]
     ) async throws -> String {
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("command-output-\(UUID().uuidString)")
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "command-output-\(UUID().uuidString)")
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: output) }
         let handle = try FileHandle(forWritingTo: output)
@@ -105,7 +108,9 @@ package enum TestEnvironment {
             do { try process.run() } catch { continuation.resume(throwing: error) }
         }
         try? handle.close()
-        guard status == 0 else { throw CommandFailed(command: ([executable] + arguments).joined(separator: " "), status: status) }
+        guard status == 0 else {
+            throw CommandFailed(command: ([executable] + arguments).joined(separator: " "), status: status)
+        }
         return (try? String(contentsOf: output, encoding: .utf8)) ?? ""
     }
 

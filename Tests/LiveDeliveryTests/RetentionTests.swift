@@ -8,7 +8,10 @@ import Testing
 struct RetentionTests {
     @Test("history older than the retention is deleted in batches; newer history and orders stay")
     func deletesOnlyOldHistory() async throws {
-        try await withWorker(adjust: { $0.retention.days = 7; $0.retention.batchSize = 2 }) { harness, worker in
+        try await withWorker(adjust: {
+            $0.retention.days = 7
+            $0.retention.batchSize = 2
+        }) { harness, worker in
             let (order, _) = try await trackedOrder(worker)
             try await eventually("the push is recorded") {
                 try await worker.dispatcher.dispatchOnce()
@@ -17,7 +20,8 @@ struct RetentionTests {
             let recent = (
                 inbox: try await harness.database.count("SELECT count(*) FROM inbox"),
                 attempts: try await harness.database.count("SELECT count(*) FROM push_attempts"),
-                timeline: try await harness.database.count("SELECT count(*) FROM timeline"))
+                timeline: try await harness.database.count("SELECT count(*) FROM timeline")
+            )
             // Five rows of each kind from 8 days ago (more than two batches).
             let client = harness.database.client
             for index in 0..<5 {

@@ -39,7 +39,10 @@ package struct AdminContext: Sendable {
 
     /// The broker's nodes (`amqp.urls` or `amqp.url`) and `amqp.exchange`.
     package func broker() throws(LiveDeliveryError) -> (endpoints: AMQPEndpoints, exchange: String) {
-        (try WorkerConfiguration.readEndpoints(config), config.string(forKey: "amqp.exchange", default: "delivery.events"))
+        (
+            try WorkerConfiguration.readEndpoints(config),
+            config.string(forKey: "amqp.exchange", default: "delivery.events")
+        )
     }
 
     /// The policy and content mapping of `config.dir`.

@@ -92,7 +92,9 @@ package struct DeadLetterStore: Sendable {
     package init(client: PostgresClient) { self.client = client }
 
     /// Rows of `report_dead_letters`, newest first; replayed rows only with `includeReplayed`.
-    package func list(reason: String? = nil, limit: Int? = 100, includeReplayed: Bool = false) async throws
+    package func list(
+        reason: String? = nil, limit: Int? = 100, includeReplayed: Bool = false
+    ) async throws
         -> ReportTable
     {
         let rows = try await client.query(

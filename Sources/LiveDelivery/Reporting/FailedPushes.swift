@@ -33,7 +33,8 @@ package struct FailedPushStore: Sendable {
     }
 
     /// Rows of `report_failed_pushes`, newest first.
-    package func list(since: Date? = nil, limit: Int? = 100, unrecoveredOnly: Bool = false) async throws -> ReportTable {
+    package func list(since: Date? = nil, limit: Int? = 100, unrecoveredOnly: Bool = false) async throws -> ReportTable
+    {
         let rows = try await client.query(
             """
             SELECT * FROM report_failed_pushes

@@ -31,7 +31,9 @@ package struct OrderStatus: RawRepresentable, Hashable, Comparable, Sendable, Co
     package var description: String { rawValue }
 
     package static func < (lhs: OrderStatus, rhs: OrderStatus) -> Bool {
-        (Self.known.firstIndex(of: lhs) ?? Int.max, lhs.rawValue) < (Self.known.firstIndex(of: rhs) ?? Int.max, rhs.rawValue)
+        (Self.known.firstIndex(of: lhs) ?? Int.max, lhs.rawValue) < (
+            Self.known.firstIndex(of: rhs) ?? Int.max, rhs.rawValue
+        )
     }
 
     package init(from decoder: any Decoder) throws {

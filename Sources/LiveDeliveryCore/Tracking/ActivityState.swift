@@ -37,7 +37,9 @@ package struct ActivityState: Hashable, Sendable, Codable {
         /// this does not retire the token.
         package var receivedAt: Date
 
-        package init(token: DeviceToken, bundleID: String, environment: APNsEnvironment, key: EventKey, receivedAt: Date) {
+        package init(
+            token: DeviceToken, bundleID: String, environment: APNsEnvironment, key: EventKey, receivedAt: Date
+        ) {
             self.token = token
             self.bundleID = bundleID
             self.environment = environment

@@ -11,7 +11,8 @@ extension OrderTracker {
         for registration in context.pushToStartTokens { _ = merge(registration, into: &step.state) }
         let sweep = policy.sweep
         var sweepEnds: [String: Decision.Code] = [:]
-        let idle = step.state.record.map { !$0.isTerminal } ?? false
+        let idle =
+            step.state.record.map { !$0.isTerminal } ?? false
             && now >= step.state.lastChangeAt.addingTimeInterval(sweep.idleTimeout)
 
         for index in step.state.activities.indices {
@@ -31,7 +32,8 @@ extension OrderTracker {
                     step.decisions.append(
                         Decision(
                             .sweepTerminalNotEnded, activity: activity.key,
-                            "the end was not accepted (\(activity.closeReason ?? "no end pending")); sending it once more"))
+                            "the end was not accepted (\(activity.closeReason ?? "no end pending")); sending it once more"
+                        ))
                     activity.closeReason = Decision.Code.sweepTerminalNotEnded.rawValue
                 }
             case .starting:
@@ -119,7 +121,8 @@ extension OrderTracker {
             step.decisions.append(
                 Decision(
                     .pushAccepted, activity: key,
-                    "\(push.kind.rawValue) accepted (apns-id \(push.apnsID))" + (isCurrent ? "" : "; a newer push is still pending")
+                    "\(push.kind.rawValue) accepted (apns-id \(push.apnsID))"
+                        + (isCurrent ? "" : "; a newer push is still pending")
                         + "; the activity is \(activity.phase)"))
 
         case .tokenRejected(let reason, let unregisteredAt):

@@ -36,7 +36,8 @@ package struct OrderTracker: Sendable {
         }
         if state.seenEventIDs.contains(event.eventID) {
             step.decisions.append(
-                Decision(.duplicateEvent, "event \(event.eventID) was already applied; nothing changes, nothing is sent"))
+                Decision(
+                    .duplicateEvent, "event \(event.eventID) was already applied; nothing changes, nothing is sent"))
             return step
         }
         step.state.remember(event.eventID)
@@ -88,7 +89,8 @@ package struct OrderTracker: Sendable {
             step.decisions.append(
                 Decision(
                     .olderEventFilledDetails,
-                    "\(label) is older than \(record.newest) but carries details newer events left out: \(describeDetails(old, record))"))
+                    "\(label) is older than \(record.newest) but carries details newer events left out: \(describeDetails(old, record))"
+                ))
         } else {
             step.decisions.append(
                 Decision(.olderEvent, "\(label) is older than \(record.newest); nothing changes, nothing is sent"))
@@ -153,7 +155,8 @@ package struct OrderTracker: Sendable {
                 && (activities[$0].phase == .pendingStart || activities[$0].phase == .starting
                     || activities[$0].closeReason == Decision.Code.startWithdrawn.rawValue)
         }
-        let match = e.deviceID.map { device in waiting.first { activities[$0].deviceID == device } }
+        let match =
+            e.deviceID.map { device in waiting.first { activities[$0].deviceID == device } }
             ?? (waiting.count == 1 ? waiting.first : nil)
         if let index = match {
             activities[index].activityID = e.activityID

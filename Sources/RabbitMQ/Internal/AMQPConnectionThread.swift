@@ -56,7 +56,9 @@ final class AMQPConnectionThread: Sendable {
         logger[metadataKey: RabbitMQLoggingKeys.host] = "\(configuration.host)"
         logger[metadataKey: RabbitMQLoggingKeys.port] = "\(configuration.port)"
         logger[metadataKey: RabbitMQLoggingKeys.vhost] = "\(configuration.vhost)"
-        if let name = configuration.connectionName { logger[metadataKey: RabbitMQLoggingKeys.connectionName] = "\(name)" }
+        if let name = configuration.connectionName {
+            logger[metadataKey: RabbitMQLoggingKeys.connectionName] = "\(name)"
+        }
         self.logger = logger
     }
 
