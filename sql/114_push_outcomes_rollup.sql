@@ -12,7 +12,9 @@
 
 CREATE TABLE report_push_outcomes_rollup AS
 SELECT * FROM report_push_outcomes_hourly WITH NO DATA;
-ALTER TABLE report_push_outcomes_rollup ALTER COLUMN hour SET NOT NULL;
+-- Its key's text compares as bytes, as every identifier does (sql/110).
+ALTER TABLE report_push_outcomes_rollup ALTER COLUMN hour SET NOT NULL,
+    ALTER COLUMN outcome TYPE text COLLATE "C", ALTER COLUMN reason TYPE text COLLATE "C";
 CREATE UNIQUE INDEX report_push_outcomes_rollup_key ON report_push_outcomes_rollup (hour, app, outcome, reason, status)
     NULLS NOT DISTINCT;
 COMMENT ON TABLE report_push_outcomes_rollup IS
@@ -20,7 +22,7 @@ COMMENT ON TABLE report_push_outcomes_rollup IS
 
 -- Which hours a rollup holds: every whole hour in [complete_from, complete_until).
 CREATE TABLE report_rollups (
-    name           text PRIMARY KEY,
+    name           text COLLATE "C" PRIMARY KEY,
     complete_from  timestamptz NOT NULL,
     complete_until timestamptz NOT NULL CHECK (complete_until >= complete_from)
 );

@@ -1,6 +1,6 @@
-public import Foundation
+package import Foundation
 import HTTP2
-public import Logging
+package import Logging
 
 /// Sends pushes to APNs (or apns-sim) for several apps at once, over a few long-lived HTTP/2 connections.
 ///
@@ -11,7 +11,7 @@ public import Logging
 /// - Transport failures (timeout, reset, GOAWAY, dead connection) are retried with backoff up to
 ///   ``APNsClientConfiguration/maxAttempts``; libcurl reconnects. APNs' own answers are returned, never retried.
 /// - ``send(_:app:)`` never throws: every result is an ``APNsOutcome``.
-public final class APNsClient: Sendable {
+package final class APNsClient: Sendable {
     /// Everything a push for one app needs, resolved once.
     private struct Target: Sendable {
         var app: APNsApp
@@ -21,7 +21,7 @@ public final class APNsClient: Sendable {
         var tokenKey: String
     }
 
-    public let configuration: APNsClientConfiguration
+    package let configuration: APNsClientConfiguration
     /// By bundle id.
     private let targets: [String: Target]
     /// One HTTP/2 client per `baseURL + " " + teamID`.
@@ -32,7 +32,7 @@ public final class APNsClient: Sendable {
     /// - Parameters:
     ///   - clock: measures token ages (tests pass a manual clock).
     ///   - wallClock: gives the tokens' `iat`.
-    public init(
+    package init(
         configuration: APNsClientConfiguration,
         logger: Logger,
         clock: any Clock<Duration> = ContinuousClock(),
@@ -86,13 +86,13 @@ public final class APNsClient: Sendable {
     private static func routeKey(baseURL: String, teamID: String) -> String { baseURL + " " + teamID }
 
     /// Connections opened so far, over all hosts and teams.
-    public var connectionsOpened: Int { routes.values.reduce(0) { $0 + $1.statistics.connectionsOpened } }
+    package var connectionsOpened: Int { routes.values.reduce(0) { $0 + $1.statistics.connectionsOpened } }
 
     /// Provider tokens signed so far.
-    public var providerTokensSigned: Int { get async { tokens.tokensMinted } }
+    package var providerTokensSigned: Int { get async { tokens.tokensMinted } }
 
     /// Sends one push for the app with this bundle id and tells what to do next.
-    public func send(_ notification: APNsNotification, app bundleID: String) async -> APNsOutcome {
+    package func send(_ notification: APNsNotification, app bundleID: String) async -> APNsOutcome {
         guard let target = targets[bundleID] else {
             return .configurationFault(reason: .unknownApp, status: nil)
         }
@@ -152,7 +152,9 @@ public final class APNsClient: Sendable {
         }
     }
 
-    private func makeRequest(_ notification: APNsNotification, devicePath: String, authorization: String) -> HTTP2Request {
+    private func makeRequest(
+        _ notification: APNsNotification, devicePath: String, authorization: String
+    ) -> HTTP2Request {
         var headers: [(name: String, value: String)] = []
         headers.reserveCapacity(8)
         headers += [
@@ -192,7 +194,7 @@ public final class APNsClient: Sendable {
     }
 
     /// Closes every connection. Sends after this return a retry-later outcome.
-    public func shutdown() async {
+    package func shutdown() async {
         for client in routes.values { await client.shutdown() }
     }
 }

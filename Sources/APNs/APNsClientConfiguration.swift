@@ -1,60 +1,60 @@
-public import Crypto
-public import Foundation
+package import Crypto
+package import Foundation
 
 /// Apps, hosts, connection limits and retry policy of an ``APNsClient``.
-public struct APNsClientConfiguration: Sendable {
+package struct APNsClientConfiguration: Sendable {
     /// The apps this client sends for, by bundle id.
-    public var apps: [APNsApp]
+    package var apps: [APNsApp]
     /// Base URL of the production environment.
-    public var productionURL: String = "https://api.push.apple.com"
+    package var productionURL: String = "https://api.push.apple.com"
     /// Base URL of the development (sandbox) environment.
-    public var sandboxURL: String = "https://api.sandbox.push.apple.com"
+    package var sandboxURL: String = "https://api.sandbox.push.apple.com"
     /// Long-lived TLS connections per host and provider team (one connection never mixes teams).
-    public var maxConnectionsPerHost: Int = 2
+    package var maxConnectionsPerHost: Int = 2
     /// Streams in flight per connection (APNs' own SETTINGS limit applies too).
-    public var maxConcurrentStreamsPerConnection: Int = 100
+    package var maxConcurrentStreamsPerConnection: Int = 100
     /// Requests in flight per host and team, at most `maxConnectionsPerHost ×
     /// maxConcurrentStreamsPerConnection`; further sends wait (their wait counts against the timeout).
-    public var maxRequestsInFlight: Int = 1000
+    package var maxRequestsInFlight: Int = 1000
     /// libcurl threads per host and team, sharing its connections; `nil`: one per core, at most
     /// one per connection.
-    public var eventLoops: Int?
+    package var eventLoops: Int?
     /// TCP plus TLS connect timeout.
-    public var connectTimeout: Duration = .seconds(10)
+    package var connectTimeout: Duration = .seconds(10)
     /// Whole-request timeout (including the wait for a stream).
-    public var requestTimeout: Duration = .seconds(15)
+    package var requestTimeout: Duration = .seconds(15)
     /// PEM file of CA certificates to trust instead of the system's (the simulator's certificate).
-    public var caFile: String?
+    package var caFile: String?
     /// Verify the server's certificate (only tests turn this off).
-    public var verifyPeer: Bool = true
+    package var verifyPeer: Bool = true
     /// Verify that the certificate names the host.
-    public var verifyHost: Bool = true
+    package var verifyHost: Bool = true
     /// Age at which the shared provider token is replaced: Apple allows 20 to 60 minutes.
-    public var tokenRefreshInterval: Duration = .seconds(50 * 60)
+    package var tokenRefreshInterval: Duration = .seconds(50 * 60)
     /// Attempts per send when the transport fails (a timeout, a reset, GOAWAY, a dead connection);
     /// APNs' own answers are never retried inside ``APNsClient/send(_:app:)``.
-    public var maxAttempts: Int = 3
+    package var maxAttempts: Int = 3
     /// First pause between transport attempts; doubles each time, with jitter.
-    public var retryBackoff: Duration = .milliseconds(100)
+    package var retryBackoff: Duration = .milliseconds(100)
     /// Delays suggested in ``APNsOutcome/retryLater(reason:status:after:)``.
-    public var retryDelays = RetryDelays()
+    package var retryDelays = RetryDelays()
 
-    public init(apps: [APNsApp]) {
+    package init(apps: [APNsApp]) {
         self.apps = apps
     }
 
     /// Delays suggested to the worker, per cause (a `Retry-After` header wins when present).
-    public struct RetryDelays: Sendable, Hashable {
+    package struct RetryDelays: Sendable, Hashable {
         /// 429 `TooManyRequests`.
-        public var tooManyRequests: Duration = .seconds(10)
+        package var tooManyRequests: Duration = .seconds(10)
         /// 429 `TooManyProviderTokenUpdates` (the shared token will be accepted again).
-        public var tooManyProviderTokenUpdates: Duration = .seconds(5)
+        package var tooManyProviderTokenUpdates: Duration = .seconds(5)
         /// 500, 503 and other 5xx.
-        public var serverError: Duration = .seconds(30)
+        package var serverError: Duration = .seconds(30)
         /// Timeouts, lost connections, `IdleTimeout`.
-        public var transport: Duration = .seconds(1)
+        package var transport: Duration = .seconds(1)
 
-        public init() {}
+        package init() {}
     }
 
     func validate() throws(APNsError) {
@@ -82,21 +82,21 @@ public struct APNsClientConfiguration: Sendable {
 }
 
 /// APNs' two environments.
-public enum APNsEnvironment: String, Sendable, Hashable, CaseIterable {
+package enum APNsEnvironment: String, Sendable, Hashable, CaseIterable {
     case production
     case sandbox
 }
 
 /// One app: its bundle id, provider team and key, and the environment its tokens belong to.
-public struct APNsApp: Sendable {
-    public var bundleID: String
-    public var teamID: String
-    public var key: APNsSigningKey
-    public var environment: APNsEnvironment
+package struct APNsApp: Sendable {
+    package var bundleID: String
+    package var teamID: String
+    package var key: APNsSigningKey
+    package var environment: APNsEnvironment
     /// Overrides the environment's base URL (the simulator, a proxy).
-    public var baseURL: String?
+    package var baseURL: String?
 
-    public init(
+    package init(
         bundleID: String,
         teamID: String,
         key: APNsSigningKey,
@@ -113,17 +113,17 @@ public struct APNsApp: Sendable {
 
 /// A provider token signing key (the `.p8` file from the developer account) and its key id.
 /// Its description shows the key id only.
-public struct APNsSigningKey: Sendable, CustomStringConvertible {
-    public let keyID: String
+package struct APNsSigningKey: Sendable, CustomStringConvertible {
+    package let keyID: String
     let privateKey: P256.Signing.PrivateKey
 
-    public init(keyID: String, privateKey: P256.Signing.PrivateKey) {
+    package init(keyID: String, privateKey: P256.Signing.PrivateKey) {
         self.keyID = keyID
         self.privateKey = privateKey
     }
 
     /// Parses the `.p8` PEM text (PKCS#8 `PRIVATE KEY`, or SEC1 `EC PRIVATE KEY`).
-    public init(keyID: String, pem: String) throws(APNsError) {
+    package init(keyID: String, pem: String) throws(APNsError) {
         guard let key = try? P256.Signing.PrivateKey(pemRepresentation: pem) else {
             throw APNsError(.invalidKey, "key \(keyID) is not a P-256 private key in PEM")
         }
@@ -131,18 +131,18 @@ public struct APNsSigningKey: Sendable, CustomStringConvertible {
     }
 
     /// Reads a `.p8` file.
-    public init(keyID: String, p8File path: String) throws(APNsError) {
+    package init(keyID: String, p8File path: String) throws(APNsError) {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
             throw APNsError(.invalidKey, "cannot read the key file of key \(keyID)")
         }
         try self.init(keyID: keyID, pem: text)
     }
 
-    public var description: String { "APNsSigningKey(keyID: \(keyID))" }
+    package var description: String { "APNsSigningKey(keyID: \(keyID))" }
 
     /// A provider token signed now-or-at `issuedAt` for this key and team, for tools (h2load, curl).
     /// ``APNsClient`` caches and refreshes its own; do not call this per request.
-    public func providerToken(teamID: String, issuedAt: Date = Date()) throws(APNsError) -> String {
+    package func providerToken(teamID: String, issuedAt: Date = Date()) throws(APNsError) -> String {
         try APNsTokenProvider.sign(key: self, teamID: teamID, issuedAt: Int(issuedAt.timeIntervalSince1970))
     }
 }

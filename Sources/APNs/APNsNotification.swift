@@ -1,28 +1,28 @@
-public import Foundation
+package import Foundation
 
 /// One push, ready to send: everything APNs needs besides the app's credentials.
 ///
 /// The worker builds it from the core's planned push (headers and payload bytes); this module does not
 /// look inside `payload`.
-public struct APNsNotification: Sendable, Hashable, CustomStringConvertible {
+package struct APNsNotification: Sendable, Hashable, CustomStringConvertible {
     /// Device, push-to-start or activity update token, hex.
-    public var deviceToken: String
+    package var deviceToken: String
     /// `apns-topic`, e.g. `com.example.app.push-type.liveactivity`.
-    public var topic: String
+    package var topic: String
     /// `apns-push-type`.
-    public var pushType: APNsPushType
+    package var pushType: APNsPushType
     /// `apns-priority`.
-    public var priority: APNsPriority
+    package var priority: APNsPriority
     /// `apns-expiration`.
-    public var expiration: APNsExpiration
+    package var expiration: APNsExpiration
     /// `apns-id`, echoed by APNs; log it.
-    public var apnsID: UUID
+    package var apnsID: UUID
     /// `apns-collapse-id` (at most 64 bytes).
-    public var collapseID: String?
+    package var collapseID: String?
     /// The JSON body (at most 4096 bytes).
-    public var payload: [UInt8]
+    package var payload: [UInt8]
 
-    public init(
+    package init(
         deviceToken: String,
         topic: String,
         pushType: APNsPushType = .liveActivity,
@@ -43,7 +43,7 @@ public struct APNsNotification: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Never the whole token, never the payload.
-    public var description: String {
+    package var description: String {
         "APNsNotification(token: \(APNsRedaction.tokenPrefix(deviceToken)), topic: \(topic), "
             + "pushType: \(pushType), priority: \(priority.rawValue), apnsID: \(UUIDText.lowercased(apnsID)), "
             + "payload: \(payload.count) bytes)"
@@ -51,32 +51,32 @@ public struct APNsNotification: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// `apns-push-type` values.
-public struct APNsPushType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-    public var rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
+package struct APNsPushType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    package var rawValue: String
+    package init(rawValue: String) { self.rawValue = rawValue }
 
-    public static let liveActivity = APNsPushType(rawValue: "liveactivity")
-    public static let alert = APNsPushType(rawValue: "alert")
-    public static let background = APNsPushType(rawValue: "background")
+    package static let liveActivity = APNsPushType(rawValue: "liveactivity")
+    package static let alert = APNsPushType(rawValue: "alert")
+    package static let background = APNsPushType(rawValue: "background")
 
-    public var description: String { rawValue }
+    package var description: String { rawValue }
 }
 
 /// `apns-priority` values.
-public struct APNsPriority: RawRepresentable, Hashable, Sendable {
-    public var rawValue: Int
-    public init(rawValue: Int) { self.rawValue = rawValue }
+package struct APNsPriority: RawRepresentable, Hashable, Sendable {
+    package var rawValue: Int
+    package init(rawValue: Int) { self.rawValue = rawValue }
 
     /// 10: deliver now (counts against the Live Activity budget).
-    public static let immediate = APNsPriority(rawValue: 10)
+    package static let immediate = APNsPriority(rawValue: 10)
     /// 5: considering the device's power (does not count against the budget).
-    public static let consideringDevicePower = APNsPriority(rawValue: 5)
+    package static let consideringDevicePower = APNsPriority(rawValue: 5)
     /// 1: prioritise power.
-    public static let low = APNsPriority(rawValue: 1)
+    package static let low = APNsPriority(rawValue: 1)
 }
 
 /// `apns-expiration`.
-public enum APNsExpiration: Hashable, Sendable {
+package enum APNsExpiration: Hashable, Sendable {
     /// No header: APNs' own storage policy.
     case none
     /// `0`: try once, do not store.

@@ -1,7 +1,7 @@
-public import Foundation
+package import Foundation
 
 /// What to do after a send, decided from APNs' status and reason so the worker never parses strings.
-public enum APNsOutcome: Sendable, Hashable {
+package enum APNsOutcome: Sendable, Hashable {
     /// 200: APNs accepted the push (which does not mean the device showed it).
     case delivered(apnsID: UUID)
     /// The token is dead: 410 `Unregistered` (with the time it became invalid), `ExpiredToken`,
@@ -17,7 +17,7 @@ public enum APNsOutcome: Sendable, Hashable {
     case payloadFault(reason: APNsReason, status: Int)
 
     /// The HTTP status, when APNs answered.
-    public var status: Int? {
+    package var status: Int? {
         switch self {
         case .delivered: 200
         case .tokenGone(let reason, _): reason == .badDeviceToken || reason == .deviceTokenNotForTopic ? 400 : 410
@@ -29,7 +29,7 @@ public enum APNsOutcome: Sendable, Hashable {
     }
 
     /// APNs' (or the client's) reason; `nil` when delivered.
-    public var reason: APNsReason? {
+    package var reason: APNsReason? {
         switch self {
         case .delivered: nil
         case .tokenGone(let reason, _), .retryLater(let reason, _, _), .refreshAuth(let reason),
@@ -41,65 +41,65 @@ public enum APNsOutcome: Sendable, Hashable {
 
 /// APNs' `reason` strings, plus the client's own for failures without a response.
 /// Unknown reasons are kept as they came.
-public struct APNsReason: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-    public var rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
-    public var description: String { rawValue }
+package struct APNsReason: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    package var rawValue: String
+    package init(rawValue: String) { self.rawValue = rawValue }
+    package var description: String { rawValue }
 
     // 400
-    public static let badCollapseID = APNsReason(rawValue: "BadCollapseId")
-    public static let badDeviceToken = APNsReason(rawValue: "BadDeviceToken")
-    public static let badExpirationDate = APNsReason(rawValue: "BadExpirationDate")
-    public static let badMessageID = APNsReason(rawValue: "BadMessageId")
-    public static let badPriority = APNsReason(rawValue: "BadPriority")
-    public static let badTopic = APNsReason(rawValue: "BadTopic")
-    public static let deviceTokenNotForTopic = APNsReason(rawValue: "DeviceTokenNotForTopic")
-    public static let duplicateHeaders = APNsReason(rawValue: "DuplicateHeaders")
-    public static let idleTimeout = APNsReason(rawValue: "IdleTimeout")
-    public static let invalidPushType = APNsReason(rawValue: "InvalidPushType")
-    public static let missingDeviceToken = APNsReason(rawValue: "MissingDeviceToken")
-    public static let missingTopic = APNsReason(rawValue: "MissingTopic")
-    public static let payloadEmpty = APNsReason(rawValue: "PayloadEmpty")
-    public static let topicDisallowed = APNsReason(rawValue: "TopicDisallowed")
+    package static let badCollapseID = APNsReason(rawValue: "BadCollapseId")
+    package static let badDeviceToken = APNsReason(rawValue: "BadDeviceToken")
+    package static let badExpirationDate = APNsReason(rawValue: "BadExpirationDate")
+    package static let badMessageID = APNsReason(rawValue: "BadMessageId")
+    package static let badPriority = APNsReason(rawValue: "BadPriority")
+    package static let badTopic = APNsReason(rawValue: "BadTopic")
+    package static let deviceTokenNotForTopic = APNsReason(rawValue: "DeviceTokenNotForTopic")
+    package static let duplicateHeaders = APNsReason(rawValue: "DuplicateHeaders")
+    package static let idleTimeout = APNsReason(rawValue: "IdleTimeout")
+    package static let invalidPushType = APNsReason(rawValue: "InvalidPushType")
+    package static let missingDeviceToken = APNsReason(rawValue: "MissingDeviceToken")
+    package static let missingTopic = APNsReason(rawValue: "MissingTopic")
+    package static let payloadEmpty = APNsReason(rawValue: "PayloadEmpty")
+    package static let topicDisallowed = APNsReason(rawValue: "TopicDisallowed")
     // 403
-    public static let badCertificate = APNsReason(rawValue: "BadCertificate")
-    public static let badCertificateEnvironment = APNsReason(rawValue: "BadCertificateEnvironment")
-    public static let expiredProviderToken = APNsReason(rawValue: "ExpiredProviderToken")
-    public static let forbidden = APNsReason(rawValue: "Forbidden")
-    public static let invalidProviderToken = APNsReason(rawValue: "InvalidProviderToken")
-    public static let missingProviderToken = APNsReason(rawValue: "MissingProviderToken")
-    public static let unrelatedKeyIDInToken = APNsReason(rawValue: "UnrelatedKeyIdInToken")
-    public static let badEnvironmentKeyIDInToken = APNsReason(rawValue: "BadEnvironmentKeyIdInToken")
-    public static let badEnvironmentKeyInToken = APNsReason(rawValue: "BadEnvironmentKeyInToken")
+    package static let badCertificate = APNsReason(rawValue: "BadCertificate")
+    package static let badCertificateEnvironment = APNsReason(rawValue: "BadCertificateEnvironment")
+    package static let expiredProviderToken = APNsReason(rawValue: "ExpiredProviderToken")
+    package static let forbidden = APNsReason(rawValue: "Forbidden")
+    package static let invalidProviderToken = APNsReason(rawValue: "InvalidProviderToken")
+    package static let missingProviderToken = APNsReason(rawValue: "MissingProviderToken")
+    package static let unrelatedKeyIDInToken = APNsReason(rawValue: "UnrelatedKeyIdInToken")
+    package static let badEnvironmentKeyIDInToken = APNsReason(rawValue: "BadEnvironmentKeyIdInToken")
+    package static let badEnvironmentKeyInToken = APNsReason(rawValue: "BadEnvironmentKeyInToken")
     // 404, 405, 410, 413, 429, 5xx
-    public static let badPath = APNsReason(rawValue: "BadPath")
-    public static let methodNotAllowed = APNsReason(rawValue: "MethodNotAllowed")
-    public static let expiredToken = APNsReason(rawValue: "ExpiredToken")
-    public static let unregistered = APNsReason(rawValue: "Unregistered")
-    public static let payloadTooLarge = APNsReason(rawValue: "PayloadTooLarge")
-    public static let tooManyProviderTokenUpdates = APNsReason(rawValue: "TooManyProviderTokenUpdates")
-    public static let tooManyRequests = APNsReason(rawValue: "TooManyRequests")
-    public static let internalServerError = APNsReason(rawValue: "InternalServerError")
-    public static let serviceUnavailable = APNsReason(rawValue: "ServiceUnavailable")
-    public static let shutdown = APNsReason(rawValue: "Shutdown")
+    package static let badPath = APNsReason(rawValue: "BadPath")
+    package static let methodNotAllowed = APNsReason(rawValue: "MethodNotAllowed")
+    package static let expiredToken = APNsReason(rawValue: "ExpiredToken")
+    package static let unregistered = APNsReason(rawValue: "Unregistered")
+    package static let payloadTooLarge = APNsReason(rawValue: "PayloadTooLarge")
+    package static let tooManyProviderTokenUpdates = APNsReason(rawValue: "TooManyProviderTokenUpdates")
+    package static let tooManyRequests = APNsReason(rawValue: "TooManyRequests")
+    package static let internalServerError = APNsReason(rawValue: "InternalServerError")
+    package static let serviceUnavailable = APNsReason(rawValue: "ServiceUnavailable")
+    package static let shutdown = APNsReason(rawValue: "Shutdown")
 
     // The client's own (no APNs response).
     /// No answer within the request timeout.
-    public static let timedOut = APNsReason(rawValue: "client.TimedOut")
+    package static let timedOut = APNsReason(rawValue: "client.TimedOut")
     /// The connection failed, was reset, or was closed (GOAWAY) before the answer.
-    public static let connectionLost = APNsReason(rawValue: "client.ConnectionLost")
+    package static let connectionLost = APNsReason(rawValue: "client.ConnectionLost")
     /// No connection could be made.
-    public static let couldNotConnect = APNsReason(rawValue: "client.CouldNotConnect")
+    package static let couldNotConnect = APNsReason(rawValue: "client.CouldNotConnect")
     /// TLS failed (e.g. the server's certificate is not trusted).
-    public static let tlsFailure = APNsReason(rawValue: "client.TLSFailure")
+    package static let tlsFailure = APNsReason(rawValue: "client.TLSFailure")
     /// The bundle id is not configured in the client.
-    public static let unknownApp = APNsReason(rawValue: "client.UnknownApp")
+    package static let unknownApp = APNsReason(rawValue: "client.UnknownApp")
     /// The provider token could not be signed.
-    public static let signingFailed = APNsReason(rawValue: "client.SigningFailed")
+    package static let signingFailed = APNsReason(rawValue: "client.SigningFailed")
     /// The client is shutting down or the task was cancelled.
-    public static let cancelled = APNsReason(rawValue: "client.Cancelled")
+    package static let cancelled = APNsReason(rawValue: "client.Cancelled")
     /// Anything else the transport reported.
-    public static let transportFailure = APNsReason(rawValue: "client.TransportFailure")
+    package static let transportFailure = APNsReason(rawValue: "client.TransportFailure")
     /// APNs answered with a status this client does not know.
-    public static let unexpectedStatus = APNsReason(rawValue: "client.UnexpectedStatus")
+    package static let unexpectedStatus = APNsReason(rawValue: "client.UnexpectedStatus")
 }

@@ -74,7 +74,8 @@ final class APNsTokenProvider: Sendable {
         let cacheKey = Self.cacheKey(key: key, teamID: teamID)
         let now = elapsed()
         state.withLock { state in
-            guard let entry = state.entries[cacheKey], entry.token.jwt == token, now - entry.mintedAt >= Self.minimumRefresh
+            guard let entry = state.entries[cacheKey], entry.token.jwt == token,
+                now - entry.mintedAt >= Self.minimumRefresh
             else { return }
             state.entries[cacheKey] = nil
         }

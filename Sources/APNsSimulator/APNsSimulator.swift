@@ -1,5 +1,5 @@
-public import Foundation
-public import Logging
+package import Foundation
+package import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -9,9 +9,10 @@ import NIOSSL
 
 /// apns-sim: a TLS HTTP/2 server that answers `POST /3/device/<token>` as APNs does, with simulated phones
 /// behind the tokens and a JSON control API on a second port.
-public enum APNsSimulator {
+package enum APNsSimulator {
     /// Starts both listeners and returns once they accept connections.
-    public static func start(_ configuration: SimulatorConfiguration, logger: Logger) async throws -> RunningSimulator {
+    package static func start(_ configuration: SimulatorConfiguration, logger: Logger) async throws -> RunningSimulator
+    {
         let certificate: (certificatePath: String, keyPath: String)
         if let files = configuration.certificate {
             certificate = (files.certificatePath, files.privateKeyPath)
@@ -145,17 +146,17 @@ final class ConnectionIDs: Sendable {
 }
 
 /// A started simulator: its ports, its certificate, and the same controls as the HTTP control API.
-public final class RunningSimulator: Sendable {
+package final class RunningSimulator: Sendable {
     /// Host the listeners are bound to.
-    public let host: String
+    package let host: String
     /// APNs (TLS HTTP/2) port.
-    public let port: Int
+    package let port: Int
     /// Control API (HTTP/1.1 JSON) port.
-    public let controlPort: Int
+    package let controlPort: Int
     /// The served certificate (PEM): pass it to clients as their CA file.
-    public let certificatePEMPath: String
+    package let certificatePEMPath: String
     /// The served certificate's private key (PEM): pass it with the certificate to restart on the same identity.
-    public let privateKeyPEMPath: String
+    package let privateKeyPEMPath: String
 
     private let group: MultiThreadedEventLoopGroup
     private let channels: [any Channel]
@@ -186,48 +187,50 @@ public final class RunningSimulator: Sendable {
     }
 
     /// `https://<host>:<port>`, the base URL for an APNs client.
-    public var baseURL: String { "https://\(host):\(port)" }
+    package var baseURL: String { "https://\(host):\(port)" }
     /// `http://<host>:<controlPort>`.
-    public var controlURL: String { "http://\(host):\(controlPort)" }
+    package var controlURL: String { "http://\(host):\(controlPort)" }
     /// The certificate files, to start another simulator with the same identity (restart tests).
-    public var certificateFiles: SimulatorConfiguration.CertificateFiles {
+    package var certificateFiles: SimulatorConfiguration.CertificateFiles {
         .init(certificatePath: certificatePEMPath, privateKeyPath: privateKeyPEMPath)
     }
 
     /// Recorded requests, oldest first, optionally for one token (also matching the update token a
     /// push-to-start issued) or one activity; `limit` keeps the newest.
-    public func pushes(token: String? = nil, activity: String? = nil, limit: Int? = nil) -> [PushRecord] {
+    package func pushes(token: String? = nil, activity: String? = nil, limit: Int? = nil) -> [PushRecord] {
         store.pushes(token: token, activity: activity, limit: limit)
     }
 
     /// What the phone behind a token shows.
-    public func device(token: String) -> DeviceView? { store.device(token: token) }
+    package func device(token: String) -> DeviceView? { store.device(token: token) }
     /// One activity's view.
-    public func activity(id: String) -> ActivityView? { store.activity(id: id) }
+    package func activity(id: String) -> ActivityView? { store.activity(id: id) }
     /// Tells APNs a token belongs to an app and environment (else the first push binds it).
-    public func register(token: String, bundleID: String?, environment: SimulatorConfiguration.Environment? = nil) {
+    package func register(token: String, bundleID: String?, environment: SimulatorConfiguration.Environment? = nil) {
         store.register(token: token, bundleID: bundleID, environment: environment)
     }
     /// From now on the token gets 410 `Unregistered` with this time (default: now).
-    public func markUnregistered(token: String, at date: Date? = nil) { store.markUnregistered(token: token, at: date) }
+    package func markUnregistered(token: String, at date: Date? = nil) {
+        store.markUnregistered(token: token, at: date)
+    }
     /// From now on the token gets 410 `ExpiredToken`.
-    public func markExpired(token: String) { store.markExpired(token: token) }
+    package func markExpired(token: String) { store.markExpired(token: token) }
     /// The phone rotated the update token of the activity behind `old` to `new` (as ActivityKit
     /// does): later pushes to `new` update the same activity. Returns its id; nil when `old` has no
     /// activity yet.
     @discardableResult
-    public func rotate(token old: String, to new: String) -> String? { store.rotate(token: old, to: new) }
+    package func rotate(token old: String, to new: String) -> String? { store.rotate(token: old, to: new) }
     /// Adds a fault rule (see ``FaultRule``).
-    public func injectFault(_ rule: FaultRule) { store.addFault(rule) }
+    package func injectFault(_ rule: FaultRule) { store.addFault(rule) }
     /// Removes every fault rule.
-    public func clearFaults() { store.clearFaults() }
+    package func clearFaults() { store.clearFaults() }
     /// Forgets records, devices and faults.
-    public func reset() { store.reset(configuration: configuration) }
+    package func reset() { store.reset(configuration: configuration) }
     /// Connection and request counters.
-    public var statistics: SimulatorStatistics { store.statistics }
+    package var statistics: SimulatorStatistics { store.statistics }
 
     /// Closes both listeners and every connection.
-    public func shutdown() async throws {
+    package func shutdown() async throws {
         let first = isShutDown.withLockedValue { value in
             defer { value = true }
             return !value
@@ -239,8 +242,8 @@ public final class RunningSimulator: Sendable {
 }
 
 /// Logger metadata keys of the simulator.
-public enum SimulatorLoggingKeys {
-    public static let port = "apns_sim.port"
-    public static let controlPort = "apns_sim.control_port"
-    public static let environment = "apns_sim.environment"
+package enum SimulatorLoggingKeys {
+    package static let port = "apns_sim.port"
+    package static let controlPort = "apns_sim.control_port"
+    package static let environment = "apns_sim.environment"
 }

@@ -75,8 +75,10 @@ final class APNsStreamHandler: ChannelInboundHandler {
             answer(context: context)
             return
         }
-        let streamID = Int((try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)).map { Int($0) } ?? 0)
-        var record = processor.record(head: head, body: body ?? ByteBuffer(), connection: connection, streamID: streamID)
+        let streamID = Int(
+            (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)).map { Int($0) } ?? 0)
+        var record = processor.record(
+            head: head, body: body ?? ByteBuffer(), connection: connection, streamID: streamID)
         if fault.drop == true {
             record.verdict = DeviceVerdict(.fault, "connection dropped")
             _ = processor.store.deliver(record, push: nil, bundleID: nil)
@@ -114,13 +116,15 @@ final class APNsStreamHandler: ChannelInboundHandler {
     }
 
     private func answer(context: ChannelHandlerContext) {
-        let streamID = Int((try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)).map { Int($0) } ?? 0)
+        let streamID = Int(
+            (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)).map { Int($0) } ?? 0)
         let answer = processor.process(
             head: head, body: body ?? ByteBuffer(), connection: connection, streamID: streamID)
         if answer.becameAuthenticated, maxConcurrentStreams > 0, let parent = context.channel.parent {
             let settings = HTTP2Frame(
                 streamID: .rootStream,
-                payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: maxConcurrentStreams)])))
+                payload: .settings(
+                    .settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: maxConcurrentStreams)])))
             parent.writeAndFlush(settings, promise: nil)
         }
         respond(context: context, answer)

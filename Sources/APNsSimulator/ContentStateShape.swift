@@ -14,19 +14,19 @@ import Foundation
 /// coding), `dateRange` (a two-element array `[lower, upper]` with `lower <= upper`, the default
 /// `ClosedRange<Date>` coding) and `{"enum": [...]}` (a `String` raw-value enum). A trailing `?` (`"string?"`)
 /// makes a key optional. Keys not listed are ignored, as `JSONDecoder` ignores them.
-public struct ContentStateShape: Sendable, Hashable, Codable {
-    public var attributesType: String?
-    public var attributes: [String: FieldType]
-    public var contentState: [String: FieldType]
+package struct ContentStateShape: Sendable, Hashable, Codable {
+    package var attributesType: String?
+    package var attributes: [String: FieldType]
+    package var contentState: [String: FieldType]
 
-    public init(attributesType: String?, attributes: [String: FieldType], contentState: [String: FieldType]) {
+    package init(attributesType: String?, attributes: [String: FieldType], contentState: [String: FieldType]) {
         self.attributesType = attributesType
         self.attributes = attributes
         self.contentState = contentState
     }
 
     /// Loads a shape file.
-    public init(contentsOfFile path: String) throws(SimulatorError) {
+    package init(contentsOfFile path: String) throws(SimulatorError) {
         do {
             let data = try Data(contentsOf: URL(fileURLWithPath: path))
             self = try JSONDecoder().decode(ContentStateShape.self, from: data)
@@ -37,7 +37,7 @@ public struct ContentStateShape: Sendable, Hashable, Codable {
 
     private enum CodingKeys: String, CodingKey { case attributesType, attributes, contentState }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         attributesType = try container.decodeIfPresent(String.self, forKey: .attributesType)
         attributes = try container.decodeIfPresent([String: FieldType].self, forKey: .attributes) ?? [:]
@@ -45,7 +45,7 @@ public struct ContentStateShape: Sendable, Hashable, Codable {
     }
 
     /// The default app contract of the product: `DeliveryAttributes` from the event contract.
-    public static let deliveryAttributes = ContentStateShape(
+    package static let deliveryAttributes = ContentStateShape(
         attributesType: "DeliveryAttributes",
         attributes: ["orderNumber": .init(.int), "restaurantName": .init(.string)],
         contentState: [
@@ -84,16 +84,16 @@ public struct ContentStateShape: Sendable, Hashable, Codable {
     }
 
     /// One field's type and whether it may be absent.
-    public struct FieldType: Sendable, Hashable, Codable {
-        public var kind: Kind
-        public var optional: Bool
+    package struct FieldType: Sendable, Hashable, Codable {
+        package var kind: Kind
+        package var optional: Bool
 
-        public init(_ kind: Kind, optional: Bool = false) {
+        package init(_ kind: Kind, optional: Bool = false) {
             self.kind = kind
             self.optional = optional
         }
 
-        public enum Kind: Sendable, Hashable {
+        package enum Kind: Sendable, Hashable {
             case string, int, double, bool, date, dateRange
             case enumeration([String])
 
@@ -123,7 +123,7 @@ public struct ContentStateShape: Sendable, Hashable, Codable {
             }
         }
 
-        public init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let container = try decoder.singleValueContainer()
             if let name = try? container.decode(String.self) {
                 let optional = name.hasSuffix("?")
@@ -142,7 +142,7 @@ public struct ContentStateShape: Sendable, Hashable, Codable {
             }
         }
 
-        public func encode(to encoder: any Encoder) throws {
+        package func encode(to encoder: any Encoder) throws {
             var container = encoder.singleValueContainer()
             if case .enumeration(let cases) = kind {
                 try container.encode(EnumDescription(enum: cases, optional: optional ? true : nil))

@@ -72,7 +72,9 @@ struct ControlRouter: Sendable {
         case (.GET, "stats", 1):
             return json(store.statistics)
         case (.GET, "pushes", 1):
-            return json(store.pushes(token: query["token"], activity: query["activity"], limit: query["limit"].flatMap { Int($0) }))
+            return json(
+                store.pushes(
+                    token: query["token"], activity: query["activity"], limit: query["limit"].flatMap { Int($0) }))
         case (.GET, "devices", 1):
             return json(store.tokens())
         case (.GET, "devices", 2):
@@ -82,7 +84,9 @@ struct ControlRouter: Sendable {
             guard let view = store.activity(id: segments[1]) else { return notFound("unknown activity") }
             return json(view)
         case (.POST, "tokens", 2):
-            guard let registration = try? JSONDecoder().decode(Registration.self, from: body.isEmpty ? Data("{}".utf8) : body)
+            guard
+                let registration = try? JSONDecoder().decode(
+                    Registration.self, from: body.isEmpty ? Data("{}".utf8) : body)
             else { return badRequest("body is {\"bundleID\": String?, \"environment\": \"production\"|\"sandbox\"?}") }
             store.register(token: segments[1], bundleID: registration.bundleID, environment: registration.environment)
             return json(store.device(token: segments[1]))
@@ -104,7 +108,8 @@ struct ControlRouter: Sendable {
             return json(store.device(token: segments[1]))
         case (.POST, "faults", 1):
             guard let rule = try? JSONDecoder().decode(FaultRule.self, from: body) else {
-                return badRequest("body is a fault rule: {status, reason, count | percent, latencyMs, goaway, drop, stall, token}")
+                return badRequest(
+                    "body is a fault rule: {status, reason, count | percent, latencyMs, goaway, drop, stall, token}")
             }
             store.addFault(rule)
             return json(store.faults())
@@ -177,7 +182,8 @@ final class ControlHandler: ChannelInboundHandler {
             let keepAlive = head.isKeepAlive
             if !keepAlive { headers.add(name: "connection", value: "close") }
             context.write(
-                wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: response.status, headers: headers))),
+                wrapOutboundOut(
+                    .head(HTTPResponseHead(version: head.version, status: response.status, headers: headers))),
                 promise: nil)
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: response.body)))), promise: nil)
             let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))

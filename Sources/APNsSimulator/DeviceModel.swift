@@ -134,7 +134,8 @@ struct DeviceModel: Sendable {
         }
         if let problem = timestampProblem(aps, now: now) { return Result(verdict: problem) }
         if let shape {
-            if let problem = shape.problem(attributesType: aps["attributes-type"]?.stringValue, attributes: aps["attributes"])
+            if let problem = shape.problem(
+                attributesType: aps["attributes-type"]?.stringValue, attributes: aps["attributes"])
                 ?? shape.problem(contentState: aps["content-state"]!)
             {
                 return Result(verdict: DeviceVerdict(.wouldNotDecode, problem))

@@ -5,18 +5,18 @@
 /// wait `latencyMs`; then `drop` the TCP connection, `stall` (never answer), send `goaway` (with
 /// `reason` in its debug data) and close the connection, or answer `status` with `{"reason": reason}`.
 /// A rule with only `latencyMs` delays the request and then lets it through.
-public struct FaultRule: Sendable, Codable, Hashable {
-    public var status: Int?
-    public var reason: String?
-    public var count: Int?
-    public var percent: Double?
-    public var latencyMs: Int?
-    public var goaway: Bool?
-    public var drop: Bool?
-    public var stall: Bool?
-    public var token: String?
+package struct FaultRule: Sendable, Codable, Hashable {
+    package var status: Int?
+    package var reason: String?
+    package var count: Int?
+    package var percent: Double?
+    package var latencyMs: Int?
+    package var goaway: Bool?
+    package var drop: Bool?
+    package var stall: Bool?
+    package var token: String?
 
-    public init(
+    package init(
         status: Int? = nil,
         reason: String? = nil,
         count: Int? = nil,

@@ -33,7 +33,8 @@ struct ProviderTokenVerifier: Sendable {
             let claims = try? JSONDecoder().decode(Claims.self, from: Data(claimsBytes)),
             header.alg == "ES256"
         else { return nil }
-        let fingerprint = String(SHA256.hash(data: Data(jwt.utf8)).prefix(6).map { String(format: "%02x", $0) }.joined())
+        let fingerprint = String(
+            SHA256.hash(data: Data(jwt.utf8)).prefix(6).map { String(format: "%02x", $0) }.joined())
         guard let key = keys[header.kid] else {
             guard acceptUnknownKeys else { return nil }
             return VerifiedProviderToken(

@@ -80,7 +80,9 @@ final class RequestProcessor: Sendable {
         var record = record(head: head, body: body, connection: connection, streamID: streamID)
         var becameAuthenticated = false
 
-        func answer(_ status: Int, _ reason: String?, push: DeviceModel.Push? = nil, bundleID: String? = nil)
+        func answer(
+            _ status: Int, _ reason: String?, push: DeviceModel.Push? = nil, bundleID: String? = nil
+        )
             -> APNsAnswer
         {
             record.status = status

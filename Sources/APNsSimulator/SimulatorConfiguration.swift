@@ -1,57 +1,57 @@
-public import Crypto
-public import Foundation
+package import Crypto
+package import Foundation
 
 /// How an ``APNsSimulator`` listens, which provider keys it accepts and how its simulated devices behave.
-public struct SimulatorConfiguration: Sendable {
+package struct SimulatorConfiguration: Sendable {
     /// Address the APNs (TLS HTTP/2) listener binds to.
-    public var host: String = "127.0.0.1"
+    package var host: String = "127.0.0.1"
     /// APNs port; `0` picks a free port (see ``RunningSimulator/port``).
-    public var port: Int = 0
+    package var port: Int = 0
     /// Port of the plain HTTP/1.1 JSON control API; `0` picks a free port.
-    public var controlPort: Int = 0
+    package var controlPort: Int = 0
     /// Certificate and key (PEM files) to serve; `nil` generates a self-signed certificate at start
     /// for `localhost` and `127.0.0.1`, written to ``RunningSimulator/certificatePEMPath``.
-    public var certificate: CertificateFiles?
+    package var certificate: CertificateFiles?
     /// Provider keys whose JWTs the simulator accepts.
-    public var keys: [AcceptedKey] = []
+    package var keys: [AcceptedKey] = []
     /// Accept any well-formed ES256 JWT without checking its signature (handy for demos; not faithful).
-    public var acceptUnknownKeys: Bool = false
+    package var acceptUnknownKeys: Bool = false
     /// The environment this simulator plays; tokens registered for the other one get `BadDeviceToken`,
     /// and keys restricted to the other one get `BadEnvironmentKeyIdInToken`.
-    public var environment: Environment = .production
+    package var environment: Environment = .production
     /// Priority-10 pushes a Live Activity accepts per rolling hour before the device throttles silently
     /// (APNs still answers 200). `nil`: unlimited. Apple does not publish the number.
-    public var priority10BudgetPerHour: Int?
+    package var priority10BudgetPerHour: Int?
     /// The app's content-state shape; when set, pushes that would not decode get the `wouldNotDecode` verdict.
-    public var contentStateShape: ContentStateShape?
+    package var contentStateShape: ContentStateShape?
     /// Streams a connection may carry before its first request with a valid provider token (Apple: 1).
-    public var streamsBeforeAuthentication: Int = 1
+    package var streamsBeforeAuthentication: Int = 1
     /// Streams a connection may carry once authenticated (advertised in a SETTINGS update).
-    public var maxConcurrentStreams: Int = 1000
+    package var maxConcurrentStreams: Int = 1000
     /// Age after which a provider token is refused with `ExpiredProviderToken`.
-    public var providerTokenMaxAge: TimeInterval = 3600
+    package var providerTokenMaxAge: TimeInterval = 3600
     /// A connection may change its provider token at most once per this interval
     /// (else `429 TooManyProviderTokenUpdates`).
-    public var providerTokenMinUpdateInterval: TimeInterval = 20 * 60
+    package var providerTokenMinUpdateInterval: TimeInterval = 20 * 60
     /// Records kept for the control API (oldest dropped first).
-    public var recordLimit: Int = 100_000
+    package var recordLimit: Int = 100_000
     /// Event-loop threads; `nil` uses one per core.
-    public var threads: Int?
+    package var threads: Int?
     /// The simulator's wall clock (token ages, budgets, 410 timestamps). Tests inject a shifted clock.
-    public var now: @Sendable () -> Date = { Date() }
+    package var now: @Sendable () -> Date = { Date() }
 
-    public init() {}
+    package init() {}
 
     /// The two APNs environments.
-    public enum Environment: String, Sendable, Codable, CaseIterable {
+    package enum Environment: String, Sendable, Codable, CaseIterable {
         case production, sandbox
     }
 
     /// A certificate chain and private key, both PEM files.
-    public struct CertificateFiles: Sendable {
-        public var certificatePath: String
-        public var privateKeyPath: String
-        public init(certificatePath: String, privateKeyPath: String) {
+    package struct CertificateFiles: Sendable {
+        package var certificatePath: String
+        package var privateKeyPath: String
+        package init(certificatePath: String, privateKeyPath: String) {
             self.certificatePath = certificatePath
             self.privateKeyPath = privateKeyPath
         }
@@ -59,14 +59,14 @@ public struct SimulatorConfiguration: Sendable {
 
     /// A provider signing key the simulator trusts: its key id, team id and public key, optionally restricted
     /// to one environment (Apple's environment-restricted keys) or to some bundle ids (topic-specific keys).
-    public struct AcceptedKey: Sendable {
-        public var keyID: String
-        public var teamID: String
-        public var publicKey: P256.Signing.PublicKey
-        public var environment: Environment?
-        public var bundleIDs: Set<String>?
+    package struct AcceptedKey: Sendable {
+        package var keyID: String
+        package var teamID: String
+        package var publicKey: P256.Signing.PublicKey
+        package var environment: Environment?
+        package var bundleIDs: Set<String>?
 
-        public init(
+        package init(
             keyID: String,
             teamID: String,
             publicKey: P256.Signing.PublicKey,
@@ -81,7 +81,7 @@ public struct SimulatorConfiguration: Sendable {
         }
 
         /// Reads a PEM file holding either the public key or the `.p8` private key (the public key is derived).
-        public init(keyID: String, teamID: String, pemFile path: String) throws(SimulatorError) {
+        package init(keyID: String, teamID: String, pemFile path: String) throws(SimulatorError) {
             let text: String
             do {
                 text = try String(contentsOfFile: path, encoding: .utf8)
@@ -92,7 +92,7 @@ public struct SimulatorConfiguration: Sendable {
         }
 
         /// Parses PEM text holding a public key, or a PKCS#8/SEC1 private key.
-        public init(keyID: String, teamID: String, pem: String) throws(SimulatorError) {
+        package init(keyID: String, teamID: String, pem: String) throws(SimulatorError) {
             let publicKey: P256.Signing.PublicKey
             if let key = try? P256.Signing.PublicKey(pemRepresentation: pem) {
                 publicKey = key
@@ -105,7 +105,7 @@ public struct SimulatorConfiguration: Sendable {
         }
 
         /// Parses the command-line form `KEYID=TEAMID:/path/key.pem`.
-        public init(argument: String) throws(SimulatorError) {
+        package init(argument: String) throws(SimulatorError) {
             guard let equals = argument.firstIndex(of: "="),
                 let colon = argument[equals...].firstIndex(of: ":")
             else {

@@ -15,11 +15,11 @@ import Darwin
 /// blocked, so a worker's graceful shutdown could never be observed and `pgbench -T` would never
 /// stop. The child gets an empty mask and default handlers. A dedicated thread waits for it
 /// (`waitpid` blocks) and resumes whoever awaits its exit.
-public final class ChildProcess: Sendable {
-    public let name: String
-    public let pid: Int32
+package final class ChildProcess: Sendable {
+    package let name: String
+    package let pid: Int32
     /// Where stdout and stderr go.
-    public let outputPath: String
+    package let outputPath: String
     private let state = Mutex(State())
 
     private struct State {
@@ -28,7 +28,7 @@ public final class ChildProcess: Sendable {
     }
 
     /// Starts `executable` with `arguments` (not including argv[0]) and exactly `environment`.
-    public init(
+    package init(
         name: String,
         executable: String,
         arguments: [String],
@@ -59,25 +59,25 @@ public final class ChildProcess: Sendable {
         waiter.start()
     }
 
-    public var exitStatus: Int32? { state.withLock { $0.status } }
-    public var isRunning: Bool { exitStatus == nil }
+    package var exitStatus: Int32? { state.withLock { $0.status } }
+    package var isRunning: Bool { exitStatus == nil }
 
     /// The captured output so far.
-    public var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
+    package var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
 
     /// The last lines of the output (for failure messages).
-    public func tail(_ lines: Int = 30) -> String {
+    package func tail(_ lines: Int = 30) -> String {
         output.split(separator: "\n", omittingEmptySubsequences: false).suffix(lines).joined(separator: "\n")
     }
 
     /// Sends a signal if the process still runs.
-    public func signal(_ number: Int32) {
+    package func signal(_ number: Int32) {
         guard isRunning else { return }
         _ = kill(pid, number)
     }
 
     /// Waits for the exit and returns its status; nil if the waiting task is cancelled first.
-    public func waitForExit() async -> Int32? {
+    package func waitForExit() async -> Int32? {
         let id = UUID()
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Int32?, Never>) in
@@ -96,7 +96,7 @@ public final class ChildProcess: Sendable {
 
     /// Waits (bounded) for the exit and returns its status.
     @discardableResult
-    public func waitForExit(timeout: Duration) async throws -> Int32 {
+    package func waitForExit(timeout: Duration) async throws -> Int32 {
         try await withThrowingTaskGroup(of: Int32?.self) { group in
             group.addTask { await self.waitForExit() }
             group.addTask {
@@ -110,26 +110,26 @@ public final class ChildProcess: Sendable {
     }
 
     /// SIGTERM, then waits (bounded); the exit status.
-    public func terminate(timeout: Duration = .seconds(60)) async throws -> Int32 {
+    package func terminate(timeout: Duration = .seconds(60)) async throws -> Int32 {
         signal(SIGTERM)
         return try await waitForExit(timeout: timeout)
     }
 
     /// SIGKILL, then waits for the kernel to reap it.
-    public func kill9() async throws {
+    package func kill9() async throws {
         signal(SIGKILL)
         try await waitForExit(timeout: .seconds(30))
     }
 
     /// Kills it if still running (clean-up); never throws.
-    public func stop() async {
+    package func stop() async {
         guard isRunning else { return }
         signal(SIGKILL)
         _ = try? await waitForExit(timeout: .seconds(10))
     }
 
     /// Resident and peak resident set size in kilobytes (VmRSS, VmHWM in /proc/<pid>/status).
-    public var memoryKilobytes: (resident: Int, peak: Int)? {
+    package var memoryKilobytes: (resident: Int, peak: Int)? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
         func value(_ key: String) -> Int {
             guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(key) }) else { return 0 }
@@ -139,10 +139,10 @@ public final class ChildProcess: Sendable {
     }
 
     /// CPU time used so far (user + system, from `/proc/<pid>/stat`); nil once the process is gone.
-    public var cpuSeconds: Double? { ProcessCPU.ownSeconds(pid: pid) }
+    package var cpuSeconds: Double? { ProcessCPU.ownSeconds(pid: pid) }
 
     /// CPU time the whole machine spent busy so far (all cores, from `/proc/stat`), in seconds.
-    public static var machineBusySeconds: Double? {
+    package static var machineBusySeconds: Double? {
         guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
             let line = text.split(separator: "\n").first, line.hasPrefix("cpu ")
         else { return nil }
@@ -153,8 +153,8 @@ public final class ChildProcess: Sendable {
     }
 }
 
-public struct ChildProcessError: Error, CustomStringConvertible {
-    public var description: String
+package struct ChildProcessError: Error, CustomStringConvertible {
+    package var description: String
 }
 
 /// `posix_spawn` with stdout and stderr to `outputPath`, stdin from /dev/null, an empty signal mask and

@@ -9,7 +9,7 @@ import Darwin
 /// CPU time of processes that are not this one's children: the local PostgreSQL and RabbitMQ servers,
 /// whose share of a benchmark's machine time is otherwise only a guess. Read from `/proc` (Linux); zero
 /// where there is none.
-public enum ProcessCPU {
+package enum ProcessCPU {
     /// User and system seconds of every process whose command name (`comm`, as `ps -o comm` shows it) is
     /// one of `names`, each with what it has collected from its children that ended.
     ///
@@ -17,12 +17,12 @@ public enum ProcessCPU {
     /// reaps an ended process is counted too: a PostgreSQL backend that exits moves its time into the
     /// postmaster's children's time, and a backend that was not there at the first reading started at
     /// zero.
-    public static func seconds(ofCommands names: Set<String>) -> Double {
+    package static func seconds(ofCommands names: Set<String>) -> Double {
         seconds(ofGroups: [names])[0]
     }
 
     /// ``seconds(ofCommands:)`` for several groups of command names at once, in one pass over `/proc`.
-    public static func seconds(ofGroups groups: [Set<String>]) -> [Double] {
+    package static func seconds(ofGroups groups: [Set<String>]) -> [Double] {
         var ticks = [Double](repeating: 0, count: groups.count)
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return ticks }
         for entry in entries where entry.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
@@ -35,7 +35,7 @@ public enum ProcessCPU {
     }
 
     /// User and system seconds of this process, without its children's.
-    public static var ownSeconds: Double { ownSeconds(path: "/proc/self/stat") ?? 0 }
+    package static var ownSeconds: Double { ownSeconds(path: "/proc/self/stat") ?? 0 }
 
     /// User and system seconds of process `pid`, without its children's; nil once it is gone.
     static func ownSeconds(pid: Int32) -> Double? { ownSeconds(path: "/proc/\(pid)/stat") }

@@ -2,33 +2,33 @@ import Foundation
 
 extension HTTP2Client {
     /// Connection, concurrency, timeout and TLS settings for an ``HTTP2Client``.
-    public struct Configuration: Sendable {
+    package struct Configuration: Sendable {
         /// Connections per host and port (`CURLMOPT_MAX_HOST_CONNECTIONS`). Requests beyond
         /// `maxConnectionsPerHost × maxConcurrentStreamsPerConnection` queue inside libcurl.
-        public var maxConnectionsPerHost: Int = 2
+        package var maxConnectionsPerHost: Int = 2
         /// Streams per connection (`CURLMOPT_MAX_CONCURRENT_STREAMS`); the server's
         /// `SETTINGS_MAX_CONCURRENT_STREAMS` applies too.
-        public var maxConcurrentStreamsPerConnection: Int = 100
+        package var maxConcurrentStreamsPerConnection: Int = 100
         /// Requests accepted at once; beyond this ``HTTP2Client/execute(_:)`` suspends until one finishes.
-        public var maxRequestsInFlight: Int = 1000
+        package var maxRequestsInFlight: Int = 1000
         /// Threads that drive libcurl, each with its own multi handle and its share of the
         /// connections and in-flight slots; `nil` means one per core, at most one per connection.
         ///
         /// One libcurl thread tops out at about 15,000 small requests per second on this hardware
         /// (libcurl 7.88 does a `send`, several allocations and a header parse per stream); a
         /// second one lets a client with two connections use a second core.
-        public var eventLoops: Int? = nil
+        package var eventLoops: Int? = nil
         /// Timeout for TCP connect plus TLS handshake (`CURLOPT_CONNECTTIMEOUT_MS`).
-        public var connectTimeout: Duration = .seconds(10)
+        package var connectTimeout: Duration = .seconds(10)
         /// Whole-request timeout when ``HTTP2Request/timeout`` is `nil` (`CURLOPT_TIMEOUT_MS`). It
         /// includes the wait for a free slot and the queueing inside libcurl.
-        public var defaultRequestTimeout: Duration = .seconds(30)
+        package var defaultRequestTimeout: Duration = .seconds(30)
         /// A PEM file of CA certificates to trust instead of the system store (`CURLOPT_CAINFO`).
-        public var caFile: String? = nil
+        package var caFile: String? = nil
         /// Verify the server certificate chain (`CURLOPT_SSL_VERIFYPEER`). Only tests turn this off.
-        public var verifyPeer: Bool = true
+        package var verifyPeer: Bool = true
         /// Verify that the certificate names the host (`CURLOPT_SSL_VERIFYHOST`).
-        public var verifyHost: Bool = true
+        package var verifyHost: Bool = true
         /// TCP keep-alive probes on idle connections after this long, and then at this interval
         /// (`CURLOPT_TCP_KEEPALIVE`, `TCP_KEEPIDLE`, `TCP_KEEPINTVL`, whole seconds); `nil` turns
         /// them off.
@@ -37,9 +37,9 @@ extension HTTP2Client {
         /// which serves the easy interface's private connection pool and does nothing for a multi
         /// handle's pool. Idle connections that turn out dead are replaced on next use, and libcurl
         /// does not reuse a connection idle longer than 118 s (`CURLOPT_MAXAGE_CONN`).
-        public var tcpKeepAliveInterval: Duration? = .seconds(30)
+        package var tcpKeepAliveInterval: Duration? = .seconds(30)
 
-        public init() {}
+        package init() {}
 
         func validate() throws(HTTP2Error) {
             func check(_ condition: Bool, _ what: String) throws(HTTP2Error) {

@@ -1,4 +1,4 @@
-public import Logging
+package import Logging
 import Synchronization
 
 /// An HTTP/2 client over libcurl's multi interface: many concurrent requests multiplexed over a
@@ -12,25 +12,25 @@ import Synchronization
 ///
 /// Call ``shutdown()`` when done; dropping the last reference also stops the thread, after the
 /// requests in flight finish.
-public final class HTTP2Client: Sendable {
+package final class HTTP2Client: Sendable {
     /// Counters since the client started.
-    public struct Statistics: Hashable, Sendable {
+    package struct Statistics: Hashable, Sendable {
         /// Connections opened (sum of `CURLINFO_NUM_CONNECTS` over finished transfers).
-        public var connectionsOpened: Int
+        package var connectionsOpened: Int
         /// Transfers that ended with a response (any status).
-        public var requestsCompleted: Int
+        package var requestsCompleted: Int
         /// Transfers that ended with an ``HTTP2Error`` (including cancelled ones).
-        public var requestsFailed: Int
+        package var requestsFailed: Int
         /// Requests holding one of the ``Configuration/maxRequestsInFlight`` slots right now.
-        public var inFlight: Int
+        package var inFlight: Int
     }
 
-    public let configuration: Configuration
+    package let configuration: Configuration
     private let loops: [CurlEventLoop]
     private let nextRequestID = Atomic<UInt64>(0)
 
     /// Starts the client's thread; no connection is opened until the first request.
-    public init(configuration: Configuration = Configuration(), logger: Logger) throws(HTTP2Error) {
+    package init(configuration: Configuration = Configuration(), logger: Logger) throws(HTTP2Error) {
         try configuration.validate()
         self.configuration = configuration
         let count = configuration.resolvedEventLoops
@@ -51,7 +51,7 @@ public final class HTTP2Client: Sendable {
     /// Suspends while ``Configuration/maxRequestsInFlight`` requests are in flight. Cancelling the
     /// calling task aborts the transfer (resetting its stream) and throws ``HTTP2Error/Code/cancelled``.
     /// - Throws: ``HTTP2Error`` when no complete response arrived.
-    public func execute(_ request: HTTP2Request) async throws(HTTP2Error) -> HTTP2Response {
+    package func execute(_ request: HTTP2Request) async throws(HTTP2Error) -> HTTP2Response {
         let started = ContinuousClock.now
         let timeout = request.timeout ?? configuration.defaultRequestTimeout
         let id = nextRequestID.wrappingAdd(1, ordering: .relaxed).newValue
@@ -88,8 +88,10 @@ public final class HTTP2Client: Sendable {
     }
 
     /// A snapshot of the counters.
-    public var statistics: Statistics {
-        loops.map(\.statistics).reduce(Statistics(connectionsOpened: 0, requestsCompleted: 0, requestsFailed: 0, inFlight: 0)) {
+    package var statistics: Statistics {
+        loops.map(\.statistics).reduce(
+            Statistics(connectionsOpened: 0, requestsCompleted: 0, requestsFailed: 0, inFlight: 0)
+        ) {
             Statistics(
                 connectionsOpened: $0.connectionsOpened + $1.connectionsOpened,
                 requestsCompleted: $0.requestsCompleted + $1.requestsCompleted,
@@ -100,7 +102,7 @@ public final class HTTP2Client: Sendable {
     /// Stops taking requests (they throw ``HTTP2Error/Code/shutdown``), fails those waiting for a
     /// slot, waits for the ones in flight (each bounded by its timeout), then closes the
     /// connections and stops the thread. Safe to call more than once.
-    public func shutdown() async {
+    package func shutdown() async {
         // Every loop stops taking requests first, then each drains.
         for loop in loops { loop.requestShutdown() }
         for loop in loops { await loop.shutdown() }

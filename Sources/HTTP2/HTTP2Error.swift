@@ -3,9 +3,9 @@
 /// An HTTP status such as 404 or 500 is *not* an error: it comes back as an ``HTTP2Response``.
 /// The description never contains the request body or header values; ``message`` is libcurl's
 /// error text, which names at most the host and port.
-public struct HTTP2Error: Error, Sendable, CustomStringConvertible {
+package struct HTTP2Error: Error, Sendable, CustomStringConvertible {
     /// What went wrong, in the terms a caller can act on.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
         fileprivate enum Base: String, Sendable {
             case timedOut, couldNotConnect, tls, http2, sendFailed, receiveFailed, cancelled, shutdown
             case invalidRequest, invalidConfiguration, other
@@ -14,42 +14,42 @@ public struct HTTP2Error: Error, Sendable, CustomStringConvertible {
         fileprivate let base: Base
 
         /// The request timeout (or connect timeout) passed; queueing inside the client counts.
-        public static let timedOut = Code(base: .timedOut)
+        package static let timedOut = Code(base: .timedOut)
         /// No TCP connection could be made (refused, unreachable, name not resolved).
-        public static let couldNotConnect = Code(base: .couldNotConnect)
+        package static let couldNotConnect = Code(base: .couldNotConnect)
         /// The TLS handshake failed: certificate verification, protocol or cipher mismatch.
-        public static let tls = Code(base: .tls)
+        package static let tls = Code(base: .tls)
         /// An HTTP/2 stream or framing error, including a GOAWAY or RST_STREAM from the server.
-        public static let http2 = Code(base: .http2)
+        package static let http2 = Code(base: .http2)
         /// Writing to the connection failed (for example the server closed it).
-        public static let sendFailed = Code(base: .sendFailed)
+        package static let sendFailed = Code(base: .sendFailed)
         /// Reading from the connection failed or it closed before the response was complete.
-        public static let receiveFailed = Code(base: .receiveFailed)
+        package static let receiveFailed = Code(base: .receiveFailed)
         /// The calling task was cancelled; the transfer was aborted.
-        public static let cancelled = Code(base: .cancelled)
+        package static let cancelled = Code(base: .cancelled)
         /// The client is shutting down or shut down and takes no new requests.
-        public static let shutdown = Code(base: .shutdown)
+        package static let shutdown = Code(base: .shutdown)
         /// The request cannot be sent as given (bad header name or value, empty URL).
-        public static let invalidRequest = Code(base: .invalidRequest)
+        package static let invalidRequest = Code(base: .invalidRequest)
         /// ``HTTP2Client/Configuration`` holds a value out of range.
-        public static let invalidConfiguration = Code(base: .invalidConfiguration)
+        package static let invalidConfiguration = Code(base: .invalidConfiguration)
         /// Any other libcurl failure; see ``HTTP2Error/curlCode``.
-        public static let other = Code(base: .other)
+        package static let other = Code(base: .other)
 
-        public var description: String { base.rawValue }
+        package var description: String { base.rawValue }
     }
 
     /// What went wrong.
-    public let code: Code
+    package let code: Code
     /// The raw `CURLcode`, or 0 when the error did not come from libcurl.
-    public let curlCode: Int32
+    package let curlCode: Int32
     /// libcurl's error text (its error buffer, or `curl_easy_strerror`), or our own explanation.
-    public let message: String
+    package let message: String
     /// Whether the request may have reached the server, so a retry may duplicate it.
     ///
     /// `false` only when the client knows nothing was sent: no connection, a failed TLS
     /// handshake, or a transfer that never left the queue.
-    public let mayHaveBeenSent: Bool
+    package let mayHaveBeenSent: Bool
 
     package init(code: Code, curlCode: Int32 = 0, message: String, mayHaveBeenSent: Bool) {
         self.code = code
@@ -64,7 +64,7 @@ public struct HTTP2Error: Error, Sendable, CustomStringConvertible {
     /// failures are retriable; a TLS handshake failure is retriable only when it is a connection
     /// reset during the handshake (`CURLE_SSL_CONNECT_ERROR`), not a certificate problem.
     /// Check ``mayHaveBeenSent`` before retrying non-idempotent requests.
-    public var isRetriable: Bool {
+    package var isRetriable: Bool {
         switch code.base {
         case .timedOut, .couldNotConnect, .http2, .sendFailed, .receiveFailed:
             true
@@ -75,7 +75,7 @@ public struct HTTP2Error: Error, Sendable, CustomStringConvertible {
         }
     }
 
-    public var description: String {
+    package var description: String {
         var text = "HTTP2Error(\(code)"
         if curlCode != 0 { text += ", curl: \(curlCode)" }
         text += ", mayHaveBeenSent: \(mayHaveBeenSent), \(message))"

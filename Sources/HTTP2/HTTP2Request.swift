@@ -3,20 +3,20 @@
 /// Only the headers given here are sent besides the ones HTTP/2 requires (`:method`, `:path`,
 /// `:scheme`, `:authority`) and `content-length`; in particular no `content-type`, `accept` or
 /// `expect` is added.
-public struct HTTP2Request: Sendable {
+package struct HTTP2Request: Sendable {
     /// The method, upper case. Default `POST`.
-    public var method: String
+    package var method: String
     /// An absolute `https://` URL. (`http://` works too but speaks HTTP/1.1: this client never uses h2c.)
-    public var url: String
+    package var url: String
     /// Header fields in order. Names are sent lower case; names may not start with `:` and values
     /// may not contain CR, LF or NUL.
-    public var headers: [(name: String, value: String)]
+    package var headers: [(name: String, value: String)]
     /// The request body; sent for every method except `GET` and `HEAD` when not empty, and always for `POST`.
-    public var body: [UInt8]
+    package var body: [UInt8]
     /// The whole-request timeout; `nil` uses ``HTTP2Client/Configuration/defaultRequestTimeout``.
-    public var timeout: Duration?
+    package var timeout: Duration?
 
-    public init(
+    package init(
         method: String = "POST",
         url: String,
         headers: [(name: String, value: String)] = [],

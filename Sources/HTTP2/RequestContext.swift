@@ -122,7 +122,8 @@ final class RequestContext: @unchecked Sendable {
     }
 
     private static func equalsIgnoringCase(_ name: String, _ lowercased: String) -> Bool {
-        name.utf8.count == lowercased.utf8.count && zip(name.utf8, lowercased.utf8).allSatisfy { asciiLowercased($0) == $1 }
+        name.utf8.count == lowercased.utf8.count
+            && zip(name.utf8, lowercased.utf8).allSatisfy { asciiLowercased($0) == $1 }
     }
 
     fileprivate static func asciiLowercased(_ byte: UInt8) -> UInt8 {

@@ -1,8 +1,8 @@
 import Foundation
-public import Logging
-public import Postgres
+package import Logging
+package import Postgres
 import RabbitMQ
-public import ServiceLifecycle
+import ServiceLifecycle
 import Synchronization
 
 /// Consumes the events queue and applies deliveries in batches (``EventProcessor``); acks a batch
@@ -18,7 +18,7 @@ import Synchronization
 /// the quorum queue `<queue>.dead-letter`, whose messages (the broker gave up on them) it moves into
 /// `dead_letters`. A lost broker or database is retried with backoff while health reports it. On
 /// graceful shutdown it cancels its consumers, finishes and acks what it holds, and returns.
-public final class EventConsumer: Service {
+package final class EventConsumer: Service {
     let configuration: WorkerConfiguration.AMQP
     let processor: EventProcessor
     let client: PostgresClient
@@ -28,7 +28,7 @@ public final class EventConsumer: Service {
     /// Consuming waits for it: the database's schema is checked first (``SchemaGuard``).
     let schemaChecked: SchemaGate?
 
-    public convenience init(
+    package convenience init(
         configuration: WorkerConfiguration.AMQP, processor: EventProcessor, client: PostgresClient,
         health: WorkerHealth, metrics: WorkerMetrics, logger: Logger
     ) throws(LiveDeliveryError) {
@@ -52,7 +52,7 @@ public final class EventConsumer: Service {
         self.logger = logger
     }
 
-    public func run() async throws {
+    package func run() async throws {
         var backoff = Backoff(base: .milliseconds(200), maximum: .seconds(10))
         var nextNode = 0
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
@@ -68,7 +68,10 @@ public final class EventConsumer: Service {
                 health.update { $0.broker = false }
                 logger.warning(
                     "cannot connect to RabbitMQ; retrying",
-                    metadata: [LiveDeliveryLoggingKeys.error: "\(error.code)", LiveDeliveryLoggingKeys.reason: "\(error.context ?? "")"])
+                    metadata: [
+                        LiveDeliveryLoggingKeys.error: "\(error.code)",
+                        LiveDeliveryLoggingKeys.reason: "\(error.context ?? "")",
+                    ])
                 await sleepUnlessShuttingDown(backoff.next())
                 continue
             }
@@ -98,7 +101,9 @@ public final class EventConsumer: Service {
     }
 
     /// Declares the exchange, queues, bindings and the dead-letter path (idempotent).
-    static func declareTopology(_ configuration: WorkerConfiguration.AMQP, on connection: RabbitMQConnection)
+    static func declareTopology(
+        _ configuration: WorkerConfiguration.AMQP, on connection: RabbitMQConnection
+    )
         async throws
     {
         try await connection.declareExchange(configuration.exchange, type: .topic, durable: true)

@@ -1,20 +1,20 @@
-public import Foundation
-public import LiveDeliveryCore
-public import Logging
-public import Postgres
+package import Foundation
+package import LiveDeliveryCore
+package import Logging
+package import Postgres
 import Tracing
 
 /// One message as it came from the broker (or a test).
-public struct InboundMessage: Sendable {
-    public var body: [UInt8]
-    public var routingKey: String
-    public var messageID: String?
+package struct InboundMessage: Sendable {
+    package var body: [UInt8]
+    package var routingKey: String
+    package var messageID: String?
     /// The message's string headers: the tracer reads its trace from them.
-    public var headers: [String: String]
+    package var headers: [String: String]
     /// The W3C `traceparent` header, when the message carried a well-formed one.
-    public var traceParent: String? { headers["traceparent"].flatMap(TraceParent.init)?.header }
+    package var traceParent: String? { headers["traceparent"].flatMap(TraceParent.init)?.header }
 
-    public init(body: [UInt8], routingKey: String, messageID: String? = nil, headers: [String: String] = [:]) {
+    package init(body: [UInt8], routingKey: String, messageID: String? = nil, headers: [String: String] = [:]) {
         self.body = body
         self.routingKey = routingKey
         self.messageID = messageID
@@ -23,22 +23,22 @@ public struct InboundMessage: Sendable {
 }
 
 /// What one batch did.
-public struct BatchOutcome: Sendable, Hashable {
+package struct BatchOutcome: Sendable, Hashable {
     /// Events applied for the first time.
-    public var applied = 0
+    package var applied = 0
     /// Events already processed (redeliveries, duplicates within the batch or across batches).
-    public var duplicates = 0
+    package var duplicates = 0
     /// Messages refused and recorded in dead_letters.
-    public var rejected = 0
+    package var rejected = 0
     /// Outbox rows written (new or replaced).
-    public var pushesPlanned = 0
-    public init() {}
+    package var pushesPlanned = 0
+    package init() {}
 }
 
 /// Applies batches of inbound messages in one transaction each: inbox de-duplication, row locks on
 /// the affected orders (in a stable order), the core's transitions, and the state, activity,
 /// outbox, timeline and dead-letter rows. Nothing is written unless everything is.
-public final class EventProcessor: Sendable {
+package final class EventProcessor: Sendable {
     let client: PostgresClient
     let tracker: OrderTracker
     let metrics: WorkerMetrics
@@ -53,7 +53,7 @@ public final class EventProcessor: Sendable {
     /// Each event's span continues the trace its message carried.
     let tracer: any Tracer
 
-    public convenience init(
+    package convenience init(
         client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
         pushToStart: WorkerConfiguration.PushToStart = .init(), now: @escaping @Sendable () -> Date = { Date() }
     ) {
@@ -86,7 +86,7 @@ public final class EventProcessor: Sendable {
     /// Applies the batch; retries the transaction a few times on serialization failures, deadlocks
     /// and lost connections, then throws (the caller requeues the batch). Statements whose prepared
     /// plans went stale are prepared again, without counting as attempts.
-    public func process(_ messages: [InboundMessage]) async throws -> BatchOutcome {
+    package func process(_ messages: [InboundMessage]) async throws -> BatchOutcome {
         let started = ContinuousClock.now
         var decoded: [Decoded] = []
         for (index, message) in messages.enumerated() {

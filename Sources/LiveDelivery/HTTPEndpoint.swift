@@ -1,15 +1,15 @@
 import Foundation
-public import Logging
+package import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-public import ServiceLifecycle
+import ServiceLifecycle
 import Synchronization
 
 /// A tiny HTTP/1.1 listener: `GET /metrics` (Prometheus text), `/healthz` (the process runs;
 /// JSON with each dependency's state) and `/readyz` (200 only while the broker and the database
 /// are reachable and events are consumed, else 503).
-public final class HTTPEndpoint: Service {
+package final class HTTPEndpoint: Service {
     let host: String
     let port: Int
     let portFile: String?
@@ -20,7 +20,7 @@ public final class HTTPEndpoint: Service {
     private let bound: AsyncStream<Int>
     private let boundContinuation: AsyncStream<Int>.Continuation
 
-    public init(
+    package init(
         host: String, port: Int, portFile: String?, metrics: WorkerMetrics, health: WorkerHealth, logger: Logger
     ) {
         self.host = host
@@ -33,13 +33,13 @@ public final class HTTPEndpoint: Service {
     }
 
     /// The port once listening (port 0 picks a free one).
-    public func waitUntilListening() async -> Int? {
+    package func waitUntilListening() async -> Int? {
         if let port = boundPort.withLock({ $0 }) { return port }
         for await port in bound { return port }
         return boundPort.withLock { $0 }
     }
 
-    public func run() async throws {
+    package func run() async throws {
         let metrics = self.metrics
         let health = self.health
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)

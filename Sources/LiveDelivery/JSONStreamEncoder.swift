@@ -291,7 +291,9 @@ final class StreamingEncoder: Encoder {
             try encoder.writer.encodeValue(value, parent: encoder, key: Index(intValue: encoder.count - 1))
         }
 
-        mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type)
+        mutating func nestedContainer<NestedKey: CodingKey>(
+            keyedBy keyType: NestedKey.Type
+        )
             -> KeyedEncodingContainer<NestedKey>
         {
             encoder.separate()

@@ -86,7 +86,9 @@ final class JSONTape {
 
         func corrupted(_ message: String) -> DecodingError {
             DecodingError.dataCorrupted(
-                .init(codingPath: [], debugDescription: "The given data was not valid JSON: \(message) at byte \(position)."))
+                .init(
+                    codingPath: [],
+                    debugDescription: "The given data was not valid JSON: \(message) at byte \(position)."))
         }
 
         mutating func skipWhitespace() {
@@ -114,7 +116,8 @@ final class JSONTape {
         }
 
         mutating func object(depth: Int) throws {
-            let index = tape.append(JSONToken(kind: .object, flag: false, start: Int32(position), end: 0, next: 0, count: 0))
+            let index = tape.append(
+                JSONToken(kind: .object, flag: false, start: Int32(position), end: 0, next: 0, count: 0))
             position += 1
             skipWhitespace()
             var count = 0
@@ -129,7 +132,9 @@ final class JSONTape {
                 }
                 try string()
                 skipWhitespace()
-                guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw corrupted("expected ':'") }
+                guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else {
+                    throw corrupted("expected ':'")
+                }
                 position += 1
                 skipWhitespace()
                 try value(depth: depth + 1)
@@ -150,7 +155,8 @@ final class JSONTape {
         }
 
         mutating func array(depth: Int) throws {
-            let index = tape.append(JSONToken(kind: .array, flag: false, start: Int32(position), end: 0, next: 0, count: 0))
+            let index = tape.append(
+                JSONToken(kind: .array, flag: false, start: Int32(position), end: 0, next: 0, count: 0))
             position += 1
             skipWhitespace()
             var count = 0
@@ -197,7 +203,8 @@ final class JSONTape {
                     position += 1
                     guard position < bytes.count else { break }
                     switch bytes[position] {
-                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
+                        UInt8(ascii: "f"),
                         UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
                         position += 1
                     case UInt8(ascii: "u"):
@@ -248,7 +255,8 @@ final class JSONTape {
             if position < bytes.count, bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E") {
                 fractional = true
                 position += 1
-                if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") {
+                if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-")
+                {
                     position += 1
                 }
                 guard position < bytes.count, Self.isDigit(bytes[position]) else { throw corrupted("invalid number") }
@@ -294,7 +302,8 @@ final class JSONTape {
                 type, .init(codingPath: [], debugDescription: "Expected \(type) value but found null instead."))
         }
         return DecodingError.typeMismatch(
-            type, .init(codingPath: [], debugDescription: "Expected to decode \(type) but found \(describe(index)) instead."))
+            type,
+            .init(codingPath: [], debugDescription: "Expected to decode \(type) but found \(describe(index)) instead."))
     }
 
     /// The index of `key`'s value in the object at `object`, the first if it appears twice.
@@ -310,7 +319,8 @@ final class JSONTape {
                     if !token.flag {
                         if Int(token.end - token.start) == wanted.count,
                             wanted.isEmpty
-                                || memcmp(wanted.baseAddress!, buffer.baseAddress! + Int(token.start), wanted.count) == 0
+                                || memcmp(wanted.baseAddress!, buffer.baseAddress! + Int(token.start), wanted.count)
+                                    == 0
                         {
                             return value
                         }
@@ -400,7 +410,8 @@ final class JSONTape {
 
     private func doesNotFit(_ type: Any.Type, _ token: JSONToken) -> DecodingError {
         DecodingError.dataCorrupted(
-            .init(codingPath: [], debugDescription: "Parsed JSON number <\(numberText(token))> does not fit in \(type)."))
+            .init(
+                codingPath: [], debugDescription: "Parsed JSON number <\(numberText(token))> does not fit in \(type)."))
     }
 
     func double(at index: Int) throws -> Double {
@@ -409,7 +420,8 @@ final class JSONTape {
         if let value = plainDecimal(token) { return value }
         guard let value = Double(numberText(token)), value.isFinite else {
             throw DecodingError.dataCorrupted(
-                .init(codingPath: [], debugDescription: "Number <\(numberText(token))> is not representable in Double."))
+                .init(codingPath: [], debugDescription: "Number <\(numberText(token))> is not representable in Double.")
+            )
         }
         return value
     }
@@ -475,7 +487,8 @@ final class JSONTape {
         }
         if T.self == Data.self {
             guard let data = Data(base64Encoded: try string(at: index)) else {
-                throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "Encountered Data is not valid Base64."))
+                throw DecodingError.dataCorrupted(
+                    .init(codingPath: [], debugDescription: "Encountered Data is not valid Base64."))
             }
             return data as! T
         }
@@ -590,7 +603,9 @@ struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     private func index(of key: Key) throws -> Int {
         guard let index = tape.find(key.stringValue, in: object) else {
             throw DecodingError.keyNotFound(
-                key, .init(codingPath: [], debugDescription: "No value associated with key \(key) (\"\(key.stringValue)\")."))
+                key,
+                .init(codingPath: [], debugDescription: "No value associated with key \(key) (\"\(key.stringValue)\").")
+            )
         }
         return index
     }
@@ -690,7 +705,8 @@ struct TapeUnkeyedContainer: UnkeyedDecodingContainer {
     mutating func decodeNil() throws -> Bool {
         guard !isAtEnd else {
             throw DecodingError.valueNotFound(
-                Any?.self, .init(codingPath: [IndexKey(currentIndex)], debugDescription: "Unkeyed container is at end."))
+                Any?.self, .init(codingPath: [IndexKey(currentIndex)], debugDescription: "Unkeyed container is at end.")
+            )
         }
         guard tape.kind(at: position) == .null else { return false }
         _ = try take(Any?.self)
@@ -719,7 +735,9 @@ struct TapeUnkeyedContainer: UnkeyedDecodingContainer {
         return try prefixing(key) { try tape.value(T.self, at: index) }
     }
 
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy type: NestedKey.Type
+    ) throws
         -> KeyedDecodingContainer<NestedKey>
     {
         let key = IndexKey(currentIndex)

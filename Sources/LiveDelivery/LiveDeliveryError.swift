@@ -1,7 +1,7 @@
 /// Every error of the worker runtime: a code, a message without secrets, SQL or payloads, and
 /// whether running the same work again may succeed.
-public struct LiveDeliveryError: Error, Sendable, CustomStringConvertible {
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+package struct LiveDeliveryError: Error, Sendable, CustomStringConvertible {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Sendable {
             case invalidConfiguration, migration, database, broker, apns, shutdown
         }
@@ -9,66 +9,66 @@ public struct LiveDeliveryError: Error, Sendable, CustomStringConvertible {
         private init(_ base: Base) { self.base = base }
 
         /// The configuration (file, environment, policy, mapping, APNs apps) is wrong.
-        public static let invalidConfiguration = Code(.invalidConfiguration)
+        package static let invalidConfiguration = Code(.invalidConfiguration)
         /// A migration file is missing, changed after it was applied, or failed.
-        public static let migration = Code(.migration)
+        package static let migration = Code(.migration)
         /// PostgreSQL failed (see `isRetriable`).
-        public static let database = Code(.database)
+        package static let database = Code(.database)
         /// RabbitMQ failed.
-        public static let broker = Code(.broker)
+        package static let broker = Code(.broker)
         /// The APNs client could not be built.
-        public static let apns = Code(.apns)
+        package static let apns = Code(.apns)
         /// The worker is shutting down.
-        public static let shutdown = Code(.shutdown)
+        package static let shutdown = Code(.shutdown)
 
-        public var description: String { base.rawValue }
+        package var description: String { base.rawValue }
     }
 
-    public var code: Code
-    public var message: String
+    package var code: Code
+    package var message: String
     /// Problems found while validating configuration, one per line.
-    public var problems: [String]
-    public var isRetriable: Bool
+    package var problems: [String]
+    package var isRetriable: Bool
 
-    public init(_ code: Code, _ message: String, problems: [String] = [], isRetriable: Bool = false) {
+    package init(_ code: Code, _ message: String, problems: [String] = [], isRetriable: Bool = false) {
         self.code = code
         self.message = message
         self.problems = problems
         self.isRetriable = isRetriable
     }
 
-    public var description: String {
+    package var description: String {
         (["LiveDeliveryError.\(code): \(message)"] + problems.map { "  - \($0)" }).joined(separator: "\n")
     }
 }
 
 /// Metadata keys of the worker's logs (values go in metadata, never in the message).
-public enum LiveDeliveryLoggingKeys {
-    public static let workerID = "worker.id"
-    public static let orderID = "order.id"
-    public static let eventID = "event.id"
-    public static let eventType = "event.type"
-    public static let activityKey = "activity.key"
-    public static let decision = "decision.code"
-    public static let deliveryTag = "amqp.delivery_tag"
-    public static let batchSize = "batch.size"
-    public static let queue = "amqp.queue"
+package enum LiveDeliveryLoggingKeys {
+    package static let workerID = "worker.id"
+    package static let orderID = "order.id"
+    package static let eventID = "event.id"
+    package static let eventType = "event.type"
+    package static let activityKey = "activity.key"
+    package static let decision = "decision.code"
+    package static let deliveryTag = "amqp.delivery_tag"
+    package static let batchSize = "batch.size"
+    package static let queue = "amqp.queue"
     /// The broker node a connection is attached to (`host:port`).
-    public static let broker = "amqp.node"
-    public static let reason = "reason"
-    public static let field = "field"
-    public static let apnsID = "apns.id"
-    public static let apnsStatus = "apns.status"
-    public static let apnsReason = "apns.reason"
-    public static let bundleID = "apns.bundle_id"
-    public static let outcome = "outcome"
-    public static let attempt = "attempt"
-    public static let delay = "delay"
-    public static let error = "error"
-    public static let migration = "migration"
-    public static let httpPort = "http.port"
-    public static let count = "count"
+    package static let broker = "amqp.node"
+    package static let reason = "reason"
+    package static let field = "field"
+    package static let apnsID = "apns.id"
+    package static let apnsStatus = "apns.status"
+    package static let apnsReason = "apns.reason"
+    package static let bundleID = "apns.bundle_id"
+    package static let outcome = "outcome"
+    package static let attempt = "attempt"
+    package static let delay = "delay"
+    package static let error = "error"
+    package static let migration = "migration"
+    package static let httpPort = "http.port"
+    package static let count = "count"
     /// The W3C trace the event's message carried (`traceparent`): its trace id and the caller's span id.
-    public static let traceID = "trace.id"
-    public static let traceParent = "trace.parent_id"
+    package static let traceID = "trace.id"
+    package static let traceParent = "trace.parent_id"
 }

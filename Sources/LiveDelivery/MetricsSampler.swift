@@ -26,16 +26,19 @@ struct MetricsSampler: Service {
             do {
                 try await sampleDatabase()
             } catch {
-                logger.debug("metrics: the database could not be sampled", metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
+                logger.debug(
+                    "metrics: the database could not be sampled", metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
             }
             do {
                 if broker == nil || broker?.isOpen == false {
-                    let connected = try await RabbitMQConnection.connect(to: amqp.endpoints, startingAt: node, logger: logger)
+                    let connected = try await RabbitMQConnection.connect(
+                        to: amqp.endpoints, startingAt: node, logger: logger)
                     (broker, node) = (connected.connection, connected.node + 1)
                 }
                 if let broker { try await sampleBroker(broker) }
             } catch {
-                logger.debug("metrics: the broker could not be sampled", metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
+                logger.debug(
+                    "metrics: the broker could not be sampled", metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
                 await broker?.close()
                 broker = nil
             }

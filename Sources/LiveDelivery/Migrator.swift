@@ -1,6 +1,6 @@
 import Foundation
-public import Logging
-public import Postgres
+package import Logging
+package import Postgres
 
 /// Applies the numbered SQL files of a folder (`001_core_schema.sql`, …) in order.
 ///
@@ -9,27 +9,27 @@ public import Postgres
 /// - A session advisory lock serialises concurrent callers (two processes starting at once): the
 ///   second waits, then finds everything applied.
 /// - Idempotent: applied files are skipped; a file changed after it was applied is an error.
-public struct Migrator: Sendable {
-    public struct Migration: Sendable, Hashable {
-        public var version: Int
-        public var name: String
-        public var sql: String
-        public var checksum: String
+package struct Migrator: Sendable {
+    package struct Migration: Sendable, Hashable {
+        package var version: Int
+        package var name: String
+        package var sql: String
+        package var checksum: String
     }
 
     /// The schema version this release's statements are written for: the newest file in `sql/`
     /// (a test keeps the two in step). `livedelivery run` refuses any other.
-    public static let schemaVersion = 114
+    package static let schemaVersion = 114
 
     /// `pg_advisory_lock` key: "LDMIGRAT" as an int8.
     static let lockKey: Int64 = 0x4C44_4D49_4752_4154
 
-    public let directory: String
+    package let directory: String
 
-    public init(directory: String) { self.directory = directory }
+    package init(directory: String) { self.directory = directory }
 
     /// The migration files, in version order.
-    public func migrations() throws(LiveDeliveryError) -> [Migration] {
+    package func migrations() throws(LiveDeliveryError) -> [Migration] {
         let names: [String]
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: directory)
@@ -58,7 +58,7 @@ public struct Migrator: Sendable {
 
     /// Applies what is missing; returns the names applied now (empty when all were applied).
     @discardableResult
-    public func migrate(client: PostgresClient, logger: Logger) async throws -> [String] {
+    package func migrate(client: PostgresClient, logger: Logger) async throws -> [String] {
         let migrations = try migrations()
         return try await client.withConnection { connection in
             try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))")
@@ -82,7 +82,9 @@ public struct Migrator: Sendable {
         }
     }
 
-    private func apply(_ migrations: [Migration], on connection: PostgresConnection, logger: Logger) async throws
+    private func apply(
+        _ migrations: [Migration], on connection: PostgresConnection, logger: Logger
+    ) async throws
         -> [String]
     {
         try await connection.execute(

@@ -190,7 +190,9 @@ enum OrderStore {
     }
 
     /// The push-to-start tokens on file for these users (not retired).
-    static func pushToStartTokens(users: [String], on connection: PostgresConnection) async throws
+    static func pushToStartTokens(
+        users: [String], on connection: PostgresConnection
+    ) async throws
         -> [String: [PushToStartRegistration]]
     {
         guard !users.isEmpty else { return [:] }
@@ -301,7 +303,8 @@ enum OrderStore {
                 RETURNING o.order_id, o.xmin::text::bigint AS version
                 """)
         }
-        let activityChanges = changed.map { ($0.original, $0.state) } + delivered.map { (Optional($0.original), $0.settled) }
+        let activityChanges =
+            changed.map { ($0.original, $0.state) } + delivered.map { (Optional($0.original), $0.settled) }
         if let activities = activitiesQuery(activityChanges) {
             statements.append(activities)
         }
@@ -405,13 +408,16 @@ enum OrderStore {
             for row in results[index] {
                 let orderID = try row.decode(String.self, "order_id")
                 if let state = byID[orderID] {
-                    written.append(.init(orderID: orderID, version: try row.decode(Int64.self, "version"), state: state))
+                    written.append(
+                        .init(orderID: orderID, version: try row.decode(Int64.self, "version"), state: state))
                 }
             }
         }
         if let handover, let handedIndex, slots > 0 {
             var planned: [Outbox.Key: PlannedPush] = [:]
-            for push in pushes { planned[Outbox.Key(orderID: push.orderID, activityKey: push.activityKey)] = push.planned }
+            for push in pushes {
+                planned[Outbox.Key(orderID: push.orderID, activityKey: push.activityKey)] = push.planned
+            }
             var claims: [PushDispatcher.Claim] = []
             for row in results[handedIndex] {
                 guard let orderID = try row.decode(String?.self, "order_id"),

@@ -35,8 +35,11 @@ enum Outbox {
     static func locked(from rows: PostgresRows) throws -> [Key: LockedRow] {
         var locked: [Key: LockedRow] = [:]
         for row in rows {
-            let key = Key(orderID: try row.decode(String.self, "order_id"), activityKey: try row.decode(String.self, "activity_key"))
-            locked[key] = LockedRow(generation: try row.decode(Int64.self, "generation"), row: try row.decode(String.self, "row"))
+            let key = Key(
+                orderID: try row.decode(String.self, "order_id"),
+                activityKey: try row.decode(String.self, "activity_key"))
+            locked[key] = LockedRow(
+                generation: try row.decode(Int64.self, "generation"), row: try row.decode(String.self, "row"))
         }
         return locked
     }

@@ -1,9 +1,9 @@
 import APNs
-public import Foundation
-public import LiveDeliveryCore
-public import Logging
-public import Postgres
-public import ServiceLifecycle
+package import Foundation
+package import LiveDeliveryCore
+package import Logging
+package import Postgres
+import ServiceLifecycle
 import Synchronization
 import Tracing
 
@@ -23,11 +23,11 @@ import Tracing
 /// - Woken at once by `NOTIFY livedelivery_outbox`, with a poll as fallback; the new pushes of
 ///   this process's own consumer come in memory, already leased, while there are free slots
 ///   (``PushHandoff``).
-public final class PushDispatcher: Service {
+package final class PushDispatcher: Service {
     let configuration: WorkerConfiguration.Dispatcher
     let workerID: String
     let client: PostgresClient
-    public let sender: any PushSending
+    package let sender: any PushSending
     let tracker: OrderTracker
     let health: WorkerHealth
     let metrics: WorkerMetrics
@@ -44,13 +44,13 @@ public final class PushDispatcher: Service {
     private let answers = Answers()
 
     /// Pushes sent or awaiting their recording (the `livedelivery_pushes_in_flight` gauge).
-    public var pushesInFlight: Int { answers.inFlight }
+    package var pushesInFlight: Int { answers.inFlight }
     /// States this process wrote (the consumer's, moments before a push is recorded).
     let states: OrderStateCache
     /// An APNs request's span continues the trace of the event that planned the push.
     let tracer: any Tracer
 
-    public convenience init(
+    package convenience init(
         configuration: WorkerConfiguration.Dispatcher, workerID: String, client: PostgresClient,
         sender: any PushSending, tracking: TrackingConfiguration, health: WorkerHealth, metrics: WorkerMetrics,
         logger: Logger, now: @escaping @Sendable () -> Date = { Date() }
@@ -86,7 +86,7 @@ public final class PushDispatcher: Service {
     /// recording), sends each claim at once, and lets one recorder task write the answers in
     /// groups. On graceful shutdown it stops claiming, waits for the answers in flight and
     /// records them.
-    public func run() async throws {
+    package func run() async throws {
         let answers = self.answers
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.listen() }
@@ -201,7 +201,7 @@ public final class PushDispatcher: Service {
     /// Claims one batch of due rows, sends them, records the outcomes in one transaction; returns
     /// how many it claimed. (The service itself pipelines these steps; tests drive this one.)
     @discardableResult
-    public func dispatchOnce() async throws -> Int {
+    package func dispatchOnce() async throws -> Int {
         let claims = try await claim(limit: configuration.batchSize)
         guard !claims.isEmpty else { return 0 }
         let sent = await withTaskGroup(of: Sent.self, returning: [Sent].self) { group in
@@ -292,19 +292,19 @@ public final class PushDispatcher: Service {
     /// push waited. A TID scan has no such choice to make.
     static func leaseQuery(_ lease: Lease, workerID: String, seconds: Double, limit: Int) -> PostgresQuery {
         let query: PostgresQuery = """
-        UPDATE outbox AS o
-        SET lease_owner = \(workerID), lease_until = now() + make_interval(secs => \(seconds)),
-            attempts = o.attempts + 1
-        WHERE o.ctid = ANY (ARRAY(
-            SELECT d.ctid FROM outbox AS d
-            WHERE \(unsafeRaw: lease.predicate) AND d.not_before <= now()
-              AND NOT EXISTS (SELECT 1 FROM app_pauses AS p
-                              WHERE p.bundle_id = d.bundle_id AND p.paused_until > now())
-            ORDER BY \(unsafeRaw: lease.order)
-            LIMIT \(limit)
-            FOR UPDATE SKIP LOCKED))
-        RETURNING o.order_id, o.activity_key, o.generation, o.attempts, o.push
-        """
+            UPDATE outbox AS o
+            SET lease_owner = \(workerID), lease_until = now() + make_interval(secs => \(seconds)),
+                attempts = o.attempts + 1
+            WHERE o.ctid = ANY (ARRAY(
+                SELECT d.ctid FROM outbox AS d
+                WHERE \(unsafeRaw: lease.predicate) AND d.not_before <= now()
+                  AND NOT EXISTS (SELECT 1 FROM app_pauses AS p
+                                  WHERE p.bundle_id = d.bundle_id AND p.paused_until > now())
+                ORDER BY \(unsafeRaw: lease.order)
+                LIMIT \(limit)
+                FOR UPDATE SKIP LOCKED))
+            RETURNING o.order_id, o.activity_key, o.generation, o.attempts, o.push
+            """
         return query.planned(.everyRun)
     }
 
@@ -486,7 +486,8 @@ public final class PushDispatcher: Service {
                 }
                 // Only an answer other than "delivered" is logged: the common case skips the metadata.
                 var logger = self.logger
-                if case .delivered = answer.outcome {} else {
+                if case .delivered = answer.outcome {
+                } else {
                     logger[metadataKey: LiveDeliveryLoggingKeys.orderID] = "\(claim.orderID)"
                     logger[metadataKey: LiveDeliveryLoggingKeys.activityKey] = "\(claim.activityKey)"
                     logger[metadataKey: LiveDeliveryLoggingKeys.apnsID] = "\(push.apnsID)"
@@ -546,7 +547,8 @@ public final class PushDispatcher: Service {
             // A delivered current update changes nothing but its activity: the order's state is not
             // written again, only the update's id, which the next read settles (see `sql/108`).
             var delivered: [Delivered] = []
-            for (orderID, ids) in deliveredUpdates.sorted(by: { $0.key < $1.key }) where !otherAnswers.contains(orderID) {
+            for (orderID, ids) in deliveredUpdates.sorted(by: { $0.key < $1.key }) where !otherAnswers.contains(orderID)
+            {
                 guard let change = changes[orderID], let original = change.original,
                     change.pushes.isEmpty, change.withdrawn.isEmpty, change.retired.isEmpty
                 else { continue }
@@ -584,6 +586,8 @@ public final class PushDispatcher: Service {
         return released
     }
 
+    // swift-format-ignore: AlwaysUseLowerCamelCase
+    // (the properties are named after the table's columns)
     /// One `push_attempts` row (the columns of an `unnest`).
     private struct AttemptRow {
         var order_id: String
@@ -613,7 +617,9 @@ public final class PushDispatcher: Service {
         }
     }
 
-    private func pause(_ bundleID: String, reason: String, status: Int?, on connection: PostgresConnection)
+    private func pause(
+        _ bundleID: String, reason: String, status: Int?, on connection: PostgresConnection
+    )
         async throws
     {
         try await connection.query(

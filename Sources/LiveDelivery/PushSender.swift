@@ -1,19 +1,19 @@
-public import APNs
+package import APNs
 import Foundation
-public import LiveDeliveryCore
-public import Logging
+package import LiveDeliveryCore
+package import Logging
 
 /// Sends one planned push and classifies the answer (the seam between the dispatcher and APNs).
-public protocol PushSending: Sendable {
+package protocol PushSending: Sendable {
     func send(_ push: PlannedPush) async -> APNsOutcome
     func shutdown() async
 }
 
 /// The production sender: one ``APNsClient`` per APNs environment, built from apns-apps.json.
-public final class APNsPushSender: PushSending {
+package final class APNsPushSender: PushSending {
     private let clients: [String: APNsClient]
 
-    public init(configuration: WorkerConfiguration.APNs, logger: Logger) throws(LiveDeliveryError) {
+    package init(configuration: WorkerConfiguration.APNs, logger: Logger) throws(LiveDeliveryError) {
         var clients: [String: APNsClient] = [:]
         for environment in ["production", "sandbox"] {
             let apps = configuration.apps.filter { $0.environment == environment }
@@ -45,7 +45,7 @@ public final class APNsPushSender: PushSending {
         self.clients = clients
     }
 
-    public func send(_ push: PlannedPush) async -> APNsOutcome {
+    package func send(_ push: PlannedPush) async -> APNsOutcome {
         guard let client = clients[push.environment.rawValue] else {
             return .configurationFault(reason: .unknownApp, status: nil)
         }
@@ -60,7 +60,7 @@ public final class APNsPushSender: PushSending {
         return await client.send(notification, app: push.bundleID)
     }
 
-    public func shutdown() async {
+    package func shutdown() async {
         for client in clients.values { await client.shutdown() }
     }
 }

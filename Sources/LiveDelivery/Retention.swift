@@ -1,7 +1,7 @@
-public import Foundation
-public import Logging
-public import Postgres
-public import ServiceLifecycle
+package import Foundation
+package import Logging
+package import Postgres
+import ServiceLifecycle
 
 /// Keeps the day partitions of the history tables (`push_attempts`, `timeline`, `inbox`; sql/112):
 /// creates them ahead of time, and drops those older than `retention.days`.
@@ -16,13 +16,13 @@ public import ServiceLifecycle
 ///
 /// An event redelivered after its inbox row is gone is not a duplicate for the inbox any more;
 /// the order's state still ignores it (newest wins by sequence and time).
-public final class Retention: Service {
+package final class Retention: Service {
     let configuration: WorkerConfiguration.Retention
     let client: PostgresClient
     let logger: Logger
     let now: @Sendable () -> Date
 
-    public init(
+    package init(
         configuration: WorkerConfiguration.Retention, client: PostgresClient, logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
@@ -33,17 +33,17 @@ public final class Retention: Service {
     }
 
     /// What one round did.
-    public struct Round: Sendable, Equatable {
+    package struct Round: Sendable, Equatable {
         /// Partitions created (`push_attempts_p20261127`, …).
-        public var created: [String] = []
+        package var created: [String] = []
         /// Day partitions dropped.
-        public var dropped: [String] = []
+        package var dropped: [String] = []
         /// Rows deleted from each table's default partition.
-        public var deleted: [String: Int] = [:]
+        package var deleted: [String: Int] = [:]
         /// Hours of push outcomes rolled up (sql/114).
-        public var rolledUp = 0
+        package var rolledUp = 0
 
-        public init(created: [String] = [], dropped: [String] = [], deleted: [String: Int] = [:], rolledUp: Int = 0) {
+        package init(created: [String] = [], dropped: [String] = [], deleted: [String: Int] = [:], rolledUp: Int = 0) {
             self.created = created
             self.dropped = dropped
             self.deleted = deleted
@@ -51,17 +51,20 @@ public final class Retention: Service {
         }
     }
 
-    public func run() async throws {
+    package func run() async throws {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             do {
-                if let round = try await runOnce(), !round.created.isEmpty || !round.dropped.isEmpty
-                    || round.deleted.values.contains(where: { $0 > 0 })
+                if let round = try await runOnce(),
+                    !round.created.isEmpty || !round.dropped.isEmpty
+                        || round.deleted.values.contains(where: { $0 > 0 })
                 {
                     var metadata: Logger.Metadata = [
                         "partitions.created": "\(round.created.joined(separator: ","))",
                         "partitions.dropped": "\(round.dropped.joined(separator: ","))",
                     ]
-                    for (table, rows) in round.deleted where rows > 0 { metadata["\(table)_default.deleted"] = "\(rows)" }
+                    for (table, rows) in round.deleted where rows > 0 {
+                        metadata["\(table)_default.deleted"] = "\(rows)"
+                    }
                     logger.info("history partitions kept", metadata: metadata)
                 }
             } catch {
@@ -75,7 +78,7 @@ public final class Retention: Service {
 
     /// One round at `now` (the service's clock unless given); nil when another worker holds the round.
     @discardableResult
-    public func runOnce(now: Date? = nil) async throws -> Round? {
+    package func runOnce(now: Date? = nil) async throws -> Round? {
         let now = now ?? self.now()
         return try await client.withTransaction { connection -> Round? in
             let held = try await connection.query(
@@ -88,7 +91,8 @@ public final class Retention: Service {
             round.created = try await HistoryPartitions.upkeep(now: now, on: connection)
             round.rolledUp = try await HistoryPartitions.rollUp(now: now, on: connection)
             guard configuration.days > 0 else { return round }
-            for expired in try await HistoryPartitions.dropExpired(now: now, keepDays: configuration.days, on: connection)
+            for expired in try await HistoryPartitions.dropExpired(
+                now: now, keepDays: configuration.days, on: connection)
             {
                 round.dropped += expired.dropped
                 round.deleted[expired.table] = expired.defaultRowsDeleted
@@ -99,12 +103,12 @@ public final class Retention: Service {
 }
 
 /// The day partitions of the history tables, through the functions of sql/112, at an explicit time.
-public enum HistoryPartitions {
+package enum HistoryPartitions {
     /// Days created ahead of today by `migrate` and every retention round.
-    public static let aheadDays = 2
+    package static let aheadDays = 2
 
     /// Creates the partitions of the UTC day of `now` and ``aheadDays`` more; returns the names created.
-    public static func upkeep(now: Date, on connection: PostgresConnection) async throws -> [String] {
+    package static func upkeep(now: Date, on connection: PostgresConnection) async throws -> [String] {
         try await connection.query(
             "SELECT p FROM history_partitions_upkeep(\(now)::timestamptz, \(aheadDays)::integer) AS p"
         ).map { try $0.decode(String.self, "p") }
@@ -112,11 +116,11 @@ public enum HistoryPartitions {
 
     /// Hours of push outcomes rolled up per round at most: a first round after the upgrade catches up
     /// over several rounds (the report reads what is not rolled up from the attempts meanwhile).
-    public static let rollUpHoursPerRound = 48
+    package static let rollUpHoursPerRound = 48
 
     /// Rolls up the push outcomes of the hours closed (by the database's clock) five minutes before
     /// `now`; returns how many hours.
-    public static func rollUp(now: Date, on connection: PostgresConnection) async throws -> Int {
+    package static func rollUp(now: Date, on connection: PostgresConnection) async throws -> Int {
         try await connection.query(
             "SELECT report_rollup_push_outcomes(\(now)::timestamptz, \(rollUpHoursPerRound)::integer) AS hours"
         )[0].decode(Int.self, "hours")
@@ -124,7 +128,9 @@ public enum HistoryPartitions {
 
     /// Drops what is older than `keepDays` at `now`: per table, the day partitions dropped and the rows
     /// deleted from its default partition; and the rolled-up hours that old.
-    public static func dropExpired(now: Date, keepDays: Int, on connection: PostgresConnection) async throws
+    package static func dropExpired(
+        now: Date, keepDays: Int, on connection: PostgresConnection
+    ) async throws
         -> [(table: String, dropped: [String], defaultRowsDeleted: Int)]
     {
         try await connection.query(

@@ -34,7 +34,8 @@ struct SchemaGuard: Service {
                     : "run a release that knows it (workers of an older release must not write to it)"
                 throw LiveDeliveryError(
                     .invalidConfiguration,
-                    "the database's schema is version \(version); this release works with version \(Migrator.schemaVersion): \(advice)")
+                    "the database's schema is version \(version); this release works with version \(Migrator.schemaVersion): \(advice)"
+                )
             }
             logger.debug("schema version checked", metadata: [LiveDeliveryLoggingKeys.migration: "\(version)"])
             gate.open()

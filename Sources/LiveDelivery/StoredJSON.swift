@@ -226,7 +226,9 @@ enum StoredJSON {
         }
 
         /// A member written by `value` when it is present, left out when nil.
-        mutating func member<Value>(_ name: StaticString, ifPresent present: Value?, _ value: (Value) throws -> Void)
+        mutating func member<Value>(
+            _ name: StaticString, ifPresent present: Value?, _ value: (Value) throws -> Void
+        )
             rethrows
         {
             guard let present else { return }
@@ -547,8 +549,9 @@ private func prefixing<Value>(_ key: StoredJSON.Field, _ body: () throws -> Valu
         return try body()
     } catch let error as DecodingError {
         func context(_ context: DecodingError.Context) -> DecodingError.Context {
-            .init(codingPath: [key] + context.codingPath, debugDescription: context.debugDescription,
-                  underlyingError: context.underlyingError)
+            .init(
+                codingPath: [key] + context.codingPath, debugDescription: context.debugDescription,
+                underlyingError: context.underlyingError)
         }
         switch error {
         case .typeMismatch(let type, let c): throw DecodingError.typeMismatch(type, context(c))

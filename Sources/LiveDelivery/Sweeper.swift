@@ -1,26 +1,26 @@
-public import Foundation
-public import LiveDeliveryCore
-public import Logging
-public import Postgres
-public import ServiceLifecycle
+package import Foundation
+package import LiveDeliveryCore
+package import Logging
+package import Postgres
+import ServiceLifecycle
 
 /// What one sweep pass did.
-public struct SweepSummary: Sendable, Hashable {
+package struct SweepSummary: Sendable, Hashable {
     /// One sweeper decision about one activity.
-    public struct Action: Sendable, Hashable {
-        public var orderID: String
-        public var activityKey: String
+    package struct Action: Sendable, Hashable {
+        package var orderID: String
+        package var activityKey: String
         /// `sweep_lifetime`, `sweep_idle`, `sweep_never_adopted`, `sweep_terminal_not_ended`.
-        public var reason: String
+        package var reason: String
     }
 
     /// Orders looked at (due and not locked by another worker).
-    public var orders = 0
-    public var actions: [Action] = []
-    public init() {}
+    package var orders = 0
+    package var actions: [Action] = []
+    package init() {}
 
     /// How many actions per reason.
-    public var reasonCounts: [String: Int] { actions.reduce(into: [:]) { $0[$1.reason, default: 0] += 1 } }
+    package var reasonCounts: [String: Int] { actions.reduce(into: [:]) { $0[$1.reason, default: 0] += 1 } }
 
     mutating func add(_ other: SweepSummary) {
         orders += other.orders
@@ -34,7 +34,7 @@ public struct SweepSummary: Sendable, Hashable {
 /// (kind `sweep`). Starts waiting for the per-device limit are planned again here. An order whose
 /// column was left earlier than its state's own time (see `OrderStore.SweepColumn`) is not swept; its
 /// column is moved to that time.
-public final class Sweeper: Service {
+package final class Sweeper: Service {
     let configuration: WorkerConfiguration.Sweeper
     let pushToStart: WorkerConfiguration.PushToStart
     let client: PostgresClient
@@ -43,7 +43,7 @@ public final class Sweeper: Service {
     let logger: Logger
     let now: @Sendable () -> Date
 
-    public init(
+    package init(
         configuration: WorkerConfiguration.Sweeper, client: PostgresClient, tracking: TrackingConfiguration,
         metrics: WorkerMetrics, logger: Logger, pushToStart: WorkerConfiguration.PushToStart = .init(),
         now: @escaping @Sendable () -> Date = { Date() }
@@ -57,7 +57,7 @@ public final class Sweeper: Service {
         self.now = now
     }
 
-    public func run() async throws {
+    package func run() async throws {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             do {
                 let swept = try await sweepOnce()
@@ -73,13 +73,13 @@ public final class Sweeper: Service {
 
     /// Sweeps one batch of due orders; returns how many.
     @discardableResult
-    public func sweepOnce() async throws -> Int {
+    package func sweepOnce() async throws -> Int {
         try await sweepBatch().orders
     }
 
     /// Sweeps batches until nothing is due now (or `maxBatches` were swept); what `livedelivery
     /// sweep --once` runs.
-    public func sweepAll(maxBatches: Int = 1000) async throws -> SweepSummary {
+    package func sweepAll(maxBatches: Int = 1000) async throws -> SweepSummary {
         var summary = SweepSummary()
         for _ in 0..<maxBatches {
             let batch = try await sweepBatch()
@@ -90,7 +90,7 @@ public final class Sweeper: Service {
     }
 
     /// Sweeps one batch of due orders; returns what it did.
-    public func sweepBatch() async throws -> SweepSummary {
+    package func sweepBatch() async throws -> SweepSummary {
         let now = self.now()
         return try await client.withTransaction { connection in
             let rows = try await connection.query(
@@ -133,8 +133,8 @@ public final class Sweeper: Service {
                     SELECT u, pg_try_advisory_xact_lock(hashtextextended('user:' || u, 0)) AS locked
                     FROM unnest(\(users)::text[]) AS u ORDER BY u COLLATE "C"
                     """)
-                for lock in locks {
-                    if try lock.decode(Bool.self, "locked") { lockedUsers.insert(try lock.decode(String.self, "u")) }
+                for lock in locks where try lock.decode(Bool.self, "locked") {
+                    lockedUsers.insert(try lock.decode(String.self, "u"))
                 }
             }
             states.removeAll { state in state.record.map { !lockedUsers.contains($0.userID) } ?? false }

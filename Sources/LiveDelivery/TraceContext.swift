@@ -6,13 +6,13 @@ import Tracing
 /// An upstream system that traces its work sets it on the AMQP message (a header named `traceparent`);
 /// the worker puts its ids in the log lines of what it does for that event and of the APNs request,
 /// and gives the tracer the message's headers to continue the trace. A malformed header is ignored.
-public struct TraceParent: Sendable, Hashable {
-    public var traceID: String
-    public var parentID: String
+package struct TraceParent: Sendable, Hashable {
+    package var traceID: String
+    package var parentID: String
     /// The header as received (lowercase), to store with a planned push.
-    public var header: String
+    package var header: String
 
-    public init?(_ header: String) {
+    package init?(_ header: String) {
         let parts = header.lowercased().split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count >= 4, parts[0].count == 2, parts[0] != "ff", parts[1].count == 32, parts[2].count == 16,
             parts[3].count == 2, parts.allSatisfy({ $0.allSatisfy(\.isHexDigit) }),

@@ -1,32 +1,32 @@
 import APNs
-public import Configuration
-public import Foundation
-public import Logging
-public import Postgres
+package import Configuration
+package import Foundation
+package import Logging
+package import Postgres
 import Prometheus
 import RabbitMQ
-public import ServiceLifecycle
-public import Tracing
+package import ServiceLifecycle
+package import Tracing
 import UnixSignals
 
 /// The worker's service graph. Tests build the same graph as `livedelivery run`.
-public struct Worker: Sendable {
-    public let configuration: WorkerConfiguration
-    public let client: PostgresClient
-    public let metrics: WorkerMetrics
-    public let health: WorkerHealth
-    public let processor: EventProcessor
-    public let consumer: EventConsumer
-    public let dispatcher: PushDispatcher
-    public let sweeper: Sweeper
-    public let retention: Retention
+package struct Worker: Sendable {
+    package let configuration: WorkerConfiguration
+    package let client: PostgresClient
+    package let metrics: WorkerMetrics
+    package let health: WorkerHealth
+    package let processor: EventProcessor
+    package let consumer: EventConsumer
+    package let dispatcher: PushDispatcher
+    package let sweeper: Sweeper
+    package let retention: Retention
     let sampler: MetricsSampler
     /// Opens once ``SchemaGuard`` has found the schema this release works with.
     let schemaGate = SchemaGate()
-    public let http: HTTPEndpoint
+    package let http: HTTPEndpoint
 
     /// Builds every part; nothing connects before `run()`.
-    public init(
+    package init(
         configuration: WorkerConfiguration, logger: Logger, sender: (any PushSending)? = nil,
         tracer: any Tracer = InstrumentationSystem.tracer, now: @escaping @Sendable () -> Date = { Date() }
     ) throws(LiveDeliveryError) {
@@ -85,7 +85,7 @@ public struct Worker: Sendable {
     /// first (finishing and acking what it holds), then the sweeper and the dispatcher, then the
     /// HTTP endpoint, then the database pool. Those that use the tables start once the database's
     /// schema version has been checked (``SchemaGuard``).
-    public func serviceGroup(logger: Logger, signals: Bool = true) -> ServiceGroup {
+    package func serviceGroup(logger: Logger, signals: Bool = true) -> ServiceGroup {
         let gate = schemaGate
         var configuration = ServiceGroupConfiguration(
             services: [
@@ -117,13 +117,13 @@ struct PostgresService: Service {
 }
 
 /// Reads and validates the configuration, then builds the worker's service graph.
-public func buildWorker(config: ConfigReader, logger: Logger) async throws -> ServiceGroup {
+package func buildWorker(config: ConfigReader, logger: Logger) async throws -> ServiceGroup {
     let configuration = try WorkerConfiguration.load(config: config)
     return try Worker(configuration: configuration, logger: logger).serviceGroup(logger: logger)
 }
 
 /// `livedelivery migrate`: applies the missing migrations; returns their names.
-public func runMigrations(
+package func runMigrations(
     postgres configuration: PostgresConfiguration, directory: String, logger: Logger
 ) async throws -> [String] {
     let client = PostgresClient(configuration: configuration, logger: logger)
@@ -140,7 +140,7 @@ public func runMigrations(
 /// `livedelivery migrate`'s second half: declares the broker's topology (the exchange, the quorum
 /// queues and the dead-letter path, as `run` does), so that events published before the first worker
 /// starts are kept. Returns the node it declared on.
-public func declareBrokerTopology(config: ConfigReader, logger: Logger) async throws -> String {
+package func declareBrokerTopology(config: ConfigReader, logger: Logger) async throws -> String {
     var amqp = WorkerConfiguration.AMQP(endpoints: try WorkerConfiguration.readEndpoints(config))
     amqp.exchange = config.string(forKey: "amqp.exchange", default: amqp.exchange)
     amqp.queue = config.string(forKey: "amqp.queue", default: amqp.queue)
@@ -160,7 +160,7 @@ public func declareBrokerTopology(config: ConfigReader, logger: Logger) async th
 /// `livedelivery check-config`: loads everything `run` loads, including the APNs keys, and
 /// returns the summary. It reads nothing `run` does not (no `sql/`), so it passes wherever `run`
 /// would start. Every problem names its file and path, or its key and environment variable.
-public func checkConfiguration(config: ConfigReader, logger: Logger) throws -> [String] {
+package func checkConfiguration(config: ConfigReader, logger: Logger) throws -> [String] {
     let configuration = try WorkerConfiguration.load(config: config)
     var problems: [String] = []
     // `load` found the key files; whether each holds a key is only known by parsing it. The
@@ -190,7 +190,7 @@ public func checkConfiguration(config: ConfigReader, logger: Logger) throws -> [
 /// `livedelivery sweep --once`: one sweep pass over everything due now, with the normal
 /// configuration (policy `sweep.*`, `sweeper.*`, `pushToStart.*`); the pushes it plans are sent
 /// by the running workers' dispatchers.
-public func sweepOnce(config: ConfigReader, logger: Logger) async throws -> SweepSummary {
+package func sweepOnce(config: ConfigReader, logger: Logger) async throws -> SweepSummary {
     let configuration = try WorkerConfiguration.load(config: config)
     var postgres = configuration.postgres.client(applicationName: "livedelivery sweep \(configuration.workerID)")
     postgres.poolSize = 2
@@ -209,16 +209,16 @@ public func sweepOnce(config: ConfigReader, logger: Logger) async throws -> Swee
 }
 
 /// One target of `check-config --connect` and what became of reaching it.
-public struct ConnectionCheck: Sendable, CustomStringConvertible {
+package struct ConnectionCheck: Sendable, CustomStringConvertible {
     /// What was reached, e.g. `amqp node 1 (rabbit-1:5672)`; never a password.
-    public var target: String
+    package var target: String
     /// Nil when the target answered.
-    public var problem: String?
+    package var problem: String?
     /// What the target said, when it answered (the database's version and role).
-    public var detail: String?
+    package var detail: String?
 
-    public var succeeded: Bool { problem == nil }
-    public var description: String {
+    package var succeeded: Bool { problem == nil }
+    package var description: String {
         if let problem {
             // One line per target: libpq's messages span several.
             let line = problem.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -232,7 +232,7 @@ public struct ConnectionCheck: Sendable, CustomStringConvertible {
 /// host once, concurrently, and reports each. Sends no push: the APNs probe has neither a device
 /// token nor a payload, so APNs can only refuse it, and any HTTP answer proves the TLS and HTTP/2
 /// path and the CA. Each module runs its blocking C calls on its own threads, so this awaits only.
-public func checkConnections(config: ConfigReader, logger: Logger) async throws -> [ConnectionCheck] {
+package func checkConnections(config: ConfigReader, logger: Logger) async throws -> [ConnectionCheck] {
     let configuration = try WorkerConfiguration.load(config: config)
     async let broker = checkBrokerNodes(configuration.amqp.endpoints, logger: logger)
     async let database = checkDatabase(configuration.postgres, logger: logger)
@@ -319,7 +319,8 @@ func checkAPNsHosts(_ apns: WorkerConfiguration.APNs, logger: Logger) async -> [
             if let status = outcome.status {
                 check.detail = "answered HTTP \(status)" + (outcome.reason.map { " \($0)" } ?? "")
             } else {
-                check.problem = "no answer: \(outcome.reason?.rawValue ?? "unknown")"
+                check.problem =
+                    "no answer: \(outcome.reason?.rawValue ?? "unknown")"
                     + (outcome.reason == .tlsFailure ? " (is apns.caFile the server's CA?)" : "")
             }
         } catch {

@@ -1,8 +1,8 @@
-public import Configuration
-public import Foundation
-public import LiveDeliveryCore
-public import Postgres
-public import RabbitMQ
+package import Configuration
+import Foundation
+package import LiveDeliveryCore
+package import Postgres
+package import RabbitMQ
 import Synchronization
 
 /// Everything `livedelivery run` needs, read once at start-up and validated as a whole.
@@ -60,37 +60,37 @@ import Synchronization
 /// - `metrics.sampleSeconds` (double, default 15): how often the deployment-wide gauges (pending
 ///   pushes, paused apps, queue depths) are sampled from the database and the broker.
 /// - `migrations.dir` (string, optional, default `sql`).
-public struct WorkerConfiguration: Sendable {
-    public struct AMQP: Sendable {
+package struct WorkerConfiguration: Sendable {
+    package struct AMQP: Sendable {
         /// The broker's nodes, in the order to try them.
-        public var endpoints: AMQPEndpoints
-        public var exchange: String = "delivery.events"
-        public var queue: String = "livedelivery.events"
-        public var prefetch: Int = 500
-        public var deliveryLimit: Int = 5
-        public var batchSize: Int = 250
+        package var endpoints: AMQPEndpoints
+        package var exchange: String = "delivery.events"
+        package var queue: String = "livedelivery.events"
+        package var prefetch: Int = 500
+        package var deliveryLimit: Int = 5
+        package var batchSize: Int = 250
 
         /// Members of the quorum queues when they are declared (`x-quorum-initial-group-size`): three
         /// survive the loss of one node. RabbitMQ places fewer where the cluster has fewer nodes.
-        public var quorumGroupSize: Int = 3
+        package var quorumGroupSize: Int = 3
 
-        public init(endpoints: AMQPEndpoints) { self.endpoints = endpoints }
-        public var deadLetterExchange: String { exchange + ".dlx" }
-        public var deadLetterQueue: String { queue + ".dead-letter" }
+        package init(endpoints: AMQPEndpoints) { self.endpoints = endpoints }
+        package var deadLetterExchange: String { exchange + ".dlx" }
+        package var deadLetterQueue: String { queue + ".dead-letter" }
     }
 
-    public struct Postgres: Sendable {
+    package struct Postgres: Sendable {
         /// `postgres.url`, as libpq parsed it.
-        public var connection: PostgresConfiguration
-        public var poolSize: Int = 8
-        public var statementCacheSize: Int = 256
-        public var stateCacheSize: Int = 4096
+        package var connection: PostgresConfiguration
+        package var poolSize: Int = 8
+        package var statementCacheSize: Int = 256
+        package var stateCacheSize: Int = 4096
         /// `postgres.reportingUrl`: where `livedelivery report` reads (a hot standby), if not `connection`.
-        public var reporting: PostgresConfiguration?
-        public init(connection: PostgresConfiguration) { self.connection = connection }
+        package var reporting: PostgresConfiguration?
+        package init(connection: PostgresConfiguration) { self.connection = connection }
 
         /// The worker's pool: `connection` with the pool's size, cache and name set.
-        public func client(applicationName: String) -> PostgresConfiguration {
+        package func client(applicationName: String) -> PostgresConfiguration {
             var configuration = connection
             configuration.poolSize = poolSize
             configuration.statementCacheSize = statementCacheSize
@@ -100,13 +100,13 @@ public struct WorkerConfiguration: Sendable {
     }
 
     /// One entry of apns-apps.json: `{"bundleID","teamID","keyID","keyFile","environment"}`.
-    public struct App: Sendable, Hashable, Codable {
-        public var bundleID: String
-        public var teamID: String
-        public var keyID: String
-        public var keyFile: String
-        public var environment: String
-        public init(bundleID: String, teamID: String, keyID: String, keyFile: String, environment: String) {
+    package struct App: Sendable, Hashable, Codable {
+        package var bundleID: String
+        package var teamID: String
+        package var keyID: String
+        package var keyFile: String
+        package var environment: String
+        package init(bundleID: String, teamID: String, keyID: String, keyFile: String, environment: String) {
             self.bundleID = bundleID
             self.teamID = teamID
             self.keyID = keyID
@@ -115,78 +115,78 @@ public struct WorkerConfiguration: Sendable {
         }
     }
 
-    public struct APNs: Sendable {
-        public var apps: [App] = []
-        public var appsFile: String
-        public var baseURL: String?
-        public var caFile: String?
-        public var requestTimeout: Duration = .seconds(15)
+    package struct APNs: Sendable {
+        package var apps: [App] = []
+        package var appsFile: String
+        package var baseURL: String?
+        package var caFile: String?
+        package var requestTimeout: Duration = .seconds(15)
         /// libcurl threads per host; nil: one per core, at most one per connection.
-        public var eventLoops: Int? = 1
-        public init(appsFile: String) { self.appsFile = appsFile }
+        package var eventLoops: Int? = 1
+        package init(appsFile: String) { self.appsFile = appsFile }
     }
 
-    public struct HTTP: Sendable {
-        public var host: String = "127.0.0.1"
-        public var port: Int = 9090
-        public var portFile: String?
-        public init() {}
+    package struct HTTP: Sendable {
+        package var host: String = "127.0.0.1"
+        package var port: Int = 9090
+        package var portFile: String?
+        package init() {}
     }
 
-    public struct Dispatcher: Sendable {
-        public var batchSize: Int = 250
+    package struct Dispatcher: Sendable {
+        package var batchSize: Int = 250
         /// Twice `amqp.batchSize` by default: room for the pushes of one batch while the previous
         /// batch's are sent and recorded.
-        public var concurrency: Int = 512
+        package var concurrency: Int = 512
         /// How long the consumer waits, at most, for the dispatcher to have room for a batch's pushes
         /// (``PushHandoff/waitForRoom(_:)``); 0: it never waits.
-        public var handoffWait: Duration = .milliseconds(100)
-        public var lease: Duration = .seconds(60)
-        public var poll: Duration = .seconds(1)
-        public var maxAttempts: Int = 8
-        public var backoffBase: Duration = .seconds(1)
-        public var backoffMax: Duration = .seconds(300)
-        public var pause: Duration = .seconds(300)
-        public init() {}
+        package var handoffWait: Duration = .milliseconds(100)
+        package var lease: Duration = .seconds(60)
+        package var poll: Duration = .seconds(1)
+        package var maxAttempts: Int = 8
+        package var backoffBase: Duration = .seconds(1)
+        package var backoffMax: Duration = .seconds(300)
+        package var pause: Duration = .seconds(300)
+        package init() {}
     }
 
     /// The per-device push-to-start limit, counted from the starts APNs accepted in the window
     /// plus the starts waiting in the outbox.
-    public struct PushToStart: Sendable, Hashable {
-        public var maxStartsPerDevice: Int = 5
-        public var window: Duration = .seconds(600)
-        public init() {}
+    package struct PushToStart: Sendable, Hashable {
+        package var maxStartsPerDevice: Int = 5
+        package var window: Duration = .seconds(600)
+        package init() {}
     }
 
-    public struct Retention: Sendable {
-        public var days: Int = 30
-        public var interval: Duration = .seconds(300)
-        public init() {}
+    package struct Retention: Sendable {
+        package var days: Int = 30
+        package var interval: Duration = .seconds(300)
+        package init() {}
     }
 
-    public struct Sweeper: Sendable {
-        public var interval: Duration = .seconds(5)
-        public var batchSize: Int = 200
-        public init() {}
+    package struct Sweeper: Sendable {
+        package var interval: Duration = .seconds(5)
+        package var batchSize: Int = 200
+        package init() {}
     }
 
-    public var configDirectory: String
-    public var amqp: AMQP
-    public var postgres: Postgres
-    public var apns: APNs
-    public var http = HTTP()
-    public var workerID: String
-    public var logLevel: String = "info"
-    public var dispatcher = Dispatcher()
-    public var sweeper = Sweeper()
-    public var retention = Retention()
-    public var pushToStart = PushToStart()
-    public var migrationsDirectory: String = "sql"
+    package var configDirectory: String
+    package var amqp: AMQP
+    package var postgres: Postgres
+    package var apns: APNs
+    package var http = HTTP()
+    package var workerID: String
+    package var logLevel: String = "info"
+    package var dispatcher = Dispatcher()
+    package var sweeper = Sweeper()
+    package var retention = Retention()
+    package var pushToStart = PushToStart()
+    package var migrationsDirectory: String = "sql"
     /// `metrics.sampleSeconds`.
-    public var metricsSampleInterval: Duration = .seconds(15)
-    public var tracking: TrackingConfiguration
+    package var metricsSampleInterval: Duration = .seconds(15)
+    package var tracking: TrackingConfiguration
 
-    public init(
+    package init(
         configDirectory: String, amqp: AMQP, postgres: Postgres, apns: APNs, workerID: String,
         tracking: TrackingConfiguration
     ) {
@@ -198,12 +198,12 @@ public struct WorkerConfiguration: Sendable {
         self.tracking = tracking
     }
 
-    public static let environmentPrefix = "livedelivery"
-    public static let fileName = "livedelivery.json"
-    public static let appsFileName = "apns-apps.json"
+    package static let environmentPrefix = "livedelivery"
+    package static let fileName = "livedelivery.json"
+    package static let appsFileName = "apns-apps.json"
 
     /// The reader: `overrides` > environment (`LIVEDELIVERY_…`) > `$CONFIG_DIR/livedelivery.json`.
-    public static func makeReader(
+    package static func makeReader(
         environment: [String: String] = ProcessInfo.processInfo.environment,
         overrides: [String: String] = [:]
     ) async throws(LiveDeliveryError) -> ConfigReader {
@@ -251,7 +251,7 @@ public struct WorkerConfiguration: Sendable {
     }
 
     /// Reads and validates everything; every problem is reported at once.
-    public static func load(config: ConfigReader) throws(LiveDeliveryError) -> WorkerConfiguration {
+    package static func load(config: ConfigReader) throws(LiveDeliveryError) -> WorkerConfiguration {
         let problems = ProblemList()
         let reporter = config.string(forKey: ConfigKey(ConversionProblems.idKey)).flatMap(ConversionProblems.lookup)
         reporter?.reset()
@@ -287,7 +287,9 @@ public struct WorkerConfiguration: Sendable {
             config.string(forKey: ConfigKey(key)).flatMap { $0.isEmpty ? nil : $0 }
         }
         /// The value `read` returns, or a placeholder after noting its problem (load throws at the end).
-        func catching<Value>(_ read: () throws(LiveDeliveryError) -> Value, or placeholder: @autoclosure () -> Value)
+        func catching<Value>(
+            _ read: () throws(LiveDeliveryError) -> Value, or placeholder: @autoclosure () -> Value
+        )
             -> Value
         {
             do {
@@ -299,7 +301,8 @@ public struct WorkerConfiguration: Sendable {
         }
 
         var amqp = AMQP(
-            endpoints: catching({ () throws(LiveDeliveryError) in try readEndpoints(config) }, or: AMQPEndpoints([.init()])))
+            endpoints: catching(
+                { () throws(LiveDeliveryError) in try readEndpoints(config) }, or: AMQPEndpoints([.init()])))
         amqp.exchange = config.string(forKey: "amqp.exchange", default: amqp.exchange)
         amqp.queue = config.string(forKey: "amqp.queue", default: amqp.queue)
         amqp.prefetch = int("amqp.prefetch", amqp.prefetch, 1...65_535)
@@ -309,7 +312,8 @@ public struct WorkerConfiguration: Sendable {
         if amqp.queue.isEmpty { problems.add("amqp.queue must not be empty") }
 
         var postgres = Postgres(
-            connection: catching({ () throws(LiveDeliveryError) in try readPostgres(config) }, or: PostgresConfiguration()))
+            connection: catching(
+                { () throws(LiveDeliveryError) in try readPostgres(config) }, or: PostgresConfiguration()))
         if config.string(forKey: "postgres.reportingUrl", isSecret: true)?.isEmpty == false {
             postgres.reporting = catching(
                 { () throws(LiveDeliveryError) in try readPostgres(config, key: "postgres.reportingUrl") }, or: nil)
@@ -384,13 +388,14 @@ public struct WorkerConfiguration: Sendable {
         configuration.retention = retention
         configuration.pushToStart = pushToStart
         configuration.migrationsDirectory = config.string(forKey: "migrations.dir", default: "sql")
-        configuration.metricsSampleInterval = seconds("metrics.sampleSeconds", configuration.metricsSampleInterval, 0.1...3600)
+        configuration.metricsSampleInterval = seconds(
+            "metrics.sampleSeconds", configuration.metricsSampleInterval, 0.1...3600)
         return configuration
     }
 
     /// `amqp.urls` (a list) or, without it, `amqp.url`, parsed. Errors name the key and the URL's
     /// position, never the URL's text.
-    public static func readEndpoints(_ config: ConfigReader) throws(LiveDeliveryError) -> AMQPEndpoints {
+    package static func readEndpoints(_ config: ConfigReader) throws(LiveDeliveryError) -> AMQPEndpoints {
         let key: String
         let urls: [String]
         if let list = config.stringArray(forKey: "amqp.urls", isSecret: true), !list.isEmpty {
@@ -400,19 +405,21 @@ public struct WorkerConfiguration: Sendable {
         } else {
             throw LiveDeliveryError(
                 .invalidConfiguration,
-                "amqp.urls or amqp.url is required (environment \(environmentName("amqp.urls")) or \(environmentName("amqp.url")))")
+                "amqp.urls or amqp.url is required (environment \(environmentName("amqp.urls")) or \(environmentName("amqp.url")))"
+            )
         }
         do {
             return try AMQPEndpoints(urls: urls)
         } catch {
             throw LiveDeliveryError(
-                .invalidConfiguration, "\(key) (environment \(environmentName(key))): \(error.context ?? "not a valid AMQP URL")")
+                .invalidConfiguration,
+                "\(key) (environment \(environmentName(key))): \(error.context ?? "not a valid AMQP URL")")
         }
     }
 
     /// A libpq connection string at `key`, parsed by libpq. Errors name the key and libpq's reason,
     /// never the string's text.
-    public static func readPostgres(
+    package static func readPostgres(
         _ config: ConfigReader, key: String = "postgres.url"
     ) throws(LiveDeliveryError) -> PostgresConfiguration {
         guard let text = config.string(forKey: ConfigKey(key), isSecret: true), !text.isEmpty else {
@@ -553,7 +560,7 @@ public struct WorkerConfiguration: Sendable {
     }
 
     /// A summary without secrets (check-config prints it).
-    public var summary: [String] {
+    package var summary: [String] {
         var lines: [String] = []
         lines.append("config dir: \(configDirectory)")
         lines.append("worker id: \(workerID)")
@@ -577,7 +584,8 @@ public struct WorkerConfiguration: Sendable {
             retention.days > 0
                 ? "retention: \(retention.days) days (inbox, push_attempts, timeline), every \(retention.interval)"
                 : "retention: off (history kept)")
-        lines.append("push-to-start: at most \(pushToStart.maxStartsPerDevice) starts per device in \(pushToStart.window)")
+        lines.append(
+            "push-to-start: at most \(pushToStart.maxStartsPerDevice) starts per device in \(pushToStart.window)")
         lines.append("policy: \(tracking.policy.statuses.count) statuses; mapping: \(tracking.mapping.attributesType)")
         return lines
     }

@@ -1,7 +1,7 @@
 import CoreMetrics
 import Foundation
 import LiveDeliveryCore
-public import Prometheus
+package import Prometheus
 import Synchronization
 
 /// The worker's metrics, created on one factory (a Prometheus registry served on /metrics).
@@ -29,8 +29,8 @@ import Synchronization
 /// worker, so aggregate them with `max`, never `sum`: `livedelivery_pushes_pending{app}`,
 /// `livedelivery_push_oldest_due_age_seconds{app}`, `livedelivery_apps_paused{app}`,
 /// `livedelivery_queue_messages{queue}`, `livedelivery_queue_consumers{queue}`.
-public final class WorkerMetrics: Sendable {
-    public let registry: PrometheusCollectorRegistry
+package final class WorkerMetrics: Sendable {
+    package let registry: PrometheusCollectorRegistry
     let factory: PrometheusMetricsFactory
     private let batchTimer: CoreMetrics.Timer
     /// Read on every scrape, to set this process's gauges.
@@ -39,7 +39,7 @@ public final class WorkerMetrics: Sendable {
     private let sampledLabels = Mutex<[String: Set<String>]>([:])
     private let process: ProcessGauges
 
-    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+    package init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.defaultDurationHistogramBuckets = [
@@ -75,10 +75,12 @@ public final class WorkerMetrics: Sendable {
         "livedelivery_pushes_in_flight": "Pushes this worker has sent or is recording.",
         "livedelivery_db_pool_connections": "This worker's database connections, in use or idle.",
         "livedelivery_db_pool_waiters": "Tasks of this worker waiting for a database connection.",
-        "livedelivery_pushes_pending": "Activities with a push waiting to be sent or retried (deployment-wide: take max).",
+        "livedelivery_pushes_pending":
+            "Activities with a push waiting to be sent or retried (deployment-wide: take max).",
         "livedelivery_push_oldest_due_age_seconds":
             "Age of the oldest push that is due and not being sent (deployment-wide: take max).",
-        "livedelivery_apps_paused": "1 while an app is paused after an APNs configuration fault (deployment-wide: take max).",
+        "livedelivery_apps_paused":
+            "1 while an app is paused after an APNs configuration fault (deployment-wide: take max).",
         "livedelivery_queue_messages": "Messages ready in a broker queue (deployment-wide: take max).",
         "livedelivery_queue_consumers": "Consumers of a broker queue (deployment-wide: take max).",
         "livedelivery_event_age_at_push_seconds":
@@ -160,13 +162,13 @@ public final class WorkerMetrics: Sendable {
     func batch(duration: Duration) { batchTimer.recordNanoseconds(duration.nanoseconds) }
 
     /// Sets the gauges read on a scrape.
-    public func collect() {
+    package func collect() {
         process.update()
         for collector in collectors.withLock({ $0 }) { collector(self) }
     }
 
     /// The Prometheus text exposition, after ``collect()``.
-    public func exposition() -> [UInt8] {
+    package func exposition() -> [UInt8] {
         collect()
         return registry.emitToBuffer()
     }
@@ -227,19 +229,19 @@ extension Duration {
 }
 
 /// What /healthz and /readyz report: each dependency's state, set by the services.
-public final class WorkerHealth: Sendable {
-    public struct Snapshot: Sendable, Hashable {
-        public var database = false
-        public var broker = false
-        public var consuming = false
-        public var shuttingDown = false
-        public var pausedApps: [String] = []
-        public var ready: Bool { database && broker && consuming && !shuttingDown }
+package final class WorkerHealth: Sendable {
+    package struct Snapshot: Sendable, Hashable {
+        package var database = false
+        package var broker = false
+        package var consuming = false
+        package var shuttingDown = false
+        package var pausedApps: [String] = []
+        package var ready: Bool { database && broker && consuming && !shuttingDown }
     }
 
     private let state = Mutex(Snapshot())
-    public init() {}
+    package init() {}
 
-    public var snapshot: Snapshot { state.withLock { $0 } }
+    package var snapshot: Snapshot { state.withLock { $0 } }
     func update(_ body: (inout Snapshot) -> Void) { state.withLock { body(&$0) } }
 }

@@ -1,7 +1,7 @@
 /// The one error of the core: a configuration that cannot be used. (Bad events are not errors but
 /// ``EventRejection`` values; refused pushes are ``Decision``s.)
-public struct LiveDeliveryCoreError: Error, Sendable, Hashable, CustomStringConvertible {
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+package struct LiveDeliveryCoreError: Error, Sendable, Hashable, CustomStringConvertible {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
             case invalidConfiguration
         }
@@ -10,28 +10,28 @@ public struct LiveDeliveryCoreError: Error, Sendable, Hashable, CustomStringConv
         private init(_ value: Value) { self.value = value }
 
         /// policy.json or content-mapping.json is missing, malformed or inconsistent.
-        public static let invalidConfiguration = Code(.invalidConfiguration)
+        package static let invalidConfiguration = Code(.invalidConfiguration)
 
-        public var description: String {
+        package var description: String {
             switch value {
             case .invalidConfiguration: "invalid configuration"
             }
         }
     }
 
-    public var code: Code
+    package var code: Code
     /// Every problem found, each prefixed with its file and key path.
-    public var problems: [String]
+    package var problems: [String]
 
-    public init(code: Code, problems: [String]) {
+    package init(code: Code, problems: [String]) {
         self.code = code
         self.problems = problems
     }
 
     /// Configuration problems never go away by retrying.
-    public var isRetriable: Bool { false }
+    package var isRetriable: Bool { false }
 
-    public var description: String {
+    package var description: String {
         "\(code): " + (problems.count == 1 ? problems[0] : "\n  " + problems.joined(separator: "\n  "))
     }
 }

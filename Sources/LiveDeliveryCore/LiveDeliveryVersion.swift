@@ -7,15 +7,15 @@ import Foundation
 /// on, so every executable prints the same string without depending on the worker. Reading the
 /// environment is the only thing here that is not pure: the revision is a fact of the deployment,
 /// not of the code.
-public enum LiveDeliveryVersion {
-    public static let version = "0.9.0"
+package enum LiveDeliveryVersion {
+    package static let version = "0.9.0"
 
-    public static var revision: String {
+    package static var revision: String {
         ProcessInfo.processInfo.environment["LIVEDELIVERY_REVISION"].flatMap { $0.isEmpty ? nil : $0 } ?? "unknown"
     }
 
     /// What `--version` prints: `0.9.0 (revision abc123)`, or `0.9.0` when the revision is unknown.
-    public static var description: String {
+    package static var description: String {
         let revision = revision
         return revision == "unknown" ? version : "\(version) (revision \(revision))"
     }

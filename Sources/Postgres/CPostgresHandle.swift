@@ -87,7 +87,6 @@ final class CPostgresHandle: @unchecked Sendable {
 
     var backendPID: Int32 { connection.map { PQbackendPID($0) } ?? 0 }
 
-
     private func open() throws(PostgresError) -> OpaquePointer {
         guard let connection, PQstatus(connection) == CONNECTION_OK else {
             var error = PostgresError(code: .connectionClosed, message: "the connection is closed")
@@ -514,7 +513,8 @@ private func withParameterValues<R>(
             }
             offset += text.utf8.count
             guard !containsNUL else {
-                throw PostgresError(code: .invalidParameter, message: "parameter $\(index + 1) contains a NUL character")
+                throw PostgresError(
+                    code: .invalidParameter, message: "parameter $\(index + 1) contains a NUL character")
             }
             storage[offset] = 0
             offset += 1

@@ -1,4 +1,4 @@
-public import Logging
+package import Logging
 import Synchronization
 
 /// A small pool of `PostgresConnection`s, opened lazily up to `PostgresConfiguration.poolSize`.
@@ -10,8 +10,8 @@ import Synchronization
 ///     let client = PostgresClient(configuration: try PostgresConfiguration(url), logger: logger)
 ///     let rows = try await client.query("SELECT id FROM orders WHERE state = \(state)")
 ///     await client.shutdown()
-public final class PostgresClient: Sendable {
-    public let configuration: PostgresConfiguration
+package final class PostgresClient: Sendable {
+    package let configuration: PostgresConfiguration
     let logger: Logger
 
     private typealias StateMachine = PostgresPoolStateMachine<PostgresConnection, Waiter>
@@ -26,7 +26,7 @@ public final class PostgresClient: Sendable {
 
     private let state: Mutex<State>
 
-    public init(configuration: PostgresConfiguration, logger: Logger) {
+    package init(configuration: PostgresConfiguration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
         self.state = Mutex(State(pool: StateMachine(maximumConnections: configuration.poolSize)))
@@ -34,13 +34,13 @@ public final class PostgresClient: Sendable {
 
     /// How the pool is used right now: connections leased (or opening), connections idle, and tasks
     /// waiting for one.
-    public struct PoolStatistics: Sendable, Hashable {
-        public var inUse: Int
-        public var idle: Int
-        public var waiters: Int
+    package struct PoolStatistics: Sendable, Hashable {
+        package var inUse: Int
+        package var idle: Int
+        package var waiters: Int
     }
 
-    public var poolStatistics: PoolStatistics {
+    package var poolStatistics: PoolStatistics {
         state.withLock { state in
             PoolStatistics(
                 inUse: state.pool.connectionCount - state.pool.idle.count, idle: state.pool.idle.count,
@@ -53,7 +53,7 @@ public final class PostgresClient: Sendable {
     /// A pooled connection found dead before the statement was sent (the server restarted while it sat idle) is
     /// replaced and the statement sent on a fresh connection; a failure after sending is thrown.
     @discardableResult
-    public func query(_ query: PostgresQuery) async throws -> PostgresRows {
+    package func query(_ query: PostgresQuery) async throws -> PostgresRows {
         try await withRetryBeforeSend { connection in try await connection.query(query) }
     }
 
@@ -64,7 +64,7 @@ public final class PostgresClient: Sendable {
     /// connection are direct libpq calls without thread hops. (It is not the cooperative pool: blocking there
     /// only delays this connection.)
     @discardableResult
-    public func withConnection<Result: Sendable>(
+    package func withConnection<Result: Sendable>(
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let connection = try await lease()
@@ -82,7 +82,7 @@ public final class PostgresClient: Sendable {
     /// and the error rethrown. When a statement inside failed but `body` swallowed the error, COMMIT cannot
     /// commit: this throws a `.server` error with SQLSTATE 25P02 (`in_failed_sql_transaction`).
     @discardableResult
-    public func withTransaction<Result: Sendable>(
+    package func withTransaction<Result: Sendable>(
         isolation: PostgresIsolationLevel? = nil,
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
@@ -116,7 +116,7 @@ public final class PostgresClient: Sendable {
 
     /// Closes idle connections, fails waiting tasks with `.poolShutdown`, ends notification sequences, and makes
     /// later calls fail. Connections in use are closed when they come back.
-    public func shutdown() async {
+    package func shutdown() async {
         let (close, fail, listeners) = state.withLock { state in
             let (close, fail) = state.pool.shutdown()
             let listeners = Array(state.listeners.values)
@@ -254,9 +254,9 @@ public final class PostgresClient: Sendable {
 }
 
 /// Transaction isolation levels for `withTransaction(isolation:)`.
-public struct PostgresIsolationLevel: Hashable, Sendable {
+package struct PostgresIsolationLevel: Hashable, Sendable {
     let sql: String
-    public static let readCommitted = PostgresIsolationLevel(sql: "READ COMMITTED")
-    public static let repeatableRead = PostgresIsolationLevel(sql: "REPEATABLE READ")
-    public static let serializable = PostgresIsolationLevel(sql: "SERIALIZABLE")
+    package static let readCommitted = PostgresIsolationLevel(sql: "READ COMMITTED")
+    package static let repeatableRead = PostgresIsolationLevel(sql: "REPEATABLE READ")
+    package static let serializable = PostgresIsolationLevel(sql: "SERIALIZABLE")
 }

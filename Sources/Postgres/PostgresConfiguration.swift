@@ -20,7 +20,7 @@ import Darwin
 ///
 /// What is not libpq's (the pool's size, the statement cache, a statement timeout for every session)
 /// is set on the value. `description` never shows the password; neither does any error thrown here.
-public struct PostgresConfiguration: Sendable, CustomStringConvertible {
+package struct PostgresConfiguration: Sendable, CustomStringConvertible {
     /// One `keyword=value` pair of the connection string, as libpq parsed it.
     package struct Parameter: Sendable, Hashable {
         package var keyword: String
@@ -32,27 +32,27 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
 
     /// The `application_name` to report when the connection string sets none (libpq's
     /// `fallback_application_name`: the operator's choice wins).
-    public var applicationName: String?
+    package var applicationName: String?
     /// Bound on opening one connection to one host (libpq `connect_timeout`, whole seconds, at least 2),
     /// unless the connection string or `PGCONNECT_TIMEOUT` sets its own.
-    public var connectTimeout: Duration = .seconds(10)
+    package var connectTimeout: Duration = .seconds(10)
     /// Server-side `statement_timeout` for every session; nil leaves the server's setting.
-    public var statementTimeout: Duration?
+    package var statementTimeout: Duration?
     /// Maximum number of connections `PostgresClient` opens.
-    public var poolSize: Int = 8
+    package var poolSize: Int = 8
     /// Statements each connection prepares once and then executes by name (server-side parse and
     /// plan saved); the first this many distinct statements are kept, later ones run unprepared.
     /// 0 prepares nothing (e.g. behind a pooler in transaction mode without prepared statements).
-    public var statementCacheSize: Int = 256
+    package var statementCacheSize: Int = 256
 
     /// libpq's defaults and the `PG*` environment variables alone, as an empty connection string.
-    public init() {
+    package init() {
         parameters = []
     }
 
     /// Parses a libpq connection string (URL or keyword/value). Throws `.invalidConfiguration` with
     /// libpq's reason, from which anything the string said (a password, say) has been cut.
-    public init(_ connectionString: String) throws(PostgresError) {
+    package init(_ connectionString: String) throws(PostgresError) {
         var error: UnsafeMutablePointer<CChar>?
         guard let options = PQconninfoParse(connectionString, &error) else {
             let reason = error.map { String(cString: $0) } ?? "libpq could not parse it"
@@ -75,19 +75,19 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
 
     /// The value the connection string gave `keyword` (`host`, `port`, `user`, `dbname`, …), if any.
     /// `host` and `port` may be comma-separated lists.
-    public func value(_ keyword: String) -> String? {
+    package func value(_ keyword: String) -> String? {
         parameters.last(where: { $0.keyword == keyword })?.value
     }
 
     /// Sets (or, with nil, removes) one libpq option, as if the connection string had said it.
-    public mutating func setValue(_ value: String?, for keyword: String) {
+    package mutating func setValue(_ value: String?, for keyword: String) {
         parameters.removeAll { $0.keyword == keyword }
         if let value { parameters.append(Parameter(keyword: keyword, value: value)) }
     }
 
     /// The connection string as libpq's environment variables (`PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`,
     /// `PGPASSWORD`, …), for a child process such as `psql` or `pgbench`. Holds the password.
-    public var environment: [String: String] {
+    package var environment: [String: String] {
         var environment: [String: String] = [:]
         for parameter in parameters {
             guard let name = Self.environmentNames[parameter.keyword] else { continue }
@@ -104,7 +104,7 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
     ]
 
     /// The connection string in keyword/value form with the password masked: safe to print.
-    public var description: String {
+    package var description: String {
         parameters.map { parameter in
             let value = Self.isSecret(parameter.keyword) ? "********" : parameter.value
             return "\(parameter.keyword)=\(Self.quoted(value))"
@@ -121,7 +121,8 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
         var result: [Parameter] = []
         // libpq reads PGCONNECT_TIMEOUT only for an option nobody passed: ours is a default, not an override.
         if getenv("PGCONNECT_TIMEOUT") == nil {
-            result.append(Parameter(keyword: "connect_timeout", value: String(max(2, connectTimeout.components.seconds))))
+            result.append(
+                Parameter(keyword: "connect_timeout", value: String(max(2, connectTimeout.components.seconds))))
         }
         result += [
             Parameter(keyword: "keepalives", value: "1"),
@@ -129,7 +130,9 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
             Parameter(keyword: "keepalives_interval", value: "10"),
             Parameter(keyword: "keepalives_count", value: "3"),
         ]
-        if let applicationName { result.append(Parameter(keyword: "fallback_application_name", value: applicationName)) }
+        if let applicationName {
+            result.append(Parameter(keyword: "fallback_application_name", value: applicationName))
+        }
         result += parameters.filter { $0.keyword != "options" && $0.keyword != "client_encoding" }
         // The decoders read text as UTF-8 and timestamps in ISO style and UTC, whatever the server's defaults.
         result.append(Parameter(keyword: "client_encoding", value: "UTF8"))

@@ -7,9 +7,9 @@ import Synchronization
 /// Every libpq call on the connection runs on that thread; the async methods suspend the caller with a
 /// continuation, so no Swift concurrency thread ever blocks on the network. Statements on one connection run one
 /// after another. Obtain one from `PostgresClient.withConnection` or `withTransaction`.
-public final class PostgresConnection: Sendable {
+package final class PostgresConnection: Sendable {
     /// The pool's number for this connection (for logs).
-    public let id: Int
+    package let id: Int
     private let thread: PostgresConnectionThread
     private let handle: CPostgresHandle
     private let logger: Logger
@@ -44,9 +44,10 @@ public final class PostgresConnection: Sendable {
         let cacheSize = configuration.statementCacheSize
         let result: Result<CPostgresHandle, PostgresError> = await withUnsafeContinuation { continuation in
             thread.execute {
-                continuation.resume(returning: Result { () throws(PostgresError) in
-                    try CPostgresHandle.connect(parameters: parameters, statementCacheSize: cacheSize)
-                })
+                continuation.resume(
+                    returning: Result { () throws(PostgresError) in
+                        try CPostgresHandle.connect(parameters: parameters, statementCacheSize: cacheSize)
+                    })
             }
         }
         let handle: CPostgresHandle
@@ -64,7 +65,7 @@ public final class PostgresConnection: Sendable {
 
     /// Runs one statement; interpolated values are bind parameters.
     @discardableResult
-    public func query(_ query: PostgresQuery) async throws -> PostgresRows {
+    package func query(_ query: PostgresQuery) async throws -> PostgresRows {
         try await run { handle throws(PostgresError) in try handle.query(query) }
     }
 
@@ -75,7 +76,7 @@ public final class PostgresConnection: Sendable {
     /// failed; outside one, the statements form one implicit transaction and none of them stays). For
     /// statements that do not need each other's results.
     @discardableResult
-    public func pipeline(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
+    package func pipeline(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
         switch queries.count {
         case 0: return []
         case 1: return [try await query(queries[0])]
@@ -85,7 +86,7 @@ public final class PostgresConnection: Sendable {
 
     /// Runs SQL text that may contain several statements separated by semicolons (simple protocol, no
     /// parameters): for migrations and fixed commands. Never build the text from input.
-    public func execute(unsafeSQL sql: String) async throws {
+    package func execute(unsafeSQL sql: String) async throws {
         _ = try await run { handle throws(PostgresError) in try handle.simpleQuery(sql) }
     }
 
@@ -121,7 +122,7 @@ public final class PostgresConnection: Sendable {
     }
 
     /// True once the connection is closed or lost; the pool discards it.
-    public var isClosed: Bool { state.load(ordering: .acquiring) == State.broken.rawValue }
+    package var isClosed: Bool { state.load(ordering: .acquiring) == State.broken.rawValue }
 
     /// Open and outside any transaction block: ready for the next user.
     var isReusable: Bool { state.load(ordering: .acquiring) == State.idle.rawValue }
@@ -143,7 +144,8 @@ public final class PostgresConnection: Sendable {
     /// wait. `PQcancel` opens a connection to the server and waits, so it runs on a thread of its own,
     /// never on the cooperative pool or on the connection's thread, which is blocked in the statement.
     private func requestCancel() {
-        guard !cancelRequested.exchange(true, ordering: .acquiringAndReleasing), let request = handle.cancelRequest else { return }
+        guard !cancelRequested.exchange(true, ordering: .acquiringAndReleasing), let request = handle.cancelRequest
+        else { return }
         logger.debug("Postgres statement cancelled with its task; asking the server to stop it")
         Thread.detachNewThread { request.send() }
     }

@@ -1,21 +1,21 @@
-public import Foundation
+package import Foundation
 
 /// A Swift type that a result cell (text format) decodes into. Wrong column types and unexpected NULLs throw a
 /// `.decoding` error naming the column.
-public protocol PostgresDecodable: Sendable {
+package protocol PostgresDecodable: Sendable {
     static func decode(from cell: PostgresCell) throws(PostgresError) -> Self
 }
 
 extension Optional: PostgresDecodable where Wrapped: PostgresDecodable {
     /// SQL NULL decodes as nil.
-    public static func decode(from cell: PostgresCell) throws(PostgresError) -> Wrapped? {
+    package static func decode(from cell: PostgresCell) throws(PostgresError) -> Wrapped? {
         cell.text == nil ? nil : try Wrapped.decode(from: cell)
     }
 }
 
 extension String: PostgresDecodable {
     /// Any column except `bytea` (whose text form is hex): text types, enums, uuid, json, numbers as written.
-    public static func decode(from cell: PostgresCell) throws(PostgresError) -> String {
+    package static func decode(from cell: PostgresCell) throws(PostgresError) -> String {
         guard cell.dataType != .bytea else { throw cell.decodingError(String.self, "use [UInt8] for bytea") }
         return try cell.requireText(for: String.self)
     }
@@ -31,26 +31,27 @@ extension PostgresCell {
 
 extension Int: PostgresDecodable {
     /// From `int2`, `int4`, `int8` and `oid` columns.
-    public static func decode(from cell: PostgresCell) throws(PostgresError) -> Int { try cell.integer(Int.self) }
+    package static func decode(from cell: PostgresCell) throws(PostgresError) -> Int { try cell.integer(Int.self) }
 }
 
 extension Int64: PostgresDecodable {
-    public static func decode(from cell: PostgresCell) throws(PostgresError) -> Int64 { try cell.integer(Int64.self) }
+    package static func decode(from cell: PostgresCell) throws(PostgresError) -> Int64 { try cell.integer(Int64.self) }
 }
 
 extension Int32: PostgresDecodable {
-    public static func decode(from cell: PostgresCell) throws(PostgresError) -> Int32 { try cell.integer(Int32.self) }
+    package static func decode(from cell: PostgresCell) throws(PostgresError) -> Int32 { try cell.integer(Int32.self) }
 }
 
 extension Int16: PostgresDecodable {
-    public static func decode(from cell: PostgresCell) throws(PostgresError) -> Int16 { try cell.integer(Int16.self) }
+    package static func decode(from cell: PostgresCell) throws(PostgresError) -> Int16 { try cell.integer(Int16.self) }
 }
 
 extension Double: PostgresDecodable {
     /// From `float4`, `float8`, `numeric` and integer columns.
-    public static func decode(from cell: PostgresCell) throws(PostgresError) -> Double {
-        guard cell.dataType == .float8 || cell.dataType == .float4 || cell.dataType == .numeric
-            || cell.dataType.isInteger || cell.dataType == .unknown
+    package static func decode(from cell: PostgresCell) throws(PostgresError) -> Double {
+        guard
+            cell.dataType == .float8 || cell.dataType == .float4 || cell.dataType == .numeric
+                || cell.dataType.isInteger || cell.dataType == .unknown
         else { throw cell.decodingError(Double.self) }
         let text = try cell.requireText(for: Double.self)
         switch text {
@@ -65,7 +66,7 @@ extension Double: PostgresDecodable {
 }
 
 extension Bool: PostgresDecodable {
-    public static func decode(from cell: PostgresCell) throws(PostgresError) -> Bool {
+    package static func decode(from cell: PostgresCell) throws(PostgresError) -> Bool {
         guard cell.dataType == .bool || cell.dataType == .unknown else { throw cell.decodingError(Bool.self) }
         switch try cell.requireText(for: Bool.self) {
         case "t", "true": return true
@@ -77,7 +78,7 @@ extension Bool: PostgresDecodable {
 
 extension Date: PostgresDecodable {
     /// From `timestamptz` (and `timestamp`, read as UTC), with microsecond precision.
-    public static func decode(from cell: PostgresCell) throws(PostgresError) -> Date {
+    package static func decode(from cell: PostgresCell) throws(PostgresError) -> Date {
         guard cell.dataType == .timestamptz || cell.dataType == .timestamp || cell.dataType == .unknown else {
             throw cell.decodingError(Date.self)
         }
@@ -90,7 +91,7 @@ extension Date: PostgresDecodable {
 
 extension UUID: PostgresDecodable {
     /// From `uuid` columns, and from text columns holding a UUID.
-    public static func decode(from cell: PostgresCell) throws(PostgresError) -> UUID {
+    package static func decode(from cell: PostgresCell) throws(PostgresError) -> UUID {
         guard cell.dataType == .uuid || cell.dataType.isTextLike else { throw cell.decodingError(UUID.self) }
         guard let uuid = UUID(uuidString: try cell.requireText(for: UUID.self)) else {
             throw cell.decodingError(UUID.self, "not a UUID")
@@ -101,7 +102,7 @@ extension UUID: PostgresDecodable {
 
 extension Array: PostgresDecodable where Element == UInt8 {
     /// `bytea` bytes; `json`/`jsonb`/text columns give their UTF-8 bytes.
-    public static func decode(from cell: PostgresCell) throws(PostgresError) -> [UInt8] {
+    package static func decode(from cell: PostgresCell) throws(PostgresError) -> [UInt8] {
         let text = try cell.requireText(for: [UInt8].self)
         if cell.dataType == .bytea {
             guard let bytes = PostgresHex.decode(text) else { throw cell.decodingError([UInt8].self, "bad hex") }
@@ -115,7 +116,7 @@ extension Array: PostgresDecodable where Element == UInt8 {
 }
 
 extension Data: PostgresDecodable {
-    public static func decode(from cell: PostgresCell) throws(PostgresError) -> Data {
+    package static func decode(from cell: PostgresCell) throws(PostgresError) -> Data {
         Data(try [UInt8].decode(from: cell))
     }
 }

@@ -1,7 +1,7 @@
-public import Foundation
+package import Foundation
 
 /// A Swift value that can be sent as a bind parameter.
-public protocol PostgresEncodable: Sendable {
+package protocol PostgresEncodable: Sendable {
     /// The parameter's type OID; `.unspecified` lets the server infer it from the statement.
     static var postgresType: PostgresDataType { get }
     /// The value in PostgreSQL's text input format.
@@ -11,12 +11,12 @@ public protocol PostgresEncodable: Sendable {
 }
 
 extension PostgresEncodable {
-    public var postgresParameter: PostgresParameterValue { .text(postgresText) }
+    package var postgresParameter: PostgresParameterValue { .text(postgresText) }
 }
 
 /// A value that can also be an element of an array parameter (for `= ANY($1)`, or columns of
 /// `unnest($1::text[], $2::json[], …)`).
-public protocol PostgresArrayElement: PostgresEncodable {
+package protocol PostgresArrayElement: PostgresEncodable {
     static var postgresArrayType: PostgresDataType { get }
     /// Calls `body` with the UTF-8 bytes of ``postgresText`` (a type that holds bytes already
     /// hands them over without making a `String`).
@@ -33,104 +33,106 @@ public protocol PostgresArrayElement: PostgresEncodable {
 }
 
 extension PostgresArrayElement {
-    public func withPostgresTextBytes<Result>(_ body: (UnsafeBufferPointer<UInt8>) throws -> Result) rethrows
+    package func withPostgresTextBytes<Result>(
+        _ body: (UnsafeBufferPointer<UInt8>) throws -> Result
+    ) rethrows
         -> Result
     {
         var text = postgresText
         return try text.withUTF8(body)
     }
 
-    public static var postgresBinaryElementType: PostgresDataType? { nil }
+    package static var postgresBinaryElementType: PostgresDataType? { nil }
 
     /// The text form's bytes: the binary form of the text-like types.
-    public func appendPostgresBinary(to bytes: inout [UInt8]) {
+    package func appendPostgresBinary(to bytes: inout [UInt8]) {
         withPostgresTextBytes { bytes.append(contentsOf: $0) }
     }
 }
 
 extension String: PostgresArrayElement {
     /// Untyped, so a string binds to text, varchar, uuid, enum or jsonb columns alike.
-    public static var postgresType: PostgresDataType { .unspecified }
-    public static var postgresArrayType: PostgresDataType { .unspecified }
-    public var postgresText: String { self }
+    package static var postgresType: PostgresDataType { .unspecified }
+    package static var postgresArrayType: PostgresDataType { .unspecified }
+    package var postgresText: String { self }
 }
 
 extension Substring: PostgresArrayElement {
-    public static var postgresType: PostgresDataType { .unspecified }
-    public static var postgresArrayType: PostgresDataType { .unspecified }
-    public var postgresText: String { String(self) }
+    package static var postgresType: PostgresDataType { .unspecified }
+    package static var postgresArrayType: PostgresDataType { .unspecified }
+    package var postgresText: String { String(self) }
 }
 
 extension Int: PostgresArrayElement {
-    public static var postgresType: PostgresDataType { .int8 }
-    public static var postgresArrayType: PostgresDataType { .int8Array }
-    public var postgresText: String { String(self) }
-    public static var postgresBinaryElementType: PostgresDataType? { .int8 }
-    public func appendPostgresBinary(to bytes: inout [UInt8]) { PostgresBinary.append(Int64(self), to: &bytes) }
+    package static var postgresType: PostgresDataType { .int8 }
+    package static var postgresArrayType: PostgresDataType { .int8Array }
+    package var postgresText: String { String(self) }
+    package static var postgresBinaryElementType: PostgresDataType? { .int8 }
+    package func appendPostgresBinary(to bytes: inout [UInt8]) { PostgresBinary.append(Int64(self), to: &bytes) }
 }
 
 extension Int64: PostgresArrayElement {
-    public static var postgresType: PostgresDataType { .int8 }
-    public static var postgresArrayType: PostgresDataType { .int8Array }
-    public var postgresText: String { String(self) }
-    public static var postgresBinaryElementType: PostgresDataType? { .int8 }
-    public func appendPostgresBinary(to bytes: inout [UInt8]) { PostgresBinary.append(self, to: &bytes) }
+    package static var postgresType: PostgresDataType { .int8 }
+    package static var postgresArrayType: PostgresDataType { .int8Array }
+    package var postgresText: String { String(self) }
+    package static var postgresBinaryElementType: PostgresDataType? { .int8 }
+    package func appendPostgresBinary(to bytes: inout [UInt8]) { PostgresBinary.append(self, to: &bytes) }
 }
 
 extension Int32: PostgresArrayElement {
-    public static var postgresType: PostgresDataType { .int4 }
-    public static var postgresArrayType: PostgresDataType { .int4Array }
-    public var postgresText: String { String(self) }
-    public static var postgresBinaryElementType: PostgresDataType? { .int4 }
-    public func appendPostgresBinary(to bytes: inout [UInt8]) { PostgresBinary.append(self, to: &bytes) }
+    package static var postgresType: PostgresDataType { .int4 }
+    package static var postgresArrayType: PostgresDataType { .int4Array }
+    package var postgresText: String { String(self) }
+    package static var postgresBinaryElementType: PostgresDataType? { .int4 }
+    package func appendPostgresBinary(to bytes: inout [UInt8]) { PostgresBinary.append(self, to: &bytes) }
 }
 
 extension Int16: PostgresArrayElement {
-    public static var postgresType: PostgresDataType { .int2 }
-    public static var postgresArrayType: PostgresDataType { .int2Array }
-    public var postgresText: String { String(self) }
-    public static var postgresBinaryElementType: PostgresDataType? { .int2 }
-    public func appendPostgresBinary(to bytes: inout [UInt8]) { PostgresBinary.append(self, to: &bytes) }
+    package static var postgresType: PostgresDataType { .int2 }
+    package static var postgresArrayType: PostgresDataType { .int2Array }
+    package var postgresText: String { String(self) }
+    package static var postgresBinaryElementType: PostgresDataType? { .int2 }
+    package func appendPostgresBinary(to bytes: inout [UInt8]) { PostgresBinary.append(self, to: &bytes) }
 }
 
 extension Double: PostgresArrayElement {
-    public static var postgresType: PostgresDataType { .float8 }
-    public static var postgresArrayType: PostgresDataType { .float8Array }
-    public var postgresText: String {
+    package static var postgresType: PostgresDataType { .float8 }
+    package static var postgresArrayType: PostgresDataType { .float8Array }
+    package var postgresText: String {
         if isNaN { return "NaN" }
         if isInfinite { return self < 0 ? "-Infinity" : "Infinity" }
         return description  // shortest representation that reads back exactly
     }
-    public static var postgresBinaryElementType: PostgresDataType? { .float8 }
-    public func appendPostgresBinary(to bytes: inout [UInt8]) { PostgresBinary.append(bitPattern, to: &bytes) }
+    package static var postgresBinaryElementType: PostgresDataType? { .float8 }
+    package func appendPostgresBinary(to bytes: inout [UInt8]) { PostgresBinary.append(bitPattern, to: &bytes) }
 }
 
 extension Bool: PostgresArrayElement {
-    public static var postgresType: PostgresDataType { .bool }
-    public static var postgresArrayType: PostgresDataType { .boolArray }
-    public var postgresText: String { self ? "t" : "f" }
-    public static var postgresBinaryElementType: PostgresDataType? { .bool }
-    public func appendPostgresBinary(to bytes: inout [UInt8]) { bytes.append(self ? 1 : 0) }
+    package static var postgresType: PostgresDataType { .bool }
+    package static var postgresArrayType: PostgresDataType { .boolArray }
+    package var postgresText: String { self ? "t" : "f" }
+    package static var postgresBinaryElementType: PostgresDataType? { .bool }
+    package func appendPostgresBinary(to bytes: inout [UInt8]) { bytes.append(self ? 1 : 0) }
 }
 
 extension UUID: PostgresArrayElement {
-    public static var postgresType: PostgresDataType { .uuid }
-    public static var postgresArrayType: PostgresDataType { .uuidArray }
-    public var postgresText: String { uuidString.lowercased() }
-    public static var postgresBinaryElementType: PostgresDataType? { .uuid }
-    public func appendPostgresBinary(to bytes: inout [UInt8]) {
+    package static var postgresType: PostgresDataType { .uuid }
+    package static var postgresArrayType: PostgresDataType { .uuidArray }
+    package var postgresText: String { uuidString.lowercased() }
+    package static var postgresBinaryElementType: PostgresDataType? { .uuid }
+    package func appendPostgresBinary(to bytes: inout [UInt8]) {
         withUnsafeBytes(of: uuid) { bytes.append(contentsOf: $0) }
     }
 }
 
 extension Date: PostgresArrayElement {
     /// `timestamptz`, rounded to the microsecond, written in UTC (`2024-05-01 12:30:00.123456+00`).
-    public static var postgresType: PostgresDataType { .timestamptz }
-    public static var postgresArrayType: PostgresDataType { .timestamptzArray }
-    public var postgresText: String { PostgresTimestamp.format(self) }
-    public static var postgresBinaryElementType: PostgresDataType? { .timestamptz }
+    package static var postgresType: PostgresDataType { .timestamptz }
+    package static var postgresArrayType: PostgresDataType { .timestamptzArray }
+    package var postgresText: String { PostgresTimestamp.format(self) }
+    package static var postgresBinaryElementType: PostgresDataType? { .timestamptz }
     /// Microseconds since 2000-01-01 00:00 UTC (PostgreSQL's integer timestamps), rounded as the text form is.
-    public func appendPostgresBinary(to bytes: inout [UInt8]) {
+    package func appendPostgresBinary(to bytes: inout [UInt8]) {
         PostgresBinary.append(PostgresTimestamp.microsecondsSince2000(self), to: &bytes)
     }
 }
@@ -138,13 +140,13 @@ extension Date: PostgresArrayElement {
 /// Arrays of strings, integers, … bind as one array parameter: `WHERE id = ANY(\(ids))`.
 /// (`[UInt8]` is not an array parameter: it binds as `bytea`.)
 extension Array: PostgresEncodable where Element: PostgresArrayElement {
-    public static var postgresType: PostgresDataType { Element.postgresArrayType }
-    public var postgresText: String {
+    package static var postgresType: PostgresDataType { Element.postgresArrayType }
+    package var postgresText: String {
         // Strings, the common case, skip the generic path (its metadata lookups cost more than the text).
         if Element.self == String.self { return PostgresArrayText.make(unsafeBitCast(self, to: [String].self)) }
         return PostgresArrayText.make(self) { $0 }
     }
-    public var postgresParameter: PostgresParameterValue {
+    package var postgresParameter: PostgresParameterValue {
         guard let elementType = Element.postgresBinaryElementType else { return .text(postgresText) }
         return .binary(PostgresBinary.array(self, elementType: elementType) { $0 })
     }
@@ -152,15 +154,15 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
 
 /// An array parameter whose elements may be NULL, for the columns of `unnest(…)`:
 /// `unnest(\(ids)::text[], \(PostgresNullableArray(users))::text[])`.
-public struct PostgresNullableArray<Element: PostgresArrayElement>: PostgresEncodable {
-    public var elements: [Element?]
-    public init(_ elements: [Element?]) { self.elements = elements }
-    public static var postgresType: PostgresDataType { Element.postgresArrayType }
-    public var postgresText: String {
+package struct PostgresNullableArray<Element: PostgresArrayElement>: PostgresEncodable {
+    package var elements: [Element?]
+    package init(_ elements: [Element?]) { self.elements = elements }
+    package static var postgresType: PostgresDataType { Element.postgresArrayType }
+    package var postgresText: String {
         if Element.self == String.self { return PostgresArrayText.make(unsafeBitCast(elements, to: [String?].self)) }
         return PostgresArrayText.make(elements) { $0 }
     }
-    public var postgresParameter: PostgresParameterValue {
+    package var postgresParameter: PostgresParameterValue {
         guard let elementType = Element.postgresBinaryElementType else { return .text(postgresText) }
         return .binary(PostgresBinary.array(elements, elementType: elementType) { $0 })
     }
@@ -268,26 +270,26 @@ enum PostgresArrayText {
 }
 
 /// Bytes bound as `bytea` (`\x` hex text form).
-public struct PostgresBytes: PostgresEncodable, Hashable {
-    public var bytes: [UInt8]
-    public init(_ bytes: [UInt8]) { self.bytes = bytes }
-    public static var postgresType: PostgresDataType { .bytea }
-    public var postgresText: String { PostgresHex.encode(bytes) }
+package struct PostgresBytes: PostgresEncodable, Hashable {
+    package var bytes: [UInt8]
+    package init(_ bytes: [UInt8]) { self.bytes = bytes }
+    package static var postgresType: PostgresDataType { .bytea }
+    package var postgresText: String { PostgresHex.encode(bytes) }
 }
 
 extension PostgresQuery.StringInterpolation {
     /// Bytes, sent as a `bytea` parameter.
-    public mutating func appendInterpolation(_ bytes: [UInt8]) {
+    package mutating func appendInterpolation(_ bytes: [UInt8]) {
         appendInterpolation(PostgresBytes(bytes))
     }
 
     /// Optional bytes, sent as a `bytea` parameter or NULL.
-    public mutating func appendInterpolation(_ bytes: [UInt8]?) {
+    package mutating func appendInterpolation(_ bytes: [UInt8]?) {
         appendInterpolation(bytes.map(PostgresBytes.init))
     }
 
     /// Bytes, sent as a `bytea` parameter.
-    public mutating func appendInterpolation(_ bytes: Data) {
+    package mutating func appendInterpolation(_ bytes: Data) {
         appendInterpolation(PostgresBytes(Array(bytes)))
     }
 }

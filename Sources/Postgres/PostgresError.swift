@@ -3,9 +3,9 @@
 /// `description` is safe to log: it names the error class, the SQLSTATE and the schema objects involved, never
 /// SQL text, bound values, server detail lines (which can quote row values) or the password. The server's full
 /// message, detail and hint are in the properties and in `debugDescription`.
-public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+package struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     /// What went wrong, broadly. A growable set of values rather than a closed enum.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case server, connectionFailed, connectionClosed, poolShutdown, decoding, timeout, invalidConfiguration
             case unexpectedResult, invalidParameter
@@ -14,54 +14,54 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         private init(_ base: Base) { self.base = base }
 
         /// The server answered a statement with an error; see `sqlState`.
-        public static let server = Code(.server)
+        package static let server = Code(.server)
         /// Opening a connection failed (server down, refused, authentication, …).
-        public static let connectionFailed = Code(.connectionFailed)
+        package static let connectionFailed = Code(.connectionFailed)
         /// An open connection was lost or closed; the statement may or may not have run.
-        public static let connectionClosed = Code(.connectionClosed)
+        package static let connectionClosed = Code(.connectionClosed)
         /// The client was shut down.
-        public static let poolShutdown = Code(.poolShutdown)
+        package static let poolShutdown = Code(.poolShutdown)
         /// A column could not be decoded as the requested Swift type (or was NULL unexpectedly).
-        public static let decoding = Code(.decoding)
+        package static let decoding = Code(.decoding)
         /// A client-side time limit passed (connect timeout).
-        public static let timeout = Code(.timeout)
+        package static let timeout = Code(.timeout)
         /// The configuration (URL, option) is malformed.
-        public static let invalidConfiguration = Code(.invalidConfiguration)
+        package static let invalidConfiguration = Code(.invalidConfiguration)
         /// libpq returned a result the module does not expect (e.g. COPY from a plain query).
-        public static let unexpectedResult = Code(.unexpectedResult)
+        package static let unexpectedResult = Code(.unexpectedResult)
         /// A bound value cannot be sent (e.g. text containing a NUL character).
-        public static let invalidParameter = Code(.invalidParameter)
+        package static let invalidParameter = Code(.invalidParameter)
 
-        public var description: String { base.rawValue }
+        package var description: String { base.rawValue }
     }
 
-    public var code: Code
+    package var code: Code
     /// The server's SQLSTATE, when the server (or libpq) reported one.
-    public var sqlState: SQLState?
+    package var sqlState: SQLState?
     /// The server's primary message, or libpq's message for client-side failures. May quote values.
-    public var message: String?
+    package var message: String?
     /// The server's detail line. Often quotes row values (`Key (email)=(…) already exists`).
-    public var detail: String?
-    public var hint: String?
-    public var severity: String?
-    public var schemaName: String?
-    public var tableName: String?
-    public var columnName: String?
-    public var constraintName: String?
-    public var underlying: (any Error & Sendable)?
-    public var file: String
-    public var line: Int
+    package var detail: String?
+    package var hint: String?
+    package var severity: String?
+    package var schemaName: String?
+    package var tableName: String?
+    package var columnName: String?
+    package var constraintName: String?
+    package var underlying: (any Error & Sendable)?
+    package var file: String
+    package var line: Int
 
     /// The statement ran from a plan prepared earlier on this connection that a schema change made
     /// stale (a migration changed a column it returns, say). The plan is forgotten: running the work
     /// again prepares it afresh, so the error is retriable.
-    public package(set) var stalePlan: Bool = false
+    package var stalePlan: Bool = false
 
     /// True when nothing of the failed statement reached the server, so running it again on a fresh connection
     /// cannot apply it twice. The pool uses it to retry transparently.
     package var wasNotSent: Bool = false
 
-    public init(
+    package init(
         code: Code,
         sqlState: SQLState? = nil,
         message: String? = nil,
@@ -80,7 +80,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     /// The connection this error came from can no longer be used; the pool discards it. A connection
     /// that finds itself on a read-only server (a standby) is one: after a failover, a new connection
     /// with `target_session_attrs=read-write` finds the new primary.
-    public var isConnectionError: Bool {
+    package var isConnectionError: Bool {
         if code == .connectionClosed || code == .connectionFailed { return true }
         guard let sqlState else { return false }
         return sqlState.errorClass == "08" || sqlState == .adminShutdown || sqlState == .crashShutdown
@@ -88,7 +88,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     }
 
     /// Running the same work again (a new transaction, on a new connection if needed) may succeed.
-    public var isRetriable: Bool {
+    package var isRetriable: Bool {
         if stalePlan { return true }
         switch code {
         case .connectionFailed, .connectionClosed, .timeout: return true
@@ -99,7 +99,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         }
     }
 
-    public var description: String {
+    package var description: String {
         var parts = ["code: \(code)"]
         if let sqlState { parts.append("sqlState: \(sqlState)") }
         if let schemaName { parts.append("schema: \(schemaName)") }
@@ -113,7 +113,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         return "PostgresError(\(parts.joined(separator: ", ")))"
     }
 
-    public var debugDescription: String {
+    package var debugDescription: String {
         var parts = [description]
         if code == .server, let message { parts.append("message: \(message)") }
         if let detail { parts.append("detail: \(detail)") }
@@ -125,36 +125,36 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
 }
 
 /// A five-character SQLSTATE code, with names for the codes a worker branches on.
-public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-    public let rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
-    public init(_ rawValue: String) { self.rawValue = rawValue }
+package struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    package let rawValue: String
+    package init(rawValue: String) { self.rawValue = rawValue }
+    package init(_ rawValue: String) { self.rawValue = rawValue }
 
     /// The two-character class, e.g. `"08"` for connection exceptions.
-    public var errorClass: Substring { rawValue.prefix(2) }
+    package var errorClass: Substring { rawValue.prefix(2) }
 
-    public static let connectionException = SQLState("08000")
-    public static let connectionFailure = SQLState("08006")
-    public static let uniqueViolation = SQLState("23505")
-    public static let foreignKeyViolation = SQLState("23503")
-    public static let notNullViolation = SQLState("23502")
-    public static let checkViolation = SQLState("23514")
-    public static let invalidTextRepresentation = SQLState("22P02")
-    public static let serializationFailure = SQLState("40001")
-    public static let deadlockDetected = SQLState("40P01")
-    public static let syntaxError = SQLState("42601")
-    public static let undefinedTable = SQLState("42P01")
-    public static let undefinedColumn = SQLState("42703")
-    public static let tooManyConnections = SQLState("53300")
-    public static let lockNotAvailable = SQLState("55P03")
-    public static let queryCanceled = SQLState("57014")
-    public static let adminShutdown = SQLState("57P01")
-    public static let crashShutdown = SQLState("57P02")
-    public static let cannotConnectNow = SQLState("57P03")
-    public static let idleInTransactionSessionTimeout = SQLState("25P03")
-    public static let inFailedSQLTransaction = SQLState("25P02")
+    package static let connectionException = SQLState("08000")
+    package static let connectionFailure = SQLState("08006")
+    package static let uniqueViolation = SQLState("23505")
+    package static let foreignKeyViolation = SQLState("23503")
+    package static let notNullViolation = SQLState("23502")
+    package static let checkViolation = SQLState("23514")
+    package static let invalidTextRepresentation = SQLState("22P02")
+    package static let serializationFailure = SQLState("40001")
+    package static let deadlockDetected = SQLState("40P01")
+    package static let syntaxError = SQLState("42601")
+    package static let undefinedTable = SQLState("42P01")
+    package static let undefinedColumn = SQLState("42703")
+    package static let tooManyConnections = SQLState("53300")
+    package static let lockNotAvailable = SQLState("55P03")
+    package static let queryCanceled = SQLState("57014")
+    package static let adminShutdown = SQLState("57P01")
+    package static let crashShutdown = SQLState("57P02")
+    package static let cannotConnectNow = SQLState("57P03")
+    package static let idleInTransactionSessionTimeout = SQLState("25P03")
+    package static let inFailedSQLTransaction = SQLState("25P02")
     /// A write on a hot standby (or on a primary that was demoted and came back as one).
-    public static let readOnlySQLTransaction = SQLState("25006")
+    package static let readOnlySQLTransaction = SQLState("25006")
 
     static let retriable: Set<SQLState> = [
         .serializationFailure, .deadlockDetected, .lockNotAvailable, .queryCanceled, .tooManyConnections,
@@ -176,7 +176,7 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     ]
 
     /// The condition name from the PostgreSQL manual's appendix A, for the codes listed above.
-    public var name: String? { Self.names[self] }
+    package var name: String? { Self.names[self] }
 
-    public var description: String { name.map { "\(rawValue) \($0)" } ?? rawValue }
+    package var description: String { name.map { "\(rawValue) \($0)" } ?? rawValue }
 }

@@ -1,35 +1,37 @@
-public import Foundation
+package import Foundation
 
 /// A JSON document, bound as a `jsonb` parameter (text format) and decoded from `json`/`jsonb` columns.
 ///
 ///     try await client.query("INSERT INTO outbox (payload) VALUES (\(PostgresJSON(event)))")
 ///     let event = try row.decode(PostgresJSON.self, "payload").decode(Event.self)
-public struct PostgresJSON: PostgresEncodable, PostgresDecodable, Hashable {
+package struct PostgresJSON: PostgresEncodable, PostgresDecodable, Hashable {
     /// The encoded UTF-8 JSON text.
-    public var bytes: [UInt8]
+    package var bytes: [UInt8]
 
     /// Already-encoded JSON (not validated here; the server rejects malformed JSON).
-    public init(bytes: [UInt8]) { self.bytes = bytes }
+    package init(bytes: [UInt8]) { self.bytes = bytes }
 
     /// Encodes a value with `JSONEncoder` (sorted keys so equal values give equal text).
-    public init<Value: Encodable>(_ value: Value, encoder: JSONEncoder? = nil) throws {
-        let encoder = encoder ?? {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            return encoder
-        }()
+    package init<Value: Encodable>(_ value: Value, encoder: JSONEncoder? = nil) throws {
+        let encoder =
+            encoder
+            ?? {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys]
+                return encoder
+            }()
         self.bytes = Array(try encoder.encode(value))
     }
 
     /// Decodes the document with `JSONDecoder`.
-    public func decode<Value: Decodable>(_ type: Value.Type, decoder: JSONDecoder = JSONDecoder()) throws -> Value {
+    package func decode<Value: Decodable>(_ type: Value.Type, decoder: JSONDecoder = JSONDecoder()) throws -> Value {
         try decoder.decode(type, from: Data(bytes))
     }
 
-    public static var postgresType: PostgresDataType { .jsonb }
-    public var postgresText: String { String(decoding: bytes, as: UTF8.self) }
+    package static var postgresType: PostgresDataType { .jsonb }
+    package var postgresText: String { String(decoding: bytes, as: UTF8.self) }
 
-    public static func decode(from cell: PostgresCell) throws(PostgresError) -> PostgresJSON {
+    package static func decode(from cell: PostgresCell) throws(PostgresError) -> PostgresJSON {
         guard cell.dataType == .json || cell.dataType == .jsonb || cell.dataType.isTextLike else {
             throw cell.decodingError(PostgresJSON.self)
         }
@@ -43,23 +45,25 @@ public struct PostgresJSON: PostgresEncodable, PostgresDecodable, Hashable {
 /// costs the server about twice as much on the way in and three times on the way out. Use this for
 /// documents that are stored and read whole (a `json` column), alone or as the elements of a
 /// `json[]` parameter; it still converts to a `jsonb` column on assignment.
-public struct PostgresJSONText: PostgresArrayElement, Hashable {
+package struct PostgresJSONText: PostgresArrayElement, Hashable {
     /// The encoded UTF-8 JSON text (not validated here; the server rejects malformed JSON).
-    public var bytes: [UInt8]
+    package var bytes: [UInt8]
 
-    public init(bytes: [UInt8]) { self.bytes = bytes }
+    package init(bytes: [UInt8]) { self.bytes = bytes }
 
-    public static var postgresType: PostgresDataType { .json }
-    public static var postgresArrayType: PostgresDataType { .jsonArray }
-    public var postgresText: String { String(decoding: bytes, as: UTF8.self) }
+    package static var postgresType: PostgresDataType { .json }
+    package static var postgresArrayType: PostgresDataType { .jsonArray }
+    package var postgresText: String { String(decoding: bytes, as: UTF8.self) }
 
-    public func withPostgresTextBytes<Result>(_ body: (UnsafeBufferPointer<UInt8>) throws -> Result) rethrows
+    package func withPostgresTextBytes<Result>(
+        _ body: (UnsafeBufferPointer<UInt8>) throws -> Result
+    ) rethrows
         -> Result
     {
         try bytes.withUnsafeBufferPointer(body)
     }
 
     /// `json`'s binary form is its text.
-    public static var postgresBinaryElementType: PostgresDataType? { .json }
-    public func appendPostgresBinary(to bytes: inout [UInt8]) { bytes.append(contentsOf: self.bytes) }
+    package static var postgresBinaryElementType: PostgresDataType? { .json }
+    package func appendPostgresBinary(to bytes: inout [UInt8]) { bytes.append(contentsOf: self.bytes) }
 }

@@ -11,13 +11,13 @@ import Darwin
 #endif
 
 /// A notification sent with `NOTIFY channel, 'payload'` (or `pg_notify`).
-public struct PostgresNotification: Sendable, Hashable {
-    public var channel: String
-    public var payload: String
+package struct PostgresNotification: Sendable, Hashable {
+    package var channel: String
+    package var payload: String
     /// The server process of the session that sent it.
-    public var processID: Int
+    package var processID: Int
 
-    public init(channel: String, payload: String, processID: Int) {
+    package init(channel: String, payload: String, processID: Int) {
         self.channel = channel
         self.payload = payload
         self.processID = processID
@@ -32,32 +32,32 @@ extension PostgresClient {
     /// yields `.listening` again. Notifications are not queued for a disconnected listener, so treat them as a
     /// wake-up hint and re-scan the table on every `.listening`. The sequence ends when the iterating task is
     /// cancelled, the iterator is dropped, or the client shuts down.
-    public func notifications(channel: String) -> PostgresNotifications {
+    package func notifications(channel: String) -> PostgresNotifications {
         PostgresNotifications(client: self, channels: [channel])
     }
 
     /// Notifications on several channels over one dedicated connection.
-    public func notifications(channels: [String]) -> PostgresNotifications {
+    package func notifications(channels: [String]) -> PostgresNotifications {
         PostgresNotifications(client: self, channels: channels)
     }
 }
 
 /// The `AsyncSequence` of `PostgresClient.notifications(channel:)`. Each iterator owns one listener connection.
-public struct PostgresNotifications: AsyncSequence, Sendable {
-    public enum Event: Sendable, Hashable {
+package struct PostgresNotifications: AsyncSequence, Sendable {
+    package enum Event: Sendable, Hashable {
         /// `LISTEN` is in place: after connecting and after every reconnect. Anything sent while disconnected
         /// was missed.
         case listening
         case notification(PostgresNotification)
     }
 
-    public typealias Element = Event
-    public typealias Failure = Never
+    package typealias Element = Event
+    package typealias Failure = Never
 
     let client: PostgresClient
     let channels: [String]
 
-    public func makeAsyncIterator() -> AsyncIterator {
+    package func makeAsyncIterator() -> AsyncIterator {
         let (stream, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(10_000))
         let listener = PostgresListener(
             configuration: client.configuration,
@@ -74,15 +74,15 @@ public struct PostgresNotifications: AsyncSequence, Sendable {
         return AsyncIterator(base: stream.makeAsyncIterator(), stopper: Stopper(listener: listener))
     }
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
+    package struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncStream<Event>.Iterator
         let stopper: Stopper
 
-        public mutating func next() async -> Event? {
+        package mutating func next() async -> Event? {
             await base.next(isolation: #isolation)
         }
 
-        public mutating func next(isolation actor: isolated (any Actor)?) async -> Event? {
+        package mutating func next(isolation actor: isolated (any Actor)?) async -> Event? {
             await base.next(isolation: actor)
         }
     }

@@ -7,21 +7,21 @@
 ///
 /// Trusted identifiers (a table name chosen by the program, never by input) go in with `\(unsafeRaw: name)`.
 /// A statement with no parameters can be written with `PostgresQuery(unsafeSQL:)`.
-public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolation {
+package struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolation {
     /// The SQL text with `$n` placeholders.
-    public var sql: String
+    package var sql: String
     /// The bound values, in `$n` order.
-    public var binds: PostgresBindings
+    package var binds: PostgresBindings
     /// Whether the server may reuse one plan for every run (the default) or plans each run afresh.
-    public var planning: Planning = .cached
+    package var planning: Planning = .cached
 
-    public init(unsafeSQL sql: String, binds: PostgresBindings = PostgresBindings()) {
+    package init(unsafeSQL sql: String, binds: PostgresBindings = PostgresBindings()) {
         self.sql = sql
         self.binds = binds
     }
 
     /// How the server plans a statement.
-    public enum Planning: Sendable, Hashable {
+    package enum Planning: Sendable, Hashable {
         /// Prepared once per connection and run by name; after a few runs PostgreSQL may settle on one
         /// generic plan, made for the table sizes of that moment, and keep it until the next `ANALYZE`.
         case cached
@@ -33,62 +33,62 @@ public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolatio
     }
 
     /// This statement with another ``Planning``.
-    public func planned(_ planning: Planning) -> PostgresQuery {
+    package func planned(_ planning: Planning) -> PostgresQuery {
         var query = self
         query.planning = planning
         return query
     }
 
-    public init(stringLiteral value: String) {
+    package init(stringLiteral value: String) {
         self.init(unsafeSQL: value)
     }
 
-    public init(stringInterpolation: StringInterpolation) {
+    package init(stringInterpolation: StringInterpolation) {
         self.init(unsafeSQL: stringInterpolation.sql, binds: stringInterpolation.binds)
     }
 
-    public struct StringInterpolation: StringInterpolationProtocol, Sendable {
+    package struct StringInterpolation: StringInterpolationProtocol, Sendable {
         var sql: String
         var binds: PostgresBindings
 
-        public init(literalCapacity: Int, interpolationCount: Int) {
+        package init(literalCapacity: Int, interpolationCount: Int) {
             sql = ""
             sql.reserveCapacity(literalCapacity + interpolationCount * 3)
             binds = PostgresBindings(capacity: interpolationCount)
         }
 
-        public mutating func appendLiteral(_ literal: String) {
+        package mutating func appendLiteral(_ literal: String) {
             sql.append(literal)
         }
 
         /// A value, sent as a bind parameter.
-        public mutating func appendInterpolation<Value: PostgresEncodable>(_ value: Value) {
+        package mutating func appendInterpolation<Value: PostgresEncodable>(_ value: Value) {
             binds.append(value)
             sql.append("$\(binds.count)")
         }
 
         /// An optional value; nil is sent as SQL NULL (typed as `Value`'s PostgreSQL type).
-        public mutating func appendInterpolation<Value: PostgresEncodable>(_ value: Value?) {
+        package mutating func appendInterpolation<Value: PostgresEncodable>(_ value: Value?) {
             binds.append(value)
             sql.append("$\(binds.count)")
         }
 
         /// Text pasted into the SQL as is. Only for trusted identifiers and fragments chosen by the program.
-        public mutating func appendInterpolation(unsafeRaw text: String) {
+        package mutating func appendInterpolation(unsafeRaw text: String) {
             sql.append(text)
         }
 
         /// An integer written into the SQL, not bound: for a constant the planner must see in a statement
         /// that is prepared once and run many times, such as a fixed `LIMIT` (a generic plan assumes a
         /// tenth of the table behind `LIMIT $n`). Each distinct value is a distinct statement.
-        public mutating func appendInterpolation(literal value: Int) {
+        package mutating func appendInterpolation(literal value: Int) {
             sql.append(String(value))
         }
     }
 }
 
 /// One bind parameter's value, in one of PostgreSQL's two wire formats.
-public enum PostgresParameterValue: Sendable, Hashable {
+package enum PostgresParameterValue: Sendable, Hashable {
     /// The type's text input form.
     case text(String)
     /// The type's binary (`*_recv`) form.
@@ -96,13 +96,13 @@ public enum PostgresParameterValue: Sendable, Hashable {
 }
 
 /// The parameters of a `PostgresQuery`, with their type OIDs.
-public struct PostgresBindings: Sendable, Hashable {
+package struct PostgresBindings: Sendable, Hashable {
     /// The values; nil is SQL NULL.
-    public private(set) var parameters: [PostgresParameterValue?]
+    package private(set) var parameters: [PostgresParameterValue?]
     /// Type OIDs; `.unspecified` lets the server infer the type.
-    public private(set) var types: [PostgresDataType]
+    package private(set) var types: [PostgresDataType]
 
-    public init() {
+    package init() {
         parameters = []
         types = []
     }
@@ -114,19 +114,19 @@ public struct PostgresBindings: Sendable, Hashable {
         types.reserveCapacity(capacity)
     }
 
-    public var count: Int { parameters.count }
+    package var count: Int { parameters.count }
 
     /// The text form of each value (a binary value's text form is not known here: nil, as for NULL).
-    public var values: [String?] {
+    package var values: [String?] {
         parameters.map { if case .text(let text)? = $0 { text } else { nil } }
     }
 
-    public mutating func append<Value: PostgresEncodable>(_ value: Value) {
+    package mutating func append<Value: PostgresEncodable>(_ value: Value) {
         parameters.append(value.postgresParameter)
         types.append(Value.postgresType)
     }
 
-    public mutating func append<Value: PostgresEncodable>(_ value: Value?) {
+    package mutating func append<Value: PostgresEncodable>(_ value: Value?) {
         parameters.append(value?.postgresParameter)
         types.append(Value.postgresType)
     }

@@ -1,12 +1,12 @@
 /// The result of one statement, copied out of libpq: column descriptions, rows of text values and the number
 /// of rows affected. Nothing in it refers to C memory.
-public struct PostgresRows: Sendable, RandomAccessCollection {
+package struct PostgresRows: Sendable, RandomAccessCollection {
     /// The result's columns, in order.
-    public var columns: [PostgresColumn] { storage.columns }
+    package var columns: [PostgresColumn] { storage.columns }
     /// `PQcmdTuples`: rows inserted, updated, deleted, selected, … (0 when the command reports none).
-    public let affectedRows: Int
+    package let affectedRows: Int
     /// The command tag, e.g. `INSERT 0 1`.
-    public let commandTag: String
+    package let commandTag: String
 
     let storage: Storage
 
@@ -16,9 +16,9 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
         self.commandTag = commandTag
     }
 
-    public var startIndex: Int { 0 }
-    public var endIndex: Int { storage.columns.isEmpty ? 0 : storage.cells.count / storage.columns.count }
-    public subscript(position: Int) -> PostgresRow {
+    package var startIndex: Int { 0 }
+    package var endIndex: Int { storage.columns.isEmpty ? 0 : storage.cells.count / storage.columns.count }
+    package subscript(position: Int) -> PostgresRow {
         precondition(position >= 0 && position < endIndex, "row index out of range")
         return PostgresRow(storage: storage, row: position)
     }
@@ -43,20 +43,20 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
 }
 
 /// A result column: its name and type.
-public struct PostgresColumn: Sendable, Hashable {
-    public var name: String
-    public var dataType: PostgresDataType
+package struct PostgresColumn: Sendable, Hashable {
+    package var name: String
+    package var dataType: PostgresDataType
 }
 
 /// One row of a `PostgresRows`.
-public struct PostgresRow: Sendable {
+package struct PostgresRow: Sendable {
     let storage: PostgresRows.Storage
     let row: Int
 
-    public var columns: [PostgresColumn] { storage.columns }
+    package var columns: [PostgresColumn] { storage.columns }
 
     /// The cell in the first column with this name.
-    public func cell(_ column: String) throws(PostgresError) -> PostgresCell {
+    package func cell(_ column: String) throws(PostgresError) -> PostgresCell {
         guard let index = storage.indexByName[column] else {
             var error = PostgresError(code: .decoding, message: "the result has no column \"\(column)\"")
             error.columnName = column
@@ -66,7 +66,7 @@ public struct PostgresRow: Sendable {
     }
 
     /// The cell at a column index (precondition: in range).
-    public func cell(at index: Int) -> PostgresCell {
+    package func cell(at index: Int) -> PostgresCell {
         precondition(index >= 0 && index < storage.columns.count, "column index out of range")
         let column = storage.columns[index]
         return PostgresCell(
@@ -78,7 +78,7 @@ public struct PostgresRow: Sendable {
     }
 
     /// Decodes the first column with this name: `try row.decode(String.self, "email")`.
-    public func decode<Value: PostgresDecodable>(
+    package func decode<Value: PostgresDecodable>(
         _ type: Value.Type = Value.self,
         _ column: String
     ) throws(PostgresError) -> Value {
@@ -86,7 +86,7 @@ public struct PostgresRow: Sendable {
     }
 
     /// Decodes the column at an index: `try row.decode(Int.self, at: 0)`.
-    public func decode<Value: PostgresDecodable>(
+    package func decode<Value: PostgresDecodable>(
         _ type: Value.Type = Value.self,
         at index: Int
     ) throws(PostgresError) -> Value {
@@ -98,14 +98,14 @@ public struct PostgresRow: Sendable {
 }
 
 /// One value of a row in text format, with where it came from (for error messages).
-public struct PostgresCell: Sendable, Hashable {
-    public var columnName: String
-    public var columnIndex: Int
-    public var dataType: PostgresDataType
+package struct PostgresCell: Sendable, Hashable {
+    package var columnName: String
+    package var columnIndex: Int
+    package var dataType: PostgresDataType
     /// The text form; nil is SQL NULL.
-    public var text: String?
+    package var text: String?
 
-    public init(columnName: String, columnIndex: Int, dataType: PostgresDataType, text: String?) {
+    package init(columnName: String, columnIndex: Int, dataType: PostgresDataType, text: String?) {
         self.columnName = columnName
         self.columnIndex = columnIndex
         self.dataType = dataType
@@ -113,7 +113,7 @@ public struct PostgresCell: Sendable, Hashable {
     }
 
     /// A `.decoding` error that names the column, its type and the Swift type; never the value.
-    public func decodingError<Value>(_ type: Value.Type, _ reason: String? = nil) -> PostgresError {
+    package func decodingError<Value>(_ type: Value.Type, _ reason: String? = nil) -> PostgresError {
         var message = "cannot decode column \"\(columnName)\" (index \(columnIndex), \(dataType)) as \(Value.self)"
         if let reason { message += ": \(reason)" }
         var error = PostgresError(code: .decoding, message: message)
@@ -122,7 +122,7 @@ public struct PostgresCell: Sendable, Hashable {
     }
 
     /// The text, or a `.decoding` error when the cell is NULL.
-    public func requireText<Value>(for type: Value.Type) throws(PostgresError) -> String {
+    package func requireText<Value>(for type: Value.Type) throws(PostgresError) -> String {
         guard let text else { throw decodingError(type, "unexpected NULL") }
         return text
     }

@@ -12,35 +12,35 @@ import Foundation
 /// - Query keys (RabbitMQ URI spec): `heartbeat` (seconds, 0 disables), `connection_timeout`
 ///   (milliseconds), `channel_max`, `frame_max`, `cacertfile`, `certfile`, `keyfile`,
 ///   `verify` (`verify_peer` | `verify_none`), and our own `connection_name`. Other keys are ignored.
-public struct AMQPConfiguration: Sendable, Hashable, CustomStringConvertible {
-    public var host: String
-    public var port: Int
-    public var user: String
+package struct AMQPConfiguration: Sendable, Hashable, CustomStringConvertible {
+    package var host: String
+    package var port: Int
+    package var user: String
     /// Never printed: ``description`` shows `***`.
-    public var password: String
-    public var vhost: String
+    package var password: String
+    package var vhost: String
     /// Requested heartbeat; the broker may lower it. rabbitmq-c 0.11 treats 0 as "off".
-    public var heartbeat: Duration
+    package var heartbeat: Duration
     /// Bound for TCP connect, and separately for the AMQP handshake/login.
-    public var connectTimeout: Duration
-    public var useTLS: Bool
+    package var connectTimeout: Duration
+    package var useTLS: Bool
     /// PEM CA bundle for `amqps`. rabbitmq-c 0.11 does not load OpenSSL's default paths, so this is
     /// always set explicitly (default: Debian's bundle).
-    public var caFile: String
+    package var caFile: String
     /// Optional client certificate and key (PEM files) for `amqps`.
-    public var clientCertificateFile: String?
-    public var clientKeyFile: String?
+    package var clientCertificateFile: String?
+    package var clientKeyFile: String?
     /// Verify the broker's certificate and host name (`amqps` only). Leave on outside tests.
-    public var verifyPeer: Bool
+    package var verifyPeer: Bool
     /// Shown in the management UI (`connection_name` client property).
-    public var connectionName: String?
+    package var connectionName: String?
     /// 0 lets the broker choose (RabbitMQ: 2047).
-    public var channelMax: Int
-    public var frameMax: Int
+    package var channelMax: Int
+    package var frameMax: Int
 
-    public static let defaultCAFile = "/etc/ssl/certs/ca-certificates.crt"
+    package static let defaultCAFile = "/etc/ssl/certs/ca-certificates.crt"
 
-    public init(
+    package init(
         host: String = "localhost",
         port: Int? = nil,
         user: String = "guest",
@@ -75,7 +75,7 @@ public struct AMQPConfiguration: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Parses an `amqp://` or `amqps://` URL. Errors never repeat the URL (it holds the password).
-    public init(url: String) throws(RabbitMQError) {
+    package init(url: String) throws(RabbitMQError) {
         func invalid(_ reason: String) -> RabbitMQError { RabbitMQError(code: .invalidURL, context: reason) }
         guard let components = URLComponents(string: url) else { throw invalid("not a URL") }
         let useTLS: Bool
@@ -140,7 +140,7 @@ public struct AMQPConfiguration: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The URL with the password replaced by `***`.
-    public var description: String {
+    package var description: String {
         let scheme = useTLS ? "amqps" : "amqp"
         let hostPart = host.contains(":") ? "[\(host)]" : host
         let encodedVhost = vhost.addingPercentEncoding(withAllowedCharacters: .urlUnreservedCharacters) ?? vhost

@@ -1,4 +1,4 @@
-public import Logging
+package import Logging
 
 /// The nodes of one RabbitMQ cluster (or a single broker), in the order to try them.
 ///
@@ -7,18 +7,18 @@ public import Logging
 /// them serves its consumers and confirms its publishes once a majority of its members has the message.
 ///
 /// `description` redacts every password.
-public struct AMQPEndpoints: Sendable, Hashable, CustomStringConvertible {
-    public private(set) var nodes: [AMQPConfiguration]
+package struct AMQPEndpoints: Sendable, Hashable, CustomStringConvertible {
+    package private(set) var nodes: [AMQPConfiguration]
 
     /// At least one node.
-    public init(_ nodes: [AMQPConfiguration]) {
+    package init(_ nodes: [AMQPConfiguration]) {
         precondition(!nodes.isEmpty, "AMQPEndpoints needs at least one node")
         self.nodes = nodes
     }
 
     /// Parses AMQP URLs, each ``AMQPConfiguration/init(url:)``. An error names the URL by its
     /// position (1-based), never by its text, which holds a password.
-    public init(urls: [String]) throws(RabbitMQError) {
+    package init(urls: [String]) throws(RabbitMQError) {
         let urls = urls.map { $0.trimmingWhitespace }.filter { !$0.isEmpty }
         guard !urls.isEmpty else { throw RabbitMQError(code: .invalidURL, context: "no AMQP URL given") }
         var nodes: [AMQPConfiguration] = []
@@ -36,20 +36,21 @@ public struct AMQPEndpoints: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Parses a comma-separated list of AMQP URLs (a comma inside one is written `%2C`).
-    public init(urls: String) throws(RabbitMQError) {
+    package init(urls: String) throws(RabbitMQError) {
         try self.init(urls: urls.split(separator: ",", omittingEmptySubsequences: false).map(String.init))
     }
 
     /// Applies `change` to every node (a connection name, a heartbeat, …).
-    public func map(_ change: (inout AMQPConfiguration) -> Void) -> AMQPEndpoints {
-        AMQPEndpoints(nodes.map { node in
-            var node = node
-            change(&node)
-            return node
-        })
+    package func map(_ change: (inout AMQPConfiguration) -> Void) -> AMQPEndpoints {
+        AMQPEndpoints(
+            nodes.map { node in
+                var node = node
+                change(&node)
+                return node
+            })
     }
 
-    public var description: String { nodes.map(\.description).joined(separator: ", ") }
+    package var description: String { nodes.map(\.description).joined(separator: ", ") }
 
     /// Tries the nodes in turn from `first` (wrapping around) until `open` succeeds; returns what it
     /// opened and the node's index. When every node fails, throws the last node's error, its context
@@ -84,7 +85,7 @@ public struct AMQPEndpoints: Sendable, Hashable, CustomStringConvertible {
 extension RabbitMQConnection {
     /// Connects to the first node of `endpoints` that accepts, trying them from `first` on; returns
     /// the connection and the node's index in `endpoints.nodes`.
-    public static func connect(
+    package static func connect(
         to endpoints: AMQPEndpoints, startingAt first: Int = 0, logger: Logger
     ) async throws(RabbitMQError) -> (connection: RabbitMQConnection, node: Int) {
         try await endpoints.first(startingAt: first, logger: logger) { node throws(RabbitMQError) in
@@ -96,7 +97,7 @@ extension RabbitMQConnection {
 extension RabbitMQPublisher {
     /// Connects a confirming publisher to the first node of `endpoints` that accepts, trying them
     /// from `first` on; returns the publisher and the node's index in `endpoints.nodes`.
-    public static func connect(
+    package static func connect(
         to endpoints: AMQPEndpoints, startingAt first: Int = 0, logger: Logger
     ) async throws(RabbitMQError) -> (publisher: RabbitMQPublisher, node: Int) {
         try await endpoints.first(startingAt: first, logger: logger) { node throws(RabbitMQError) in

@@ -1,11 +1,11 @@
-public import Foundation
+package import Foundation
 
 /// A value in an AMQP 0-9-1 field table: queue arguments, message headers, `x-death` entries.
 ///
 /// Decoding maps the wire's narrower kinds onto these cases: 8/16/32-bit signed and 8/16-bit
 /// unsigned integers become ``int32(_:)``, unsigned 32/64-bit integers become ``int64(_:)``,
 /// `float` and `decimal` become ``double(_:)``. Integer literals encode as ``int64(_:)``.
-public enum AMQPValue: Sendable, Hashable {
+package enum AMQPValue: Sendable, Hashable {
     case string(String)
     case bool(Bool)
     case int32(Int32)
@@ -18,13 +18,13 @@ public enum AMQPValue: Sendable, Hashable {
     case bytes([UInt8])
     case void
 
-    public var stringValue: String? {
+    package var stringValue: String? {
         if case .string(let value) = self { return value }
         return nil
     }
 
     /// The value of an integer case (``int32(_:)`` or ``int64(_:)``).
-    public var intValue: Int? {
+    package var intValue: Int? {
         switch self {
         case .int32(let value): Int(value)
         case .int64(let value): Int(value)
@@ -32,53 +32,53 @@ public enum AMQPValue: Sendable, Hashable {
         }
     }
 
-    public var boolValue: Bool? {
+    package var boolValue: Bool? {
         if case .bool(let value) = self { return value }
         return nil
     }
 
-    public var arrayValue: [AMQPValue]? {
+    package var arrayValue: [AMQPValue]? {
         if case .array(let value) = self { return value }
         return nil
     }
 
-    public var tableValue: [String: AMQPValue]? {
+    package var tableValue: [String: AMQPValue]? {
         if case .table(let value) = self { return value }
         return nil
     }
 
-    public var dateValue: Date? {
+    package var dateValue: Date? {
         if case .timestamp(let value) = self { return value }
         return nil
     }
 }
 
 extension AMQPValue: ExpressibleByStringLiteral {
-    public init(stringLiteral value: String) { self = .string(value) }
+    package init(stringLiteral value: String) { self = .string(value) }
 }
 
 extension AMQPValue: ExpressibleByBooleanLiteral {
-    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    package init(booleanLiteral value: Bool) { self = .bool(value) }
 }
 
 extension AMQPValue: ExpressibleByIntegerLiteral {
-    public init(integerLiteral value: Int64) { self = .int64(value) }
+    package init(integerLiteral value: Int64) { self = .int64(value) }
 }
 
 extension AMQPValue: ExpressibleByFloatLiteral {
-    public init(floatLiteral value: Double) { self = .double(value) }
+    package init(floatLiteral value: Double) { self = .double(value) }
 }
 
 extension AMQPValue: ExpressibleByArrayLiteral {
-    public init(arrayLiteral elements: AMQPValue...) { self = .array(elements) }
+    package init(arrayLiteral elements: AMQPValue...) { self = .array(elements) }
 }
 
 extension AMQPValue: ExpressibleByDictionaryLiteral {
-    public init(dictionaryLiteral elements: (String, AMQPValue)...) {
+    package init(dictionaryLiteral elements: (String, AMQPValue)...) {
         self = .table(Dictionary(elements, uniquingKeysWith: { _, last in last }))
     }
 }
 
 extension AMQPValue: ExpressibleByNilLiteral {
-    public init(nilLiteral: ()) { self = .void }
+    package init(nilLiteral: ()) { self = .void }
 }

@@ -1,4 +1,4 @@
-public import Logging
+package import Logging
 
 /// A RabbitMQ connection for topology and consuming, owned by one dedicated thread.
 ///
@@ -6,10 +6,10 @@ public import Logging
 /// servicing heartbeats while the application works on deliveries. There is no automatic
 /// reconnect: after a connection-level error (see ``RabbitMQError/isConnectionLevel``) connect
 /// again, redeclare and consume again. Deliveries of the old connection can no longer be settled.
-public final class RabbitMQConnection: Sendable {
+package final class RabbitMQConnection: Sendable {
     let thread: AMQPConnectionThread
 
-    public let configuration: AMQPConfiguration
+    package let configuration: AMQPConfiguration
 
     private init(thread: AMQPConnectionThread, configuration: AMQPConfiguration) {
         self.thread = thread
@@ -21,7 +21,9 @@ public final class RabbitMQConnection: Sendable {
     }
 
     /// Opens the TCP (or TLS) connection and logs in, advertising `consumer_cancel_notify`.
-    public static func connect(_ configuration: AMQPConfiguration, logger: Logger) async throws(RabbitMQError)
+    package static func connect(
+        _ configuration: AMQPConfiguration, logger: Logger
+    ) async throws(RabbitMQError)
         -> RabbitMQConnection
     {
         let thread = try await AMQPConnectionThread.start(configuration: configuration, logger: logger)
@@ -29,12 +31,12 @@ public final class RabbitMQConnection: Sendable {
     }
 
     /// False once the connection failed or ``close()`` was called.
-    public var isOpen: Bool { thread.isOpen }
+    package var isOpen: Bool { thread.isOpen }
 
     /// The heartbeat interval agreed with the broker (the lower of ours and the broker's; zero: off).
-    public var heartbeat: Duration { thread.negotiatedHeartbeat }
+    package var heartbeat: Duration { thread.negotiatedHeartbeat }
 
-    public func declareExchange(
+    package func declareExchange(
         _ name: String,
         type: RabbitMQExchangeType = .direct,
         durable: Bool = true,
@@ -49,7 +51,7 @@ public final class RabbitMQConnection: Sendable {
         }
     }
 
-    public func deleteExchange(_ name: String, ifUnused: Bool = false) async throws(RabbitMQError) {
+    package func deleteExchange(_ name: String, ifUnused: Bool = false) async throws(RabbitMQError) {
         try await thread.perform { engine throws(RabbitMQError) in try engine.deleteExchange(name, ifUnused: ifUnused) }
     }
 
@@ -57,7 +59,7 @@ public final class RabbitMQConnection: Sendable {
     /// `["x-queue-type": "quorum", "x-delivery-limit": 5, "x-dead-letter-exchange": "dlx"]`.
     /// With `passive`, only checks that the queue exists. An empty name lets the broker pick one.
     @discardableResult
-    public func declareQueue(
+    package func declareQueue(
         _ name: String,
         durable: Bool = true,
         exclusive: Bool = false,
@@ -72,7 +74,7 @@ public final class RabbitMQConnection: Sendable {
         }
     }
 
-    public func bindQueue(
+    package func bindQueue(
         _ queue: String,
         exchange: String,
         routingKey: String,
@@ -83,7 +85,7 @@ public final class RabbitMQConnection: Sendable {
         }
     }
 
-    public func unbindQueue(
+    package func unbindQueue(
         _ queue: String,
         exchange: String,
         routingKey: String,
@@ -96,7 +98,9 @@ public final class RabbitMQConnection: Sendable {
 
     /// Deletes a queue; returns how many messages it held.
     @discardableResult
-    public func deleteQueue(_ name: String, ifUnused: Bool = false, ifEmpty: Bool = false) async throws(RabbitMQError)
+    package func deleteQueue(
+        _ name: String, ifUnused: Bool = false, ifEmpty: Bool = false
+    ) async throws(RabbitMQError)
         -> Int
     {
         try await thread.perform { engine throws(RabbitMQError) in
@@ -106,7 +110,7 @@ public final class RabbitMQConnection: Sendable {
 
     /// Removes all ready messages from a queue; returns how many.
     @discardableResult
-    public func purgeQueue(_ name: String) async throws(RabbitMQError) -> Int {
+    package func purgeQueue(_ name: String) async throws(RabbitMQError) -> Int {
         try await thread.perform { engine throws(RabbitMQError) in try engine.purgeQueue(name) }
     }
 
@@ -114,7 +118,7 @@ public final class RabbitMQConnection: Sendable {
     ///
     /// `prefetch` (`basic.qos`, per consumer, set before `basic.consume`) bounds how many
     /// unsettled deliveries the broker sends, and so the buffer of the returned sequence.
-    public func consume(
+    package func consume(
         queue: String,
         prefetch: UInt16,
         consumerTag: String? = nil,
@@ -151,7 +155,7 @@ public final class RabbitMQConnection: Sendable {
     /// Closes the connection (`connection.close` when it is healthy, which also closes its
     /// channels) and waits until its thread has finished. Consumers' sequences end without error;
     /// unsettled deliveries are requeued by the broker. Safe to call more than once.
-    public func close() async {
+    package func close() async {
         await thread.close()
     }
 }

@@ -7,12 +7,12 @@
 ///
 /// Ending the iteration early (breaking out of the loop or cancelling the task) cancels the
 /// consumer on the broker; deliveries that arrive afterwards are requeued.
-public struct RabbitMQDeliveries: AsyncSequence, Sendable {
-    public typealias Element = RabbitMQDelivery
-    public typealias Failure = RabbitMQError
+package struct RabbitMQDeliveries: AsyncSequence, Sendable {
+    package typealias Element = RabbitMQDelivery
+    package typealias Failure = RabbitMQError
 
-    public let queue: String
-    public let consumerTag: String
+    package let queue: String
+    package let consumerTag: String
     let stream: AsyncThrowingStream<RabbitMQDelivery, any Error>
     /// Keeps the connection (and its thread) alive while the sequence is used.
     let connection: RabbitMQConnection
@@ -20,21 +20,25 @@ public struct RabbitMQDeliveries: AsyncSequence, Sendable {
 
     /// Stops the flow of new deliveries (`basic.cancel`). Deliveries already received can still be
     /// acknowledged; iteration ends after the buffered ones.
-    public func cancel() async throws(RabbitMQError) {
+    package func cancel() async throws(RabbitMQError) {
         let channel = channel
-        try await connection.thread.perform { engine throws(RabbitMQError) in try engine.cancelConsumer(channel: channel) }
+        try await connection.thread.perform { engine throws(RabbitMQError) in
+            try engine.cancelConsumer(channel: channel)
+        }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator()) }
+    package func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator()) }
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
+    package struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncThrowingStream<RabbitMQDelivery, any Error>.AsyncIterator
 
-        public mutating func next() async throws(RabbitMQError) -> RabbitMQDelivery? {
+        package mutating func next() async throws(RabbitMQError) -> RabbitMQDelivery? {
             try await next(isolation: #isolation)
         }
 
-        public mutating func next(isolation actor: isolated (any Actor)?) async throws(RabbitMQError)
+        package mutating func next(
+            isolation actor: isolated (any Actor)?
+        ) async throws(RabbitMQError)
             -> RabbitMQDelivery?
         {
             do {

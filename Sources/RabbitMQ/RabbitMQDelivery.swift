@@ -4,41 +4,41 @@
 /// A delivery belongs to the channel (and connection) that received it. Once that channel is gone
 /// the broker has requeued the message, and acknowledging throws ``RabbitMQError/Code/staleDelivery``;
 /// a tag is never sent on another channel or connection.
-public struct RabbitMQDelivery: Sendable {
-    public let body: [UInt8]
-    public let deliveryTag: UInt64
+package struct RabbitMQDelivery: Sendable {
+    package let body: [UInt8]
+    package let deliveryTag: UInt64
     /// `false` guarantees the message was never delivered before.
-    public let redelivered: Bool
-    public let exchange: String
-    public let routingKey: String
-    public let consumerTag: String
-    public let properties: RabbitMQMessageProperties
+    package let redelivered: Bool
+    package let exchange: String
+    package let routingKey: String
+    package let consumerTag: String
+    package let properties: RabbitMQMessageProperties
 
     let acknowledger: AMQPAcknowledger
 
-    public var messageID: String? { properties.messageID }
-    public var headers: [String: AMQPValue] { properties.headers }
+    package var messageID: String? { properties.messageID }
+    package var headers: [String: AMQPValue] { properties.headers }
 
     /// Earlier delivery attempts of this message: quorum queues' `x-delivery-count` header
     /// (absent, so 0, on the first delivery).
-    public var deliveryCount: Int { properties.headers["x-delivery-count"]?.intValue ?? 0 }
+    package var deliveryCount: Int { properties.headers["x-delivery-count"]?.intValue ?? 0 }
 
     /// `x-first-death-reason` of a dead-lettered message (`rejected`, `expired`, `maxlen`, `delivery_limit`).
-    public var firstDeathReason: String? { properties.headers["x-first-death-reason"]?.stringValue }
+    package var firstDeathReason: String? { properties.headers["x-first-death-reason"]?.stringValue }
 
     /// Acknowledges this delivery; with `multiple`, also every earlier unacknowledged delivery of
     /// the same consumer. Returns once the frame is written.
-    public func ack(multiple: Bool = false) async throws(RabbitMQError) {
+    package func ack(multiple: Bool = false) async throws(RabbitMQError) {
         try await acknowledger.settle(tag: deliveryTag, .ack(multiple: multiple))
     }
 
     /// Negatively acknowledges; `requeue: false` dead-letters (or drops) the message.
-    public func nack(requeue: Bool, multiple: Bool = false) async throws(RabbitMQError) {
+    package func nack(requeue: Bool, multiple: Bool = false) async throws(RabbitMQError) {
         try await acknowledger.settle(tag: deliveryTag, .nack(multiple: multiple, requeue: requeue))
     }
 
     /// Rejects this one delivery (`basic.reject`).
-    public func reject(requeue: Bool) async throws(RabbitMQError) {
+    package func reject(requeue: Bool) async throws(RabbitMQError) {
         try await acknowledger.settle(tag: deliveryTag, .reject(requeue: requeue))
     }
 }

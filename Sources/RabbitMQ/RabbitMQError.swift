@@ -4,9 +4,9 @@ import CRabbitMQ
 ///
 /// `description` never contains passwords, message bodies or headers: only the error kind, the
 /// broker's reply code and text (which name queues/exchanges, not payloads) and the library status.
-public struct RabbitMQError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+package struct RabbitMQError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     /// What went wrong. A struct over a private enum so that new codes are not a breaking change.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case invalidURL, connectFailed, tlsFailed, authenticationFailed
             case connectionClosed, channelClosed, socketError, heartbeatTimeout, protocolError
@@ -16,63 +16,63 @@ public struct RabbitMQError: Error, Sendable, CustomStringConvertible, CustomDeb
         private init(_ base: Base) { self.base = base }
 
         /// The AMQP URL (or configuration) is malformed. Not retriable.
-        public static let invalidURL = Code(.invalidURL)
+        package static let invalidURL = Code(.invalidURL)
         /// TCP connect, name resolution or the connect timeout failed.
-        public static let connectFailed = Code(.connectFailed)
+        package static let connectFailed = Code(.connectFailed)
         /// TLS setup, handshake or certificate verification failed.
-        public static let tlsFailed = Code(.tlsFailed)
+        package static let tlsFailed = Code(.tlsFailed)
         /// The broker refused the credentials (`403 ACCESS_REFUSED` during login).
-        public static let authenticationFailed = Code(.authenticationFailed)
+        package static let authenticationFailed = Code(.authenticationFailed)
         /// The broker sent `connection.close` (`replyCode`/`replyText`, e.g. 320 CONNECTION_FORCED).
-        public static let connectionClosed = Code(.connectionClosed)
+        package static let connectionClosed = Code(.connectionClosed)
         /// The broker sent `channel.close` (`replyCode`/`replyText`, e.g. 404 NOT_FOUND, 406 PRECONDITION_FAILED).
-        public static let channelClosed = Code(.channelClosed)
+        package static let channelClosed = Code(.channelClosed)
         /// The socket failed or was closed by the peer without `connection.close`.
-        public static let socketError = Code(.socketError)
+        package static let socketError = Code(.socketError)
         /// Nothing was received for two heartbeat intervals.
-        public static let heartbeatTimeout = Code(.heartbeatTimeout)
+        package static let heartbeatTimeout = Code(.heartbeatTimeout)
         /// The library could not decode what the broker sent, or was in an unexpected state.
-        public static let protocolError = Code(.protocolError)
+        package static let protocolError = Code(.protocolError)
         /// The broker cancelled the consumer (`basic.cancel`: queue deleted, leader moved, …).
-        public static let consumerCancelled = Code(.consumerCancelled)
+        package static let consumerCancelled = Code(.consumerCancelled)
         /// The broker answered a publish with `basic.nack`.
-        public static let publishNacked = Code(.publishNacked)
+        package static let publishNacked = Code(.publishNacked)
         /// A `mandatory` publish was returned (`basic.return`, normally 312 NO_ROUTE).
-        public static let unroutable = Code(.unroutable)
+        package static let unroutable = Code(.unroutable)
         /// The channel or connection that received this delivery is gone; the broker has requeued
         /// the message, so its tag must not (and cannot) be acknowledged any more.
-        public static let staleDelivery = Code(.staleDelivery)
+        package static let staleDelivery = Code(.staleDelivery)
         /// The connection (or consumer) was closed by the application.
-        public static let alreadyClosed = Code(.alreadyClosed)
+        package static let alreadyClosed = Code(.alreadyClosed)
         /// Out of memory, out of channel numbers, or a similar local limit.
-        public static let resourceExhausted = Code(.resourceExhausted)
+        package static let resourceExhausted = Code(.resourceExhausted)
 
-        public var description: String { base.rawValue }
+        package var description: String { base.rawValue }
     }
 
     /// A rabbitmq-c status code (`amqp_status_enum`, negative), with the library's text.
-    public struct LibraryStatus: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-        public var rawValue: Int32
-        public init(rawValue: Int32) { self.rawValue = rawValue }
-        public var description: String {
+    package struct LibraryStatus: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        package var rawValue: Int32
+        package init(rawValue: Int32) { self.rawValue = rawValue }
+        package var description: String {
             guard let text = amqp_error_string2(rawValue) else { return "status \(rawValue)" }
             return "\(String(cString: text)) (\(rawValue))"
         }
     }
 
-    public var code: Code
+    package var code: Code
     /// The broker's reply code for `connectionClosed`, `channelClosed`, `unroutable`.
-    public var replyCode: UInt16?
+    package var replyCode: UInt16?
     /// The broker's reply text, e.g. "CONNECTION_FORCED - broker forced connection closure …".
-    public var replyText: String?
+    package var replyText: String?
     /// The raw rabbitmq-c status when the library reported the failure.
-    public var libraryStatus: LibraryStatus?
+    package var libraryStatus: LibraryStatus?
     /// Short context without secrets or payloads, e.g. "queue.declare", "missing host".
-    public var context: String?
-    public var file: String
-    public var line: Int
+    package var context: String?
+    package var file: String
+    package var line: Int
 
-    public init(
+    package init(
         code: Code,
         replyCode: UInt16? = nil,
         replyText: String? = nil,
@@ -94,7 +94,7 @@ public struct RabbitMQError: Error, Sendable, CustomStringConvertible, CustomDeb
     /// succeed: broker restarts, network failures, heartbeat timeouts, nacks, consumer cancels,
     /// resource errors (506 RESOURCE_ERROR, 541 INTERNAL_ERROR, 405 RESOURCE_LOCKED). Not
     /// retriable: bad URLs, refused credentials, unroutable messages, 404/406/403 channel errors.
-    public var isRetriable: Bool {
+    package var isRetriable: Bool {
         switch code {
         case .connectFailed, .socketError, .heartbeatTimeout, .consumerCancelled, .publishNacked, .staleDelivery,
             .protocolError:
@@ -110,7 +110,7 @@ public struct RabbitMQError: Error, Sendable, CustomStringConvertible, CustomDeb
     }
 
     /// Whether the whole connection is unusable after this error (the application must connect again).
-    public var isConnectionLevel: Bool {
+    package var isConnectionLevel: Bool {
         switch code {
         case .connectFailed, .tlsFailed, .authenticationFailed, .connectionClosed, .socketError, .heartbeatTimeout,
             .protocolError, .alreadyClosed:
@@ -120,7 +120,7 @@ public struct RabbitMQError: Error, Sendable, CustomStringConvertible, CustomDeb
         }
     }
 
-    public var description: String {
+    package var description: String {
         var text = "RabbitMQError.\(code)"
         if let context { text += " (\(context))" }
         if let replyCode {
@@ -133,7 +133,7 @@ public struct RabbitMQError: Error, Sendable, CustomStringConvertible, CustomDeb
         return text
     }
 
-    public var debugDescription: String { "\(description) at \(file):\(line)" }
+    package var debugDescription: String { "\(description) at \(file):\(line)" }
 }
 
 extension RabbitMQError {
@@ -160,7 +160,8 @@ extension RabbitMQError {
         default:
             code = .protocolError
         }
-        return RabbitMQError(code: code, libraryStatus: LibraryStatus(rawValue: status), context: context, file: file,
+        return RabbitMQError(
+            code: code, libraryStatus: LibraryStatus(rawValue: status), context: context, file: file,
             line: line)
     }
 }

@@ -1,33 +1,33 @@
-public import Foundation
+package import Foundation
 
 /// The AMQP `basic` content properties of a message (published or delivered).
-public struct RabbitMQMessageProperties: Sendable, Hashable {
+package struct RabbitMQMessageProperties: Sendable, Hashable {
     /// AMQP delivery mode: 1 transient, 2 persistent.
-    public struct DeliveryMode: RawRepresentable, Hashable, Sendable {
-        public var rawValue: UInt8
-        public init(rawValue: UInt8) { self.rawValue = rawValue }
-        public static let transient = DeliveryMode(rawValue: 1)
-        public static let persistent = DeliveryMode(rawValue: 2)
+    package struct DeliveryMode: RawRepresentable, Hashable, Sendable {
+        package var rawValue: UInt8
+        package init(rawValue: UInt8) { self.rawValue = rawValue }
+        package static let transient = DeliveryMode(rawValue: 1)
+        package static let persistent = DeliveryMode(rawValue: 2)
     }
 
-    public var contentType: String?
-    public var contentEncoding: String?
-    public var headers: [String: AMQPValue]
-    public var deliveryMode: DeliveryMode?
-    public var priority: UInt8?
-    public var correlationID: String?
-    public var replyTo: String?
+    package var contentType: String?
+    package var contentEncoding: String?
+    package var headers: [String: AMQPValue]
+    package var deliveryMode: DeliveryMode?
+    package var priority: UInt8?
+    package var correlationID: String?
+    package var replyTo: String?
     /// Per-message TTL in milliseconds, as a decimal string (AMQP's own type).
-    public var expiration: String?
-    public var messageID: String?
+    package var expiration: String?
+    package var messageID: String?
     /// Whole seconds on the wire.
-    public var timestamp: Date?
-    public var type: String?
-    public var userID: String?
-    public var appID: String?
+    package var timestamp: Date?
+    package var type: String?
+    package var userID: String?
+    package var appID: String?
 
     /// Defaults to a persistent message with no other property set.
-    public init(
+    package init(
         contentType: String? = nil,
         contentEncoding: String? = nil,
         headers: [String: AMQPValue] = [:],

@@ -1,14 +1,14 @@
-public import Logging
+package import Logging
 
 /// Publishes with publisher confirms on its own connection (own thread).
 ///
 /// Any number of ``publish(exchange:routingKey:body:properties:mandatory:)`` calls may be in
 /// flight at once; each returns when the broker has confirmed that message (for quorum queues:
 /// a majority of replicas has it). Confirms that cover several messages (`multiple`) are handled.
-public final class RabbitMQPublisher: Sendable {
+package final class RabbitMQPublisher: Sendable {
     let thread: AMQPConnectionThread
 
-    public let configuration: AMQPConfiguration
+    package let configuration: AMQPConfiguration
 
     private init(thread: AMQPConnectionThread, configuration: AMQPConfiguration) {
         self.thread = thread
@@ -20,7 +20,9 @@ public final class RabbitMQPublisher: Sendable {
     }
 
     /// Connects, logs in and puts the publishing channel in confirm mode.
-    public static func connect(_ configuration: AMQPConfiguration, logger: Logger) async throws(RabbitMQError)
+    package static func connect(
+        _ configuration: AMQPConfiguration, logger: Logger
+    ) async throws(RabbitMQError)
         -> RabbitMQPublisher
     {
         let thread = try await AMQPConnectionThread.start(configuration: configuration, logger: logger) {
@@ -30,10 +32,10 @@ public final class RabbitMQPublisher: Sendable {
     }
 
     /// False once the connection failed or ``close()`` was called.
-    public var isOpen: Bool { thread.isOpen }
+    package var isOpen: Bool { thread.isOpen }
 
     /// The heartbeat interval agreed with the broker (the lower of ours and the broker's; zero: off).
-    public var heartbeat: Duration { thread.negotiatedHeartbeat }
+    package var heartbeat: Duration { thread.negotiatedHeartbeat }
 
     /// Publishes one message and waits for the broker's confirm.
     ///
@@ -41,7 +43,7 @@ public final class RabbitMQPublisher: Sendable {
     /// when `mandatory` and no queue is bound, `channelClosed` (e.g. 404 unknown exchange; the next
     /// publish opens a new channel) or a connection-level error. On any error the message may or
     /// may not have reached a queue: publish again if it must arrive (consumers deduplicate).
-    public func publish(
+    package func publish(
         exchange: String = "",
         routingKey: String,
         body: [UInt8],
@@ -62,7 +64,7 @@ public final class RabbitMQPublisher: Sendable {
 
     /// Closes the connection gracefully (outstanding publishes fail with `alreadyClosed`) and waits
     /// for its thread to finish.
-    public func close() async {
+    package func close() async {
         await thread.close()
     }
 }

@@ -1,40 +1,42 @@
-public import Foundation
+package import Foundation
 
 /// Where the integration tests find the servers that `scripts/services` started.
 ///
 /// `scripts/test` exports the URLs; the defaults match the script's ports so a test run from an
 /// editor works too once `scripts/services start` has run. The *fault* pair is a second broker and
 /// database that tests may restart without disturbing tests running in parallel on the main pair.
-public enum TestEnvironment {
-    public static var amqpURL: String {
+package enum TestEnvironment {
+    package static var amqpURL: String {
         value("LIVEDELIVERY_AMQP_URL") ?? "amqp://livedelivery:livedelivery@127.0.0.1:56720/%2F"
     }
-    public static var postgresURL: String {
+    package static var postgresURL: String {
         value("LIVEDELIVERY_POSTGRES_URL") ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55432/livedelivery"
     }
-    public static var faultAMQPURL: String {
+    package static var faultAMQPURL: String {
         value("LIVEDELIVERY_FAULT_AMQP_URL") ?? "amqp://livedelivery:livedelivery@127.0.0.1:56730/%2F"
     }
-    public static var faultPostgresURL: String {
+    package static var faultPostgresURL: String {
         value("LIVEDELIVERY_FAULT_POSTGRES_URL")
             ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55442/livedelivery"
     }
 
     /// The three-node RabbitMQ cluster of `scripts/services cluster`: its nodes' URLs, comma-separated.
-    public static var clusterAMQPURLs: String {
+    package static var clusterAMQPURLs: String {
         value("LIVEDELIVERY_CLUSTER_AMQP_URLS")
             ?? (1...3).map { "amqp://livedelivery:livedelivery@127.0.0.1:\(56740 + $0)/%2F" }.joined(separator: ",")
     }
 
     /// The primary/standby pair of `scripts/services replica`: each server, and both in one libpq URL
     /// that follows a failover (`target_session_attrs=read-write`).
-    public static var replicaPrimaryURL: String {
-        value("LIVEDELIVERY_REPLICA_PRIMARY_URL") ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55451/livedelivery"
+    package static var replicaPrimaryURL: String {
+        value("LIVEDELIVERY_REPLICA_PRIMARY_URL")
+            ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55451/livedelivery"
     }
-    public static var replicaStandbyURL: String {
-        value("LIVEDELIVERY_REPLICA_STANDBY_URL") ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55452/livedelivery"
+    package static var replicaStandbyURL: String {
+        value("LIVEDELIVERY_REPLICA_STANDBY_URL")
+            ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55452/livedelivery"
     }
-    public static var replicaURL: String {
+    package static var replicaURL: String {
         value("LIVEDELIVERY_REPLICA_URL")
             ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55451,127.0.0.1:55452/livedelivery"
             + "?target_session_attrs=read-write"
@@ -42,43 +44,43 @@ public enum TestEnvironment {
 
     /// Runs `scripts/services ARGS` (e.g. `["cluster", "kill", "2"]`) and returns what it printed.
     @discardableResult
-    public static func services(_ arguments: [String]) async throws -> String {
+    package static func services(_ arguments: [String]) async throws -> String {
         try await output(servicesScript, arguments)
     }
 
     /// The project's root folder (where `Package.swift` is), found from this source file.
-    public static var projectRoot: URL {
+    package static var projectRoot: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
     }
 
     /// `scripts/services` of the checkout that started the servers.
-    public static var servicesScript: String {
+    package static var servicesScript: String {
         value("LIVEDELIVERY_SERVICES") ?? projectRoot.appendingPathComponent("scripts/services").path
     }
 
     /// A name no other test (or concurrent test run) uses: for queues, exchanges, tables, ids.
-    public static func uniqueName(_ prefix: String) -> String {
+    package static func uniqueName(_ prefix: String) -> String {
         "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())"
     }
 
     /// Restarts the fault broker (`scripts/services restart-rabbitmq` on the fault instance).
-    public static func restartFaultRabbitMQ() async throws {
+    package static func restartFaultRabbitMQ() async throws {
         try await runServices(["restart-rabbitmq"], instance: "fault")
     }
 
     /// Restarts the fault database (`scripts/services restart-postgres` on the fault instance).
-    public static func restartFaultPostgres() async throws {
+    package static func restartFaultPostgres() async throws {
         try await runServices(["restart-postgres"], instance: "fault")
     }
 
     /// Runs `scripts/services ARGS` for an instance and waits for it to exit successfully.
-    public static func runServices(_ arguments: [String], instance: String) async throws {
+    package static func runServices(_ arguments: [String], instance: String) async throws {
         try await run(servicesScript, arguments, environment: ["LIVEDELIVERY_INSTANCE": instance])
     }
 
     /// Runs a program to completion without blocking a cooperative thread; throws on non-zero exit.
-    public static func run(
+    package static func run(
         _ executable: String,
         _ arguments: [String],
         environment: [String: String] = [:]
@@ -88,10 +90,11 @@ public enum TestEnvironment {
 
     /// Runs a program to completion without blocking a cooperative thread and returns its standard
     /// output; throws on non-zero exit.
-    public static func output(
+    package static func output(
         _ executable: String, _ arguments: [String], environment: [String: String] = [:]
     ) async throws -> String {
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("command-output-\(UUID().uuidString)")
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "command-output-\(UUID().uuidString)")
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: output) }
         let handle = try FileHandle(forWritingTo: output)
@@ -105,14 +108,16 @@ public enum TestEnvironment {
             do { try process.run() } catch { continuation.resume(throwing: error) }
         }
         try? handle.close()
-        guard status == 0 else { throw CommandFailed(command: ([executable] + arguments).joined(separator: " "), status: status) }
+        guard status == 0 else {
+            throw CommandFailed(command: ([executable] + arguments).joined(separator: " "), status: status)
+        }
         return (try? String(contentsOf: output, encoding: .utf8)) ?? ""
     }
 
-    public struct CommandFailed: Error, CustomStringConvertible {
-        public let command: String
-        public let status: Int32
-        public var description: String { "\(command) exited with status \(status)" }
+    package struct CommandFailed: Error, CustomStringConvertible {
+        package let command: String
+        package let status: Int32
+        package var description: String { "\(command) exited with status \(status)" }
     }
 
     private static func value(_ name: String) -> String? {
@@ -126,7 +131,7 @@ extension TestEnvironment {
     /// Every test target runs in one test process, in parallel; `.serialized` orders tests within one
     /// suite only. A test that restarts the fault broker or database (or needs them to stay up while
     /// it runs) takes this lock, so no two such tests, in any target, overlap.
-    public static func withFaultServers<Result>(_ body: () async throws -> Result) async throws -> Result {
+    package static func withFaultServers<Result>(_ body: () async throws -> Result) async throws -> Result {
         await faultServersLock.lock()
         do {
             let result = try await body()

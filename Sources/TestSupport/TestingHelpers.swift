@@ -1,14 +1,14 @@
-public import Testing
+package import Testing
 
 // Swift Testing helpers shared by the test targets: the fault-pair suite trait and `eventually`.
 
 /// `@Suite(.serialized, .exclusiveFaultServers)`: the suite runs with exclusive use of the fault
 /// pair (see `TestEnvironment.withFaultServers`), so suites in different test targets that restart
 /// the fault broker or database never overlap.
-public struct ExclusiveFaultServers: SuiteTrait, TestTrait, TestScoping {
-    public var isRecursive: Bool { false }
+package struct ExclusiveFaultServers: SuiteTrait, TestTrait, TestScoping {
+    package var isRecursive: Bool { false }
 
-    public func provideScope(
+    package func provideScope(
         for test: Test,
         testCase: Test.Case?,
         performing function: @concurrent @Sendable () async throws -> Void
@@ -18,13 +18,13 @@ public struct ExclusiveFaultServers: SuiteTrait, TestTrait, TestScoping {
 }
 
 extension Trait where Self == ExclusiveFaultServers {
-    public static var exclusiveFaultServers: Self { Self() }
+    package static var exclusiveFaultServers: Self { Self() }
 }
 
 /// Waits for an observable condition (a row in the database, a push at the simulator): checks it,
 /// with short pauses between, and records an issue and throws after `limit`. Waiting for a
 /// condition, never for time: the pauses only pace the checks.
-public func eventually(
+package func eventually(
     _ what: String, limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation,
     _ condition: () async throws -> Bool
 ) async throws {

@@ -40,22 +40,29 @@ struct Serve: AsyncParsableCommand {
         help: "An accepted provider key, KEYID=TEAMID:/path/key.pem (public key or the .p8 private key). Repeatable.")
     var keys: [String] = []
 
-    @Flag(name: .customLong("accept-any-key"), help: "Accept any well-formed ES256 token without checking its signature.")
+    @Flag(
+        name: .customLong("accept-any-key"), help: "Accept any well-formed ES256 token without checking its signature.")
     var acceptAnyKey = false
 
     @Option(help: "The environment this simulator plays: production or sandbox.")
     var environment: String = "production"
 
-    @Option(name: .customLong("priority10-budget"), help: "Priority-10 pushes per activity per hour before silent throttling.")
+    @Option(
+        name: .customLong("priority10-budget"),
+        help: "Priority-10 pushes per activity per hour before silent throttling.")
     var priority10Budget: Int?
 
-    @Option(name: .customLong("content-state-shape"), help: "The app's content-state shape (JSON), e.g. Config/apns-sim/delivery-attributes.json.")
+    @Option(
+        name: .customLong("content-state-shape"),
+        help: "The app's content-state shape (JSON), e.g. Config/apns-sim/delivery-attributes.json.")
     var contentStateShape: String?
 
     @Option(name: .customLong("max-streams"), help: "Streams per connection once authenticated.")
     var maxStreams: Int = 1000
 
-    @Option(name: .customLong("streams-before-auth"), help: "Streams per connection before the first valid provider token (Apple: 1).")
+    @Option(
+        name: .customLong("streams-before-auth"),
+        help: "Streams per connection before the first valid provider token (Apple: 1).")
     var streamsBeforeAuth: Int = 1
 
     @Option(name: .customLong("record-limit"), help: "Requests kept for the control API.")

@@ -22,7 +22,9 @@ struct APNsBenchmark: AsyncParsableCommand {
     @Option(help: "Streams in flight per connection (client and h2load).")
     var streams: Int = 100
 
-    @Option(name: .customLong("event-loops"), help: "Client libcurl threads (default: one per core, at most one per connection).")
+    @Option(
+        name: .customLong("event-loops"),
+        help: "Client libcurl threads (default: one per core, at most one per connection).")
     var eventLoops: Int?
 
     @Option(help: "Alternating client/h2load rounds; the medians are reported (the machine may be shared).")
@@ -73,7 +75,8 @@ struct APNsBenchmark: AsyncParsableCommand {
         _ = try await push(client: client, notification: notification, bundleID: bundleID, count: 500)
 
         // h2load, same simulator, same connections and streams.
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-bench-\(UUID().uuidString.prefix(8))")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "apns-bench-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let payloadFile = directory.appendingPathComponent("payload.json")
         try Data(payload).write(to: payloadFile)
@@ -101,30 +104,43 @@ struct APNsBenchmark: AsyncParsableCommand {
             let result = try await push(client: client, notification: notification, bundleID: bundleID, count: requests)
             clientResults.append(result)
             clientCPU.append(perRequest(since: busy))
-            print(String(format: "  round %d APNsClient : %9.0f pushes/s   p50 %.2f ms   p99 %.2f ms   (%d delivered; machine CPU %.0f µs/push)",
-                         round, result.rate, result.p50 * 1000, result.p99 * 1000, result.delivered, clientCPU.last!))
+            print(
+                String(
+                    format:
+                        "  round %d APNsClient : %9.0f pushes/s   p50 %.2f ms   p99 %.2f ms   (%d delivered; machine CPU %.0f µs/push)",
+                    round, result.rate, result.p50 * 1000, result.p99 * 1000, result.delivered, clientCPU.last!))
             busy = ChildProcess.machineBusySeconds ?? 0
             if let h2 = try runH2load(arguments: h2loadArguments) {
                 h2Results.append(h2)
                 h2CPU.append(perRequest(since: busy))
-                print(String(format: "  round %d h2load     : %9.0f req/s      mean %@   (%@; machine CPU %.0f µs/request)",
-                             round, h2.rate, h2.meanLatency, h2.statusLine, h2CPU.last!))
+                print(
+                    String(
+                        format: "  round %d h2load     : %9.0f req/s      mean %@   (%@; machine CPU %.0f µs/request)",
+                        round, h2.rate, h2.meanLatency, h2.statusLine, h2CPU.last!))
             }
         }
         await client.shutdown()
         let statistics = simulator.statistics
 
         let median = clientResults.sorted { $0.rate < $1.rate }[clientResults.count / 2]
-        print(String(format: "  median APNsClient : %9.0f pushes/s   p50 %.2f ms   p99 %.2f ms", median.rate, median.p50 * 1000, median.p99 * 1000))
+        print(
+            String(
+                format: "  median APNsClient : %9.0f pushes/s   p50 %.2f ms   p99 %.2f ms", median.rate,
+                median.p50 * 1000, median.p99 * 1000))
         if !h2Results.isEmpty {
             let h2 = middle(h2Results.map(\.rate))
             print(String(format: "  median h2load     : %9.0f req/s", h2))
-            print(String(format: "  client/h2load: %.0f%% (aim ≥ 50%%); apns-sim under h2load: %.0f req/s (aim ≥ 20000)",
-                         median.rate / h2 * 100, h2))
+            print(
+                String(
+                    format: "  client/h2load: %.0f%% (aim ≥ 50%%); apns-sim under h2load: %.0f req/s (aim ≥ 20000)",
+                    median.rate / h2 * 100, h2))
             let clientMedian = middle(clientCPU)
             let h2Median = middle(h2CPU)
-            print(String(format: "  machine CPU per request (simulator included): client %.0f µs, h2load %.0f µs (h2load/client %.0f%%)",
-                         clientMedian, h2Median, h2Median / clientMedian * 100))
+            print(
+                String(
+                    format:
+                        "  machine CPU per request (simulator included): client %.0f µs, h2load %.0f µs (h2load/client %.0f%%)",
+                    clientMedian, h2Median, h2Median / clientMedian * 100))
         } else {
             print("  h2load: not run (\(h2load) missing or failed)")
         }

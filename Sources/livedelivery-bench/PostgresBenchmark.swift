@@ -25,10 +25,14 @@ struct PostgresBenchmark: AsyncParsableCommand {
     var seconds = 10
 
     @Option(help: "PostgreSQL URL (default: $LIVEDELIVERY_POSTGRES_URL or the local services database).")
-    var url = ProcessInfo.processInfo.environment["LIVEDELIVERY_POSTGRES_URL"]
+    var url =
+        ProcessInfo.processInfo.environment["LIVEDELIVERY_POSTGRES_URL"]
         ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55432/livedelivery"
 
-    @Option(help: "pgbench query mode matching the module: prepared (its statement cache; extended when the cache size is 0).")
+    @Option(
+        help:
+            "pgbench query mode matching the module: prepared (its statement cache; extended when the cache size is 0)."
+    )
     var pgbenchMode = "prepared"
 
     @Option(help: "The module's statement cache size per connection (0 = unprepared, like pgbench -M extended).")
@@ -45,7 +49,8 @@ struct PostgresBenchmark: AsyncParsableCommand {
         let client = PostgresClient(configuration: configuration, logger: Logger(label: "livedelivery-bench"))
         let table = "bench_inserts_\(UInt32.random(in: 0...UInt32.max))"
         try await client.query(
-            PostgresQuery(unsafeSQL: "CREATE TABLE \(table) (account bigint NOT NULL, amount double precision, note text)")
+            PostgresQuery(
+                unsafeSQL: "CREATE TABLE \(table) (account bigint NOT NULL, amount double precision, note text)")
         )
         print("postgres: \(connections) connections, \(seconds) s each, table \(table), \(configuration)")
         print(try await Durability.describe(client))
@@ -53,7 +58,8 @@ struct PostgresBenchmark: AsyncParsableCommand {
         var selfBefore = cpuSeconds(RUSAGE_SELF)
         let queryRate = try await measureModule(client: client, table: table, leasePerStatement: true)
         let queryCPU = (cpuSeconds(RUSAGE_SELF) - selfBefore) / (queryRate * Double(seconds)) * 1e6
-        print(String(format: "module client.query    : %8.0f INSERT/s  (client CPU %.1f µs/INSERT)", queryRate, queryCPU))
+        print(
+            String(format: "module client.query    : %8.0f INSERT/s  (client CPU %.1f µs/INSERT)", queryRate, queryCPU))
         selfBefore = cpuSeconds(RUSAGE_SELF)
         let loopRate = try await measureModule(client: client, table: table, leasePerStatement: false)
         let loopCPU = (cpuSeconds(RUSAGE_SELF) - selfBefore) / (loopRate * Double(seconds)) * 1e6
@@ -116,7 +122,8 @@ struct PostgresBenchmark: AsyncParsableCommand {
     private static func insert(into table: String) -> PostgresQuery {
         let account = Int.random(in: 1...1_000_000)
         let amount = Double(Int.random(in: 1...1_000_000))
-        return "INSERT INTO \(unsafeRaw: table) (account, amount, note) VALUES (\(account), \(amount), \(String(account)))"
+        return
+            "INSERT INTO \(unsafeRaw: table) (account, amount, note) VALUES (\(account), \(amount), \(String(account)))"
     }
 
     private func measurePgbench(configuration: PostgresConfiguration, table: String) async throws -> Double {

@@ -26,7 +26,8 @@ struct RabbitMQBenchmark: AsyncParsableCommand {
     var size = 256
 
     @Option(help: "AMQP URL (default: LIVEDELIVERY_AMQP_URL or the local services broker).")
-    var url = ProcessInfo.processInfo.environment["LIVEDELIVERY_AMQP_URL"]
+    var url =
+        ProcessInfo.processInfo.environment["LIVEDELIVERY_AMQP_URL"]
         ?? "amqp://livedelivery:livedelivery@127.0.0.1:56720/%2F"
 
     @Flag(help: "Declare a quorum queue instead of a classic one.")

@@ -32,7 +32,8 @@ struct ReportsBenchmark: AsyncParsableCommand {
     var runs = 3
 
     @Option(help: "PostgreSQL URL (default: $LIVEDELIVERY_POSTGRES_URL or the local services database).")
-    var url = ProcessInfo.processInfo.environment["LIVEDELIVERY_POSTGRES_URL"]
+    var url =
+        ProcessInfo.processInfo.environment["LIVEDELIVERY_POSTGRES_URL"]
         ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55432/livedelivery"
 
     @Option(help: "The migrations folder.")
@@ -52,7 +53,9 @@ struct ReportsBenchmark: AsyncParsableCommand {
         let name = "bench_reports_\(UInt32.random(in: 0...UInt32.max))"
         let flatName = name + "_flat"
         let partitionedName = name + "_days"
-        say("reports: \(days) days, \(attempts) push attempts, median of \(runs) runs; databases \(flatName), \(partitionedName)")
+        say(
+            "reports: \(days) days, \(attempts) push attempts, median of \(runs) runs; databases \(flatName), \(partitionedName)"
+        )
         say(try await Durability.describe(admin))
 
         // The layout before sql/112, populated.
@@ -69,7 +72,8 @@ struct ReportsBenchmark: AsyncParsableCommand {
                    pg_database_size(current_database()) AS bytes
             """)[0]
         let historyRows =
-            try sizes.decode(Int.self, "attempts") + sizes.decode(Int.self, "timeline") + sizes.decode(Int.self, "inbox")
+            try sizes.decode(Int.self, "attempts") + sizes.decode(Int.self, "timeline")
+            + sizes.decode(Int.self, "inbox")
         say(
             String(
                 format: "populated: %d attempts, %d timeline rows, %d inbox rows, %d activities, %.1f GB, in %.0f s",
@@ -112,7 +116,8 @@ struct ReportsBenchmark: AsyncParsableCommand {
                 // Every row as text, as a client reads it: a count alone would let the planner skip the
                 // view's joins whose columns it does not need.
                 let function = PostgresQuery(
-                    unsafeSQL: "SELECT sum(length(r::text)) FROM \(report.view)($1, $2) AS r", binds: bindings(since, end))
+                    unsafeSQL: "SELECT sum(length(r::text)) FROM \(report.view)($1, $2) AS r",
+                    binds: bindings(since, end))
                 lines[0].1.append(try await median { try await partitioned.query(function) })
                 let view = PostgresQuery(unsafeSQL: Self.viewQuery(report), binds: bindings(since, end))
                 lines[1].1.append(try await median { try await flatClient.query(view) })
@@ -120,7 +125,8 @@ struct ReportsBenchmark: AsyncParsableCommand {
             for (index, (layout, times)) in lines.enumerated() {
                 let label = index == 0 ? report.name : ""
                 say(
-                    label.padding(toLength: 43, withPad: " ", startingAt: 0) + layout.padding(toLength: 14, withPad: " ", startingAt: 0)
+                    label.padding(toLength: 43, withPad: " ", startingAt: 0)
+                        + layout.padding(toLength: 14, withPad: " ", startingAt: 0)
                         + times.map { String(format: "%9.1f ms", $0 * 1000) }.joined(separator: "  "))
             }
             worst["day", default: 0] = max(worst["day", default: 0], lines[0].1[1])
@@ -158,7 +164,9 @@ struct ReportsBenchmark: AsyncParsableCommand {
         let delete = try await measureWAL(flatClient) {
             try await flatClient.withTransaction { connection in
                 var deleted = 0
-                for (table, column) in [("push_attempts", "attempted_at"), ("timeline", "at"), ("inbox", "processed_at")] {
+                for (table, column) in [
+                    ("push_attempts", "attempted_at"), ("timeline", "at"), ("inbox", "processed_at"),
+                ] {
                     let cutoff = end.addingTimeInterval(-Double(cutoffDays) * 86_400)
                     deleted += try await connection.query(
                         PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE \(column) < $1", binds: bindings(cutoff))
@@ -214,7 +222,8 @@ struct ReportsBenchmark: AsyncParsableCommand {
 
     /// A folder with the migrations older than `version`.
     func migrations(before version: Int) throws -> String {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bench_sql_\(UInt32.random(in: 0...UInt32.max))")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "bench_sql_\(UInt32.random(in: 0...UInt32.max))")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         for file in try FileManager.default.contentsOfDirectory(atPath: sql) where file.hasSuffix(".sql") {
             guard let number = Int(file.prefix { $0.isNumber }), number < version else { continue }
@@ -233,11 +242,14 @@ struct ReportsBenchmark: AsyncParsableCommand {
         return times.sorted()[times.count / 2]
     }
 
-    func measureWAL<Result>(_ client: PostgresClient, checkpoint: Bool = true, _ body: () async throws -> Result)
+    func measureWAL<Result>(
+        _ client: PostgresClient, checkpoint: Bool = true, _ body: () async throws -> Result
+    )
         async throws -> (seconds: Double, wal: Int, result: Result)
     {
         if checkpoint { try await client.query("CHECKPOINT") }
-        let before = try await client.query("SELECT pg_current_wal_insert_lsn()::text AS lsn")[0].decode(String.self, "lsn")
+        let before = try await client.query("SELECT pg_current_wal_insert_lsn()::text AS lsn")[0].decode(
+            String.self, "lsn")
         let start = ContinuousClock.now
         let result = try await body()
         let seconds = (ContinuousClock.now - start).seconds

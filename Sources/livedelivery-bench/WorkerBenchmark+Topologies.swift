@@ -24,7 +24,9 @@ enum Topology: String, Sendable {
     /// Starts what the topology needs (a fresh primary/standby pair for each replica topology) and
     /// returns the URLs: the broker's (a comma-separated list for the cluster), the server to create
     /// the database on, and the failover URL the workers use (nil: the same server).
-    func prepare(amqpURL: String, postgresURL: String) async throws -> (
+    func prepare(
+        amqpURL: String, postgresURL: String
+    ) async throws -> (
         amqp: String, postgres: String, workerPostgres: String?
     ) {
         let environment = ProcessInfo.processInfo.environment
@@ -54,7 +56,8 @@ enum Topology: String, Sendable {
 /// Runs `scripts/services ARGS` (from the project's root, the bench's working folder) and returns its output.
 @discardableResult
 func services(_ arguments: [String]) async throws -> String {
-    let output = FileManager.default.temporaryDirectory.appendingPathComponent("bench-services-\(UUID().uuidString)").path
+    let output = FileManager.default.temporaryDirectory.appendingPathComponent("bench-services-\(UUID().uuidString)")
+        .path
     defer { try? FileManager.default.removeItem(atPath: output) }
     let child = try ChildProcess(
         name: "services", executable: FileManager.default.currentDirectoryPath + "/scripts/services",
@@ -69,7 +72,9 @@ func services(_ arguments: [String]) async throws -> String {
 /// The URL with another database: the path after the host list (which URLComponents cannot read
 /// when it names several hosts).
 func replacingDatabase(in url: String, with database: String) -> String {
-    guard let scheme = url.range(of: "://"), let slash = url[scheme.upperBound...].firstIndex(of: "/") else { return url }
+    guard let scheme = url.range(of: "://"), let slash = url[scheme.upperBound...].firstIndex(of: "/") else {
+        return url
+    }
     let end = url[slash...].firstIndex(of: "?") ?? url.endIndex
     return url.replacingCharacters(in: slash..<end, with: "/\(database)")
 }
@@ -100,7 +105,8 @@ extension BenchEnvironment {
                 try? await Task.sleep(until: start + .milliseconds(index * 1000 / rate), clock: clock)
                 do {
                     if publisher == nil {
-                        (publisher, node) = try await RabbitMQPublisher.connect(to: endpoints, startingAt: node, logger: logger)
+                        (publisher, node) = try await RabbitMQPublisher.connect(
+                            to: endpoints, startingAt: node, logger: logger)
                     }
                     let (routingKey, body, id) = messages[index]
                     try await publisher!.publish(
@@ -120,7 +126,8 @@ extension BenchEnvironment {
         defer { publishing.cancel() }
 
         _ = try await poll("the stream to be flowing", timeout: 60, interval: 0.1) { () -> Bool? in
-            try await self.count("SELECT count(*) FROM inbox WHERE processed_at > now() - interval '1 second'") > rate / 2
+            try await self.count("SELECT count(*) FROM inbox WHERE processed_at > now() - interval '1 second'") > rate
+                / 2
                 ? true : nil
         }
         let fault: Date
@@ -165,7 +172,8 @@ extension BenchEnvironment {
         stop.store(true, ordering: .relaxed)
         await publishing.value
         let ids = published.withLock { $0.map(\.id) }
-        _ = try await poll("every event published around the fault to be processed", timeout: 180, interval: 0.2) { () -> Bool? in
+        _ = try await poll("every event published around the fault to be processed", timeout: 180, interval: 0.2) {
+            () -> Bool? in
             let query: PostgresQuery = "SELECT count(*) FROM inbox WHERE event_id = ANY (\(ids)::text[])"
             return try await self.count(query.planned(.everyRun)) == ids.count ? true : nil
         }

@@ -71,11 +71,13 @@ struct WorkerBenchmark: AsyncParsableCommand {
     var pgbenchSeconds = 10
 
     @Option(help: "AMQP URL (default: $LIVEDELIVERY_AMQP_URL or the local services broker).")
-    var amqpURL = ProcessInfo.processInfo.environment["LIVEDELIVERY_AMQP_URL"]
+    var amqpURL =
+        ProcessInfo.processInfo.environment["LIVEDELIVERY_AMQP_URL"]
         ?? "amqp://livedelivery:livedelivery@127.0.0.1:56720/%2F"
 
     @Option(help: "PostgreSQL server URL; a fresh database is created on it (default: $LIVEDELIVERY_POSTGRES_URL).")
-    var postgresURL = ProcessInfo.processInfo.environment["LIVEDELIVERY_POSTGRES_URL"]
+    var postgresURL =
+        ProcessInfo.processInfo.environment["LIVEDELIVERY_POSTGRES_URL"]
         ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55432/livedelivery"
 
     @Option(
@@ -85,7 +87,8 @@ struct WorkerBenchmark: AsyncParsableCommand {
             """)
     var topologies = "single"
 
-    @Flag(help: "After each cluster or replica topology, kill a broker node or fail the database over; print the pause.")
+    @Flag(
+        help: "After each cluster or replica topology, kill a broker node or fail the database over; print the pause.")
     var failover = false
 
     @Option(help: "The livedelivery executable (default: next to this one).")
@@ -121,7 +124,8 @@ struct WorkerBenchmark: AsyncParsableCommand {
             let servers = try await topology.prepare(amqpURL: amqpURL, postgresURL: postgresURL)
             let bench = try await BenchEnvironment.start(
                 workers: workers, amqpURL: servers.amqp, postgresURL: servers.postgres,
-                workerPostgresURL: servers.workerPostgres, executable: livedelivery ?? Self.siblingExecutable("livedelivery"),
+                workerPostgresURL: servers.workerPostgres,
+                executable: livedelivery ?? Self.siblingExecutable("livedelivery"),
                 logger: logger)
             print("══ \(topology.title) ══")
             print("worker: \(workers) processes, database \(bench.databaseName), logs in \(bench.directory.path)")
@@ -143,12 +147,15 @@ struct WorkerBenchmark: AsyncParsableCommand {
             print("══ topologies beside \(results[0].0.rawValue) ══")
             for (topology, figures) in results {
                 let name = topology.rawValue.padding(toLength: 12, withPad: " ", startingAt: 0)
-                let resumed = figures.resume.map { String(format: ", processing resumed %.2f s after the fault", $0) } ?? ""
+                let resumed =
+                    figures.resume.map { String(format: ", processing resumed %.2f s after the fault", $0) } ?? ""
                 print(
                     name
                         + String(
-                            format: " backlog %6.0f events/s (%3.0f %% of the first), latency p50 %5.1f ms, p99 %6.1f ms",
-                            figures.backlog, figures.backlog / base.backlog * 100, figures.p50 * 1000, figures.p99 * 1000)
+                            format:
+                                " backlog %6.0f events/s (%3.0f %% of the first), latency p50 %5.1f ms, p99 %6.1f ms",
+                            figures.backlog, figures.backlog / base.backlog * 100, figures.p50 * 1000,
+                            figures.p99 * 1000)
                         + resumed)
             }
         }
@@ -172,10 +179,17 @@ struct WorkerBenchmark: AsyncParsableCommand {
             if size > tracked {
                 let grow = (tracked..<size).flatMap { bench.newOrder($0) }
                 let (rate, _, _) = try await bench.backlogRound(grow)
-                print(String(format: "populate %7d → %7d orders: %7d events, %7.0f events/s end to end", tracked, size, grow.count, rate))
+                print(
+                    String(
+                        format: "populate %7d → %7d orders: %7d events, %7.0f events/s end to end", tracked, size,
+                        grow.count, rate))
                 tracked = size
                 let settled = try await bench.settle()
-                print(String(format: "         (the populated database settled before the measured round: VACUUM (ANALYZE), CHECKPOINT and sync, %.1f s, not counted)", settled))
+                print(
+                    String(
+                        format:
+                            "         (the populated database settled before the measured round: VACUUM (ANALYZE), CHECKPOINT and sync, %.1f s, not counted)",
+                        settled))
             }
             let picked = (0..<tracked).shuffled().prefix(updates)
             let round = picked.map { bench.statusUpdate(order: $0) }
@@ -189,20 +203,28 @@ struct WorkerBenchmark: AsyncParsableCommand {
                     round.count, size, rate, cost * 1e6))
         }
         if let first = perEvent.first, let last = perEvent.last, perEvent.count > 1 {
-            print(String(format: "cost per event: %.0f µs at %d orders, %.0f µs at %d orders (×%.2f)", first.1, first.0, last.1, last.0, last.1 / first.1))
+            print(
+                String(
+                    format: "cost per event: %.0f µs at %d orders, %.0f µs at %d orders (×%.2f)", first.1, first.0,
+                    last.1, last.0, last.1 / first.1))
             // The machine's speed moves every process's CPU per event alike; a process whose figure grows
             // beyond the others' is one whose work grows with the number of orders.
             if let a = splits.first, let b = splits.last {
                 print(
                     String(
-                        format: "         (CPU per event by process, %d → %d orders: workers ×%.2f, PostgreSQL ×%.2f, RabbitMQ ×%.2f, this bench (the APNs simulator) ×%.2f)",
+                        format:
+                            "         (CPU per event by process, %d → %d orders: workers ×%.2f, PostgreSQL ×%.2f, RabbitMQ ×%.2f, this bench (the APNs simulator) ×%.2f)",
                         first.0, last.0, b.workers / a.workers, b.postgres / a.postgres, b.rabbitmq / a.rabbitmq,
                         b.bench / a.bench))
             }
         }
 
         let settled = try await bench.settle()
-        print(String(format: "         (settled before the latency phase: VACUUM (ANALYZE), CHECKPOINT and sync, %.1f s, not counted)", settled))
+        print(
+            String(
+                format:
+                    "         (settled before the latency phase: VACUUM (ANALYZE), CHECKPOINT and sync, %.1f s, not counted)",
+                settled))
         let all = try await bench.latencyRound(orders: tracked, rate: rate, seconds: latencySeconds)
         let samples = all.filter { $0.offset >= Double(warmupSeconds) }
         if samples.isEmpty {
@@ -213,8 +235,10 @@ struct WorkerBenchmark: AsyncParsableCommand {
             figures.p99 = percentile(sorted, 0.99)
             print(
                 String(
-                    format: "latency  publish → push at %d events/s offered, %d s after %d s of warm-up: p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d samples)",
-                    rate, latencySeconds - warmupSeconds, warmupSeconds, percentile(sorted, 0.5) * 1000, percentile(sorted, 0.99) * 1000,
+                    format:
+                        "latency  publish → push at %d events/s offered, %d s after %d s of warm-up: p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d samples)",
+                    rate, latencySeconds - warmupSeconds, warmupSeconds, percentile(sorted, 0.5) * 1000,
+                    percentile(sorted, 0.99) * 1000,
                     sorted.last! * 1000, sorted.count))
             // Each second on its own, warm-up included: the workers start just before the first.
             print("         (p99 per second of publishing, ms: \(p99PerSecond(all)))")
@@ -225,7 +249,11 @@ struct WorkerBenchmark: AsyncParsableCommand {
         }
         if pgbenchSeconds > 0 {
             let tps = try await bench.pgbench(seconds: pgbenchSeconds, orders: tracked)
-            print(String(format: "pgbench  the worker's per-event SQL (event + push transactions), prepared, 4 clients, %d s: %.0f events/s", pgbenchSeconds, tps))
+            print(
+                String(
+                    format:
+                        "pgbench  the worker's per-event SQL (event + push transactions), prepared, 4 clients, %d s: %.0f events/s",
+                    pgbenchSeconds, tps))
         }
         return figures
     }
@@ -313,7 +341,8 @@ final class BenchEnvironment: @unchecked Sendable {
             databaseURL: databaseURL, amqpURL: amqpURL, executable: executable, logger: logger, workerCount: workers)
         let migrate = try ChildProcess(
             name: "migrate", executable: executable, arguments: ["migrate"],
-            environment: bench.environment("migrate", port: 0), outputPath: directory.appendingPathComponent("migrate.log").path)
+            environment: bench.environment("migrate", port: 0),
+            outputPath: directory.appendingPathComponent("migrate.log").path)
         guard try await migrate.waitForExit(timeout: .seconds(120)) == 0 else {
             throw ValidationError("livedelivery migrate failed:\n\(migrate.tail())")
         }
@@ -355,7 +384,9 @@ final class BenchEnvironment: @unchecked Sendable {
             workers.append(child)
             let port = try await poll("\(name) to report its port", timeout: 120) { () -> Int? in
                 if let status = child.exitStatus { throw ValidationError("\(name) exited \(status):\n\(child.tail())") }
-                return (try? String(contentsOf: portFile, encoding: .utf8)).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+                return (try? String(contentsOf: portFile, encoding: .utf8)).flatMap {
+                    Int($0.trimmingCharacters(in: .whitespacesAndNewlines))
+                }
             }
             _ = try await poll("\(name) to be ready", timeout: 120) { () -> Bool? in
                 var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/readyz")!)
@@ -376,7 +407,9 @@ final class BenchEnvironment: @unchecked Sendable {
     private func metricLines() async -> [Substring] {
         var lines: [Substring] = []
         for port in workerPorts {
-            guard let (data, _) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!)
+            guard
+                let (data, _) = try? await URLSession.shared.data(
+                    from: URL(string: "http://127.0.0.1:\(port)/metrics")!)
             else { continue }
             lines += String(decoding: data, as: UTF8.self).split(separator: "\n")
         }
@@ -406,7 +439,9 @@ final class BenchEnvironment: @unchecked Sendable {
     /// The four figures from one scrape of each worker; each metric summed over its labels.
     func stageTimes() async -> StageTimes {
         let lines = await metricLines()
-        func total(_ name: String) -> Double { Self.sum(lines) { $0.hasPrefix(name + " ") || $0.hasPrefix(name + "{") } }
+        func total(_ name: String) -> Double {
+            Self.sum(lines) { $0.hasPrefix(name + " ") || $0.hasPrefix(name + "{") }
+        }
         return StageTimes(
             batches: total("livedelivery_batch_seconds_count"), batchSeconds: total("livedelivery_batch_seconds_sum"),
             requests: total("livedelivery_push_latency_seconds_count"),
@@ -440,8 +475,10 @@ final class BenchEnvironment: @unchecked Sendable {
             message(
                 "activity.token",
                 [
-                    "type": "activity.token", "version": 1, "event_id": "o\(order)-tok", "occurred_at": rfc3339(now.addingTimeInterval(-600)),
-                    "order_id": "o\(order)", "activity_id": "act-\(order)", "device_id": "dev-\(order)", "token": token(order),
+                    "type": "activity.token", "version": 1, "event_id": "o\(order)-tok",
+                    "occurred_at": rfc3339(now.addingTimeInterval(-600)),
+                    "order_id": "o\(order)", "activity_id": "act-\(order)", "device_id": "dev-\(order)",
+                    "token": token(order),
                     "bundle_id": "com.example.pizza", "environment": "production",
                 ]),
             statusMessage(order: order, sequence: 1, status: "confirmed", at: now.addingTimeInterval(-600)),
@@ -452,7 +489,8 @@ final class BenchEnvironment: @unchecked Sendable {
     func statusUpdate(order: Int, at date: Date = Date()) -> (String, [UInt8], String) {
         let sequence = (sequences[order] ?? 1) + 1
         sequences[order] = sequence
-        return statusMessage(order: order, sequence: sequence, status: sequence.isMultiple(of: 2) ? "preparing" : "picked_up", at: date)
+        return statusMessage(
+            order: order, sequence: sequence, status: sequence.isMultiple(of: 2) ? "preparing" : "picked_up", at: date)
     }
 
     private func statusMessage(order: Int, sequence: Int, status: String, at date: Date) -> (String, [UInt8], String) {
@@ -460,9 +498,11 @@ final class BenchEnvironment: @unchecked Sendable {
         return message(
             "order.status",
             [
-                "type": "order.status", "version": 1, "event_id": "o\(order)-s\(sequence)", "occurred_at": rfc3339(date),
+                "type": "order.status", "version": 1, "event_id": "o\(order)-s\(sequence)",
+                "occurred_at": rfc3339(date),
                 "order_id": "o\(order)", "user_id": "u\(order)", "sequence": sequence, "status": status,
-                "order_number": order, "merchant": ["name": "Merchant \(order % 97)"], "courier": ["name": "Courier \(order % 13)"],
+                "order_number": order, "merchant": ["name": "Merchant \(order % 97)"],
+                "courier": ["name": "Courier \(order % 13)"],
                 "eta": ["earliest": rfc3339(eta), "latest": rfc3339(eta.addingTimeInterval(600))],
             ])
     }
@@ -554,16 +594,19 @@ final class BenchEnvironment: @unchecked Sendable {
         // The whole server's WAL: the events that were processed before the clock started count here too.
         print(
             String(
-                format: "         (WAL: %.1f kB per event, %.1f MB in all: what a standby receives and an archive keeps)",
+                format:
+                    "         (WAL: %.1f kB per event, %.1f MB in all: what a standby receives and an archive keeps)",
                 walBytes / Double(messages.count) / 1000, walBytes / 1e6))
         print(
             String(
-                format: "         (%d events before the clock started; all in the inbox after %.2f s, outbox empty after %.2f s)",
+                format:
+                    "         (%d events before the clock started; all in the inbox after %.2f s, outbox empty after %.2f s)",
                 already, consumedSeconds, seconds))
         // CPU time per event varies far less than elapsed time on a shared machine: the figure for A/B runs.
         print(
             String(
-                format: "         (CPU per event: workers %.0f µs, whole machine %.0f µs of %.0f µs × %d cores elapsed; order states read from the workers' cache %.0f, from the database %.0f)",
+                format:
+                    "         (CPU per event: workers %.0f µs, whole machine %.0f µs of %.0f µs × %d cores elapsed; order states read from the workers' cache %.0f, from the database %.0f)",
                 workersUsed / counted * 1e6, machineUsed / counted * 1e6, seconds / counted * 1e6,
                 ProcessInfo.processInfo.activeProcessorCount, cachedReads, fetchedReads))
         let split = CPUSplit(
@@ -572,7 +615,8 @@ final class BenchEnvironment: @unchecked Sendable {
         let rest = machineUsed / counted - split.workers - split.postgres - split.rabbitmq - split.bench
         print(
             String(
-                format: "         (the machine's CPU per event by process: workers %.0f µs, PostgreSQL %.0f µs, RabbitMQ %.0f µs, this bench (the APNs simulator; the events were published before the clock started) %.0f µs, the rest (kernel work not charged to a process, other processes) %.0f µs)",
+                format:
+                    "         (the machine's CPU per event by process: workers %.0f µs, PostgreSQL %.0f µs, RabbitMQ %.0f µs, this bench (the APNs simulator; the events were published before the clock started) %.0f µs, the rest (kernel work not charged to a process, other processes) %.0f µs)",
                 split.workers * 1e6, split.postgres * 1e6, split.rabbitmq * 1e6, split.bench * 1e6, rest * 1e6))
         return (counted / seconds, seconds / counted, split)
     }
@@ -615,7 +659,8 @@ final class BenchEnvironment: @unchecked Sendable {
                     group.addTask {
                         try await publisher.publish(
                             exchange: exchange, routingKey: message.0, body: message.1,
-                            properties: RabbitMQMessageProperties(contentType: "application/json", messageID: message.2))
+                            properties: RabbitMQMessageProperties(contentType: "application/json", messageID: message.2)
+                        )
                         return (sent.timeIntervalSince(firstPublish), Date().timeIntervalSince(sent))
                     }
                 }
@@ -643,14 +688,17 @@ final class BenchEnvironment: @unchecked Sendable {
         if stages.batches > 0, stages.requests > 0 {
             print(
                 String(
-                    format: "         (in the workers: %.0f batches of %.1f events, %.1f ms each on average; APNs requests %.1f ms on average)",
+                    format:
+                        "         (in the workers: %.0f batches of %.1f events, %.1f ms each on average; APNs requests %.1f ms on average)",
                     stages.batches, Double(total) / stages.batches, stages.batchSeconds / stages.batches * 1000,
                     stages.requestSeconds / stages.requests * 1000))
         }
         let first = published.values.min() ?? Date()
         var latencies: [(offset: Double, latency: Double)] = []
         for record in simulator.pushes() {
-            guard let order = tokens[record.deviceToken], let sent = published[order], record.receivedAt >= sent else { continue }
+            guard let order = tokens[record.deviceToken], let sent = published[order], record.receivedAt >= sent else {
+                continue
+            }
             latencies.append((sent.timeIntervalSince(first), record.receivedAt.timeIntervalSince(sent)))
             published[order] = nil  // the first push after the publish
         }

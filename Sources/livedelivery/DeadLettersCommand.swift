@@ -25,10 +25,12 @@ struct DeadLettersCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let table = try await withAdminContext(options) { context in try await context.withPostgres { client in
-                try await DeadLetterStore(client: client).list(
-                    reason: reason, limit: limit == 0 ? nil : limit, includeReplayed: replayed)
-            } }
+            let table = try await withAdminContext(options) { context in
+                try await context.withPostgres { client in
+                    try await DeadLetterStore(client: client).list(
+                        reason: reason, limit: limit == 0 ? nil : limit, includeReplayed: replayed)
+                }
+            }
             try printTable(table, format: format)
         }
     }
@@ -50,9 +52,11 @@ struct DeadLettersCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let letter = try await withAdminContext(options) { context in try await context.withPostgres { client in
-                try await DeadLetterStore(client: client).get(id)
-            } }
+            let letter = try await withAdminContext(options) { context in
+                try await context.withPostgres { client in
+                    try await DeadLetterStore(client: client).get(id)
+                }
+            }
             guard let letter else { throw adminFailure(NotFound(what: "dead letter \(id)")) }
             if raw {
                 FileHandle.standardOutput.write(Data(letter.body))
@@ -97,31 +101,34 @@ struct DeadLettersCommand: AsyncParsableCommand {
             // With --all there may be thousands: a progress line on a terminal, one summary line
             // otherwise (no line per dead letter, which a script would have to skip).
             let progress = all ? ProgressLine(label: "dead-letters replay") : nil
-            let results = try await withAdminContext(options) { context in try await context.withPostgres { client in
-                let store = DeadLetterStore(client: client)
-                let targets = all ? try await store.pendingIDs(reason: reason) : ids
-                guard !targets.isEmpty else { return [DeadLetterReplayer.Result]() }
-                let broker = try context.broker()
-                let replayer: DeadLetterReplayer
-                do {
-                    replayer = try await DeadLetterReplayer.connect(
-                        store: store, endpoints: broker.endpoints, exchange: broker.exchange, logger: context.logger)
-                } catch {
-                    // connect only fails when no node of the broker accepts a connection.
-                    FileHandle.standardError.write(Data((AdminContext.describe(error) + "\n").utf8))
-                    throw AdminExitCode.unreachable
-                }
-                do {
-                    let results = try await replayer.replay(targets) { done in
-                        progress?.update(done: done, total: targets.count)
+            let results = try await withAdminContext(options) { context in
+                try await context.withPostgres { client in
+                    let store = DeadLetterStore(client: client)
+                    let targets = all ? try await store.pendingIDs(reason: reason) : ids
+                    guard !targets.isEmpty else { return [DeadLetterReplayer.Result]() }
+                    let broker = try context.broker()
+                    let replayer: DeadLetterReplayer
+                    do {
+                        replayer = try await DeadLetterReplayer.connect(
+                            store: store, endpoints: broker.endpoints, exchange: broker.exchange, logger: context.logger
+                        )
+                    } catch {
+                        // connect only fails when no node of the broker accepts a connection.
+                        FileHandle.standardError.write(Data((AdminContext.describe(error) + "\n").utf8))
+                        throw AdminExitCode.unreachable
                     }
-                    await replayer.close()
-                    return results
-                } catch {
-                    await replayer.close()
-                    throw error
+                    do {
+                        let results = try await replayer.replay(targets) { done in
+                            progress?.update(done: done, total: targets.count)
+                        }
+                        await replayer.close()
+                        return results
+                    } catch {
+                        await replayer.close()
+                        throw error
+                    }
                 }
-            } }
+            }
             progress?.finish()
             var missing = 0
             for result in results {
@@ -154,9 +161,11 @@ struct DeadLettersCommand: AsyncParsableCommand {
 
         func run() async throws {
             let age = ReportQuery.parseAge(olderThan) ?? 0
-            let deleted = try await withAdminContext(options) { context in try await context.withPostgres { client in
-                try await DeadLetterStore(client: client).purge(olderThan: age, replayedOnly: replayedOnly)
-            } }
+            let deleted = try await withAdminContext(options) { context in
+                try await context.withPostgres { client in
+                    try await DeadLetterStore(client: client).purge(olderThan: age, replayedOnly: replayedOnly)
+                }
+            }
             print("dead-letters purge: \(deleted) deleted")
         }
     }

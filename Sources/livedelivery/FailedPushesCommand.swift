@@ -27,11 +27,13 @@ struct FailedPushesCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let table = try await withAdminContext(options) { context in try await context.withPostgres { client in
-                try await FailedPushStore(client: client, tracking: nil).list(
-                    since: since.flatMap { ReportQuery.parseSince($0) }, limit: limit == 0 ? nil : limit,
-                    unrecoveredOnly: unrecovered)
-            } }
+            let table = try await withAdminContext(options) { context in
+                try await context.withPostgres { client in
+                    try await FailedPushStore(client: client, tracking: nil).list(
+                        since: since.flatMap { ReportQuery.parseSince($0) }, limit: limit == 0 ? nil : limit,
+                        unrecoveredOnly: unrecovered)
+                }
+            }
             try printTable(table, format: format)
         }
     }
@@ -48,9 +50,11 @@ struct FailedPushesCommand: AsyncParsableCommand {
         var format: RecordFormatOption = .text
 
         func run() async throws {
-            let shown = try await withAdminContext(options) { context in try await context.withPostgres { client in
-                try await FailedPushStore(client: client, tracking: nil).show(id)
-            } }
+            let shown = try await withAdminContext(options) { context in
+                try await context.withPostgres { client in
+                    try await FailedPushStore(client: client, tracking: nil).show(id)
+                }
+            }
             guard let shown else { throw adminFailure(NotFound(what: "failed push \(id)")) }
             let push = shown.push
             if format == .json {
@@ -82,20 +86,23 @@ struct FailedPushesCommand: AsyncParsableCommand {
 
         func run() async throws {
             var missing = 0
-            try await withAdminContext(options) { context in try await context.withPostgres { client in
-                let store = FailedPushStore(client: client, tracking: try context.tracking())
-                for id in ids {
-                    guard let result = try await store.retry(id, logger: context.logger) else {
-                        print("\(id): not a failed push")
-                        missing += 1
-                        continue
+            try await withAdminContext(options) { context in
+                try await context.withPostgres { client in
+                    let store = FailedPushStore(client: client, tracking: try context.tracking())
+                    for id in ids {
+                        guard let result = try await store.retry(id, logger: context.logger) else {
+                            print("\(id): not a failed push")
+                            missing += 1
+                            continue
+                        }
+                        let what =
+                            result.planned.isEmpty
+                            ? "nothing to re-plan (the activity is \(result.activityState ?? "gone"))"
+                            : "planned \(result.planned.joined(separator: ", "))"
+                        print("\(id): order \(result.orderID) activity \(result.activityKey): \(what)")
                     }
-                    let what = result.planned.isEmpty
-                        ? "nothing to re-plan (the activity is \(result.activityState ?? "gone"))"
-                        : "planned \(result.planned.joined(separator: ", "))"
-                    print("\(id): order \(result.orderID) activity \(result.activityKey): \(what)")
                 }
-            } }
+            }
             if missing > 0 { throw AdminExitCode.failure }
         }
     }

@@ -68,10 +68,12 @@ struct PublishCommand: AsyncParsableCommand {
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
-        let amqpURL = url ?? environment["LIVEDELIVERY_AMQP_URLS"].flatMap { $0.isEmpty ? nil : $0 }
+        let amqpURL =
+            url ?? environment["LIVEDELIVERY_AMQP_URLS"].flatMap { $0.isEmpty ? nil : $0 }
             ?? environment["LIVEDELIVERY_AMQP_URL"].flatMap { $0.isEmpty ? nil : $0 }
             ?? "amqp://guest:guest@localhost:5672/%2F"
-        let exchangeName = exchange ?? environment["LIVEDELIVERY_AMQP_EXCHANGE"].flatMap { $0.isEmpty ? nil : $0 }
+        let exchangeName =
+            exchange ?? environment["LIVEDELIVERY_AMQP_EXCHANGE"].flatMap { $0.isEmpty ? nil : $0 }
             ?? "delivery.events"
 
         var batch = EventBatch()
@@ -117,7 +119,8 @@ struct PublishCommand: AsyncParsableCommand {
         }
         var logger = Logger(label: "livedelivery.publish") { label in
             StderrLogHandler(
-                label: label, format: environment["LIVEDELIVERY_LOG_FORMAT"].flatMap(LogFormat.init(rawValue:)) ?? .logfmt)
+                label: label,
+                format: environment["LIVEDELIVERY_LOG_FORMAT"].flatMap(LogFormat.init(rawValue:)) ?? .logfmt)
         }
         logger.logLevel = .warning
         let started = ContinuousClock.now
@@ -141,7 +144,9 @@ struct PublishCommand: AsyncParsableCommand {
         print(
             "published \(messages.count) messages to exchange \(exchangeName) (\(arrangement)): "
                 + "\(confirmed) confirmed, \(failures.count) failed, \(String(format: "%.2f", seconds)) s, \(rate)/s")
-        for (reason, count) in Dictionary(grouping: failures, by: \.self).mapValues(\.count).sorted(by: { $0.key < $1.key }) {
+        for (reason, count) in Dictionary(grouping: failures, by: \.self).mapValues(\.count).sorted(by: {
+            $0.key < $1.key
+        }) {
             printError("\(count) message(s) not confirmed: \(reason)")
         }
         if !failures.isEmpty || !batch.bad.isEmpty { throw ExitCode.failure }
@@ -161,7 +166,8 @@ struct PublishCommand: AsyncParsableCommand {
         var node = 0
         let rounds = max(2, endpoints.nodes.count)
         for round in 0..<rounds {
-            let (publisher, connected) = try await RabbitMQPublisher.connect(to: endpoints, startingAt: node, logger: logger)
+            let (publisher, connected) = try await RabbitMQPublisher.connect(
+                to: endpoints, startingAt: node, logger: logger)
             node = connected + 1
             let failed = await publishWindowed(pending, exchange: exchange, window: window, publisher: publisher) {
                 // Messages lost with the connection go again; only settled ones count as done.
@@ -176,7 +182,9 @@ struct PublishCommand: AsyncParsableCommand {
             if pending.isEmpty { return failures }
             if round < rounds - 1 {
                 FileHandle.standardError.write(
-                    Data("livedelivery publish: the connection was lost; publishing \(pending.count) message(s) again\n".utf8))
+                    Data(
+                        "livedelivery publish: the connection was lost; publishing \(pending.count) message(s) again\n"
+                            .utf8))
             }
         }
         return failures + pending.map { _ in "the connection was lost before the broker confirmed the message" }

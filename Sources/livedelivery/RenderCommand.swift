@@ -92,10 +92,14 @@ private struct Renderer {
         case .failure(let rejection):
             rejectionCount += 1
             print("── #\(number)  REJECTED  (clock \(RFC3339.format(now)))")
-            print("   dead-lettered: \(rejection.reason)" + (rejection.field.map { " [\($0)]" } ?? "") + " — \(rejection.message)")
+            print(
+                "   dead-lettered: \(rejection.reason)" + (rejection.field.map { " [\($0)]" } ?? "")
+                    + " — \(rejection.message)")
             print()
         case .success(let event):
-            print("── #\(number)  \(event.type)  \(event.eventID)  occurred \(RFC3339.format(event.occurredAt))  (clock \(RFC3339.format(now)))")
+            print(
+                "── #\(number)  \(event.type)  \(event.eventID)  occurred \(RFC3339.format(event.occurredAt))  (clock \(RFC3339.format(now)))"
+            )
             switch event {
             case .pushToStartToken(let e):
                 var list = users[e.userID, default: []]
@@ -105,9 +109,13 @@ private struct Renderer {
                     list.append(e.registration)
                 }
                 users[e.userID] = list
-                let open = orderOrder.filter { orders[$0]?.record?.userID == e.userID && !(orders[$0]?.isSettled ?? true) }
+                let open = orderOrder.filter {
+                    orders[$0]?.record?.userID == e.userID && !(orders[$0]?.isSettled ?? true)
+                }
                 if open.isEmpty {
-                    print("   user \(e.userID): push-to-start token \(e.token) on file for device \(e.deviceID); no open order yet")
+                    print(
+                        "   user \(e.userID): push-to-start token \(e.token) on file for device \(e.deviceID); no open order yet"
+                    )
                 }
                 for orderID in open { run(event, orderID: orderID, now: now) }
             default:
@@ -158,7 +166,9 @@ private struct Renderer {
     }
 
     func printPush(_ push: PlannedPush, now: Date) {
-        print("   ▶ PUSH \(push.kind.rawValue.uppercased())  order \(push.orderID)  activity \(push.activityKey)  — \(push.reason)")
+        print(
+            "   ▶ PUSH \(push.kind.rawValue.uppercased())  order \(push.orderID)  activity \(push.activityKey)  — \(push.reason)"
+        )
         if push.notBefore > now {
             print("     (held until \(RFC3339.format(push.notBefore)) so that aps.timestamp strictly increases)")
         }
@@ -207,7 +217,9 @@ private struct Renderer {
         print("══ \(pushCount) push(es), \(rejectionCount) rejected event(s)")
         for orderID in orderOrder {
             guard let state = orders[orderID] else { continue }
-            print("   order \(orderID): \(state.status?.rawValue ?? "no status yet")" + (state.isSettled ? " (settled)" : ""))
+            print(
+                "   order \(orderID): \(state.status?.rawValue ?? "no status yet")"
+                    + (state.isSettled ? " (settled)" : ""))
             for activity in state.activities {
                 print(
                     "     \(activity.key): \(activity.phase)" + (activity.closeReason.map { " (\($0))" } ?? "")

@@ -40,7 +40,9 @@ struct StderrLogHandler: LogHandler {
             line = fields.map { key, value in
                 let needsQuotes =
                     value.isEmpty
-                    || value.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "=" || $0 == "\\" || $0.value < 0x20 }
+                    || value.unicodeScalars.contains {
+                        $0 == " " || $0 == "\"" || $0 == "=" || $0 == "\\" || $0.value < 0x20
+                    }
                 return needsQuotes ? "\(key)=\(Self.quote(value))" : "\(key)=\(value)"
             }.joined(separator: " ")
         case .json:

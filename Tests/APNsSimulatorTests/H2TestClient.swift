@@ -59,7 +59,8 @@ final class H2TestConnection: Sendable {
                     let multiplexer = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                         mode: .client, connectionConfiguration: .init(), streamConfiguration: .init()
                     ) { stream in stream.eventLoop.makeSucceededVoidFuture() }
-                    try channel.pipeline.syncOperations.addHandler(RootFrameRecorder(goaways: goaways, maxStreams: settings))
+                    try channel.pipeline.syncOperations.addHandler(
+                        RootFrameRecorder(goaways: goaways, maxStreams: settings))
                     return (channel, multiplexer)
                 }
             }
@@ -89,7 +90,9 @@ final class H2TestConnection: Sendable {
                 try stream.pipeline.syncOperations.addHandler(ResponseCollector(promise: promise))
             }
         }.get()
-        var hpack = HPACKHeaders([(":method", method), (":path", path), (":scheme", "https"), (":authority", "localhost")])
+        var hpack = HPACKHeaders([
+            (":method", method), (":path", path), (":scheme", "https"), (":authority", "localhost"),
+        ])
         for (name, value) in headers { hpack.add(name: name, value: value) }
         stream.write(HTTP2Frame.FramePayload.headers(.init(headers: hpack, endStream: body.isEmpty)), promise: nil)
         if !body.isEmpty {
@@ -186,7 +189,8 @@ struct TestKey: Sendable {
         pemPath = url.path
     }
 
-    func jwt(issuedAt: Date = Date(), team: String? = nil, signingKey: P256.Signing.PrivateKey? = nil) throws -> String {
+    func jwt(issuedAt: Date = Date(), team: String? = nil, signingKey: P256.Signing.PrivateKey? = nil) throws -> String
+    {
         let header = #"{"alg":"ES256","kid":"\#(keyID)"}"#
         let claims = #"{"iss":"\#(team ?? teamID)","iat":\#(Int(issuedAt.timeIntervalSince1970))}"#
         let input = Self.base64URL(Data(header.utf8)) + "." + Self.base64URL(Data(claims.utf8))

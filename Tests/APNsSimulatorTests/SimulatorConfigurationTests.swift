@@ -1,7 +1,8 @@
-@testable import APNsSimulator
 import Crypto
 import Foundation
 import Testing
+
+@testable import APNsSimulator
 
 @Suite("apns-sim configuration: keys and shapes")
 struct SimulatorConfigurationTests {
@@ -12,7 +13,8 @@ struct SimulatorConfigurationTests {
         #expect(fromPrivate.teamID == key.teamID)
         #expect(fromPrivate.publicKey.rawRepresentation == key.privateKey.publicKey.rawRepresentation)
 
-        let publicPath = URL(fileURLWithPath: key.pemPath).deletingLastPathComponent().appendingPathComponent("public.pem")
+        let publicPath = URL(fileURLWithPath: key.pemPath).deletingLastPathComponent().appendingPathComponent(
+            "public.pem")
         try Data(key.privateKey.publicKey.pemRepresentation.utf8).write(to: publicPath)
         let fromPublic = try SimulatorConfiguration.AcceptedKey(argument: "K2=T2:\(publicPath.path)")
         #expect(fromPublic.publicKey.rawRepresentation == key.privateKey.publicKey.rawRepresentation)
@@ -26,7 +28,8 @@ struct SimulatorConfigurationTests {
     @Test func shapeRoundTripsAndRejectsUnknownTypes() throws {
         let encoded = try JSONEncoder().encode(ContentStateShape.deliveryAttributes)
         #expect(try JSONDecoder().decode(ContentStateShape.self, from: encoded) == .deliveryAttributes)
-        let optional = try JSONDecoder().decode(ContentStateShape.self, from: Data(#"{"contentState":{"note":"string?"}}"#.utf8))
+        let optional = try JSONDecoder().decode(
+            ContentStateShape.self, from: Data(#"{"contentState":{"note":"string?"}}"#.utf8))
         #expect(optional.contentState["note"] == .init(.string, optional: true))
         #expect(throws: (any Error).self) {
             try JSONDecoder().decode(ContentStateShape.self, from: Data(#"{"contentState":{"x":"uuid"}}"#.utf8))

@@ -20,7 +20,10 @@ struct SimulatorControlTests {
         request.httpMethod = method
         if let body { request.httpBody = Data(body.utf8) }
         let (data, response) = try await URLSession.shared.data(for: request)
-        return ((response as? HTTPURLResponse)?.statusCode ?? 0, try JSONSerialization.jsonObject(with: data, options: .fragmentsAllowed))
+        return (
+            (response as? HTTPURLResponse)?.statusCode ?? 0,
+            try JSONSerialization.jsonObject(with: data, options: .fragmentsAllowed)
+        )
     }
 
     @Test func controlAPIMarksTokensInjectsFaultsListsAndResets() async throws {
@@ -41,13 +44,15 @@ struct SimulatorControlTests {
         // The phone rotates the activity's update token.
         let newToken = SimulatorFixture.token()
         #expect(try await control(simulator, "POST", "/tokens/\(token)/rotate", #"{"token":"abc"}"#).status == 400)
-        #expect(try await control(simulator, "POST", "/tokens/\(newToken)/rotate", #"{"token":"\#(token)"}"#).status == 404)
+        #expect(
+            try await control(simulator, "POST", "/tokens/\(newToken)/rotate", #"{"token":"\#(token)"}"#).status == 404)
         let rotated = try await control(simulator, "POST", "/tokens/\(token)/rotate", #"{"token":"\#(newToken)"}"#)
         #expect(rotated.status == 200)
         #expect((rotated.json as? [String: Any])?["updateToken"] as? String == newToken)
 
         // A fault for the next two requests.
-        let fault = try await control(simulator, "POST", "/faults", #"{"status":503,"reason":"ServiceUnavailable","count":2}"#)
+        let fault = try await control(
+            simulator, "POST", "/faults", #"{"status":503,"reason":"ServiceUnavailable","count":2}"#)
         #expect(fault.status == 200)
         #expect(try await push().reason == "ServiceUnavailable")
         #expect(try await push().status == 503)
@@ -69,10 +74,12 @@ struct SimulatorControlTests {
         let device = try await control(simulator, "GET", "/devices/\(token)")
         #expect(device.status == 200)
         #expect((device.json as? [String: Any])?["unregisteredAt"] != nil)
-        let pushes = try #require(try await control(simulator, "GET", "/pushes?token=\(token)").json as? [[String: Any]])
+        let pushes = try #require(
+            try await control(simulator, "GET", "/pushes?token=\(token)").json as? [[String: Any]])
         #expect(pushes.count == 8)
         #expect(pushes.map { $0["status"] as? Int } == [200, 503, 503, 200, 429, 429, 200, 410])
-        let limited = try #require(try await control(simulator, "GET", "/pushes?token=\(token)&limit=2").json as? [[String: Any]])
+        let limited = try #require(
+            try await control(simulator, "GET", "/pushes?token=\(token)&limit=2").json as? [[String: Any]])
         #expect(limited.map { $0["status"] as? Int } == [200, 410])
         #expect(try await control(simulator, "GET", "/devices/ffff").status == 404)
         #expect(try await control(simulator, "POST", "/faults", "not json").status == 400)
@@ -94,7 +101,8 @@ struct SimulatorControlTests {
         simulator.injectFault(FaultRule(goaway: true))
         let goawayConnection = try await fixture.connect()
         await #expect(throws: (any Error).self) {
-            _ = try await goawayConnection.send(path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body)
+            _ = try await goawayConnection.send(
+                path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body)
         }
         try await goawayConnection.closeFuture.get()
         let goaways = goawayConnection.goaways.withLockedValue { $0 }
@@ -104,7 +112,8 @@ struct SimulatorControlTests {
         simulator.injectFault(FaultRule(drop: true))
         let dropped = try await fixture.connect()
         await #expect(throws: (any Error).self) {
-            _ = try await dropped.send(path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body)
+            _ = try await dropped.send(
+                path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body)
         }
 
         // A stalled request never answers; another stream on the same connection still does.
@@ -112,9 +121,14 @@ struct SimulatorControlTests {
         simulator.injectFault(FaultRule(stall: true, token: stalledToken))
         let connection = try await fixture.connect()
         // Authenticate first: until then a connection carries one stream, which the stall would hold.
-        #expect(try await connection.send(path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body).status == 200)
-        let stalled = try await connection.start(path: "/3/device/\(stalledToken)", headers: try fixture.headers(), body: body)
-        let other = try await connection.send(path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body)
+        #expect(
+            try await connection.send(
+                path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body
+            ).status == 200)
+        let stalled = try await connection.start(
+            path: "/3/device/\(stalledToken)", headers: try fixture.headers(), body: body)
+        let other = try await connection.send(
+            path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body)
         #expect(other.status == 200)
         #expect(simulator.pushes(token: stalledToken).first?.verdict.detail == "stalled")
         await connection.close()
@@ -123,7 +137,10 @@ struct SimulatorControlTests {
         // Latency alone delays, then answers normally.
         simulator.injectFault(FaultRule(latencyMs: 50))
         let delayed = try await fixture.connect()
-        #expect(try await delayed.send(path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body).status == 200)
+        #expect(
+            try await delayed.send(
+                path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body
+            ).status == 200)
         try await simulator.shutdown()
     }
 }

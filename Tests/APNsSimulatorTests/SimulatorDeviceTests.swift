@@ -111,7 +111,10 @@ struct SimulatorDeviceTests {
                 ).status)
         }
         #expect(statuses == [200, 200, 200, 200])
-        #expect(fixture.simulator.pushes(token: token).map(\.verdict.kind) == [.displayed, .displayed, .throttled, .displayed])
+        #expect(
+            fixture.simulator.pushes(token: token).map(\.verdict.kind) == [
+                .displayed, .displayed, .throttled, .displayed,
+            ])
         try await fixture.simulator.shutdown()
     }
 
@@ -136,11 +139,13 @@ struct SimulatorDeviceTests {
             #"{"aps":{"event":"update","timestamp":\#(now + 4),"content-state":{"driverName":"Sam","estimatedDeliveryTime":[3,2],"currentStep":"delivering"}}}"#,
         ]
         for body in bodies {
-            let response = try await connection.send(path: "/3/device/\(token)", headers: try fixture.headers(), body: Array(body.utf8))
+            let response = try await connection.send(
+                path: "/3/device/\(token)", headers: try fixture.headers(), body: Array(body.utf8))
             #expect(response.status == 200)
         }
         let verdicts = fixture.simulator.pushes(token: token).map(\.verdict)
-        #expect(verdicts.map(\.kind) == [.displayed, .wouldNotDecode, .wouldNotDecode, .wouldNotDecode, .wouldNotDecode])
+        #expect(
+            verdicts.map(\.kind) == [.displayed, .wouldNotDecode, .wouldNotDecode, .wouldNotDecode, .wouldNotDecode])
         #expect(verdicts[3].detail?.contains("driverName") == true)
         #expect(fixture.simulator.device(token: token)?.activities.first?.timestamp == Double(now))
         try await fixture.simulator.shutdown()

@@ -15,7 +15,9 @@ struct SimulatorFixture {
     let jwt: String
     let bundleID = "com.example.delivery"
 
-    static func start(_ adjust: (inout SimulatorConfiguration, TestKey) throws -> Void = { _, _ in }) async throws
+    static func start(
+        _ adjust: (inout SimulatorConfiguration, TestKey) throws -> Void = { _, _ in }
+    ) async throws
         -> SimulatorFixture
     {
         let key = try TestKey()
@@ -23,7 +25,8 @@ struct SimulatorFixture {
         configuration.keys = [try .init(keyID: key.keyID, teamID: key.teamID, pemFile: key.pemPath)]
         configuration.threads = 1
         try adjust(&configuration, key)
-        let simulator = try await APNsSimulator.start(configuration, logger: Logger(label: "apns-sim-test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let simulator = try await APNsSimulator.start(
+            configuration, logger: Logger(label: "apns-sim-test", factory: { _ in SwiftLogNoOpLogHandler() }))
         return SimulatorFixture(key: key, simulator: simulator, jwt: try key.jwt())
     }
 
@@ -85,30 +88,49 @@ struct SimulatorRequestTests {
         Case(name: "no token", status: 400, reason: "MissingDeviceToken", path: "/3/device/"),
         Case(name: "non-hex token", status: 400, reason: "BadDeviceToken", path: "/3/device/not-a-hex-token-at-all!"),
         Case(name: "short token", status: 400, reason: "BadDeviceToken", path: "/3/device/abcd"),
-        Case(name: "odd-length token", status: 400, reason: "BadDeviceToken", path: "/3/device/" + String(repeating: "a", count: 63)),
+        Case(
+            name: "odd-length token", status: 400, reason: "BadDeviceToken",
+            path: "/3/device/" + String(repeating: "a", count: 63)),
         Case(name: "duplicate topic", status: 400, reason: "DuplicateHeaders", change: { $0 + [("apns-topic", "x")] }),
-        Case(name: "no authorization", status: 403, reason: "MissingProviderToken", change: replacing("authorization", with: nil)),
-        Case(name: "not bearer", status: 403, reason: "InvalidProviderToken", change: replacing("authorization", with: "basic abc")),
-        Case(name: "garbage token", status: 403, reason: "InvalidProviderToken", change: replacing("authorization", with: "bearer a.b.c")),
+        Case(
+            name: "no authorization", status: 403, reason: "MissingProviderToken",
+            change: replacing("authorization", with: nil)),
+        Case(
+            name: "not bearer", status: 403, reason: "InvalidProviderToken",
+            change: replacing("authorization", with: "basic abc")),
+        Case(
+            name: "garbage token", status: 403, reason: "InvalidProviderToken",
+            change: replacing("authorization", with: "bearer a.b.c")),
         Case(name: "no topic", status: 400, reason: "MissingTopic", change: replacing("apns-topic", with: nil)),
-        Case(name: "unknown push type", status: 400, reason: "InvalidPushType", change: replacing("apns-push-type", with: "hologram")),
+        Case(
+            name: "unknown push type", status: 400, reason: "InvalidPushType",
+            change: replacing("apns-push-type", with: "hologram")),
         Case(
             name: "liveactivity without topic suffix", status: 400, reason: "DeviceTokenNotForTopic",
             change: replacing("apns-topic", with: "com.example.delivery")),
         Case(
             name: "suffix with alert push type", status: 400, reason: "DeviceTokenNotForTopic",
             change: replacing("apns-push-type", with: "alert")),
-        Case(name: "bad topic", status: 400, reason: "BadTopic", change: replacing("apns-topic", with: "bad topic!.push-type.liveactivity")),
+        Case(
+            name: "bad topic", status: 400, reason: "BadTopic",
+            change: replacing("apns-topic", with: "bad topic!.push-type.liveactivity")),
         Case(name: "priority 7", status: 400, reason: "BadPriority", change: replacing("apns-priority", with: "7")),
-        Case(name: "priority text", status: 400, reason: "BadPriority", change: replacing("apns-priority", with: "high")),
-        Case(name: "expiration text", status: 400, reason: "BadExpirationDate", change: replacing("apns-expiration", with: "tomorrow")),
-        Case(name: "negative expiration", status: 400, reason: "BadExpirationDate", change: replacing("apns-expiration", with: "-5")),
+        Case(
+            name: "priority text", status: 400, reason: "BadPriority", change: replacing("apns-priority", with: "high")),
+        Case(
+            name: "expiration text", status: 400, reason: "BadExpirationDate",
+            change: replacing("apns-expiration", with: "tomorrow")),
+        Case(
+            name: "negative expiration", status: 400, reason: "BadExpirationDate",
+            change: replacing("apns-expiration", with: "-5")),
         Case(name: "bad apns-id", status: 400, reason: "BadMessageId", change: replacing("apns-id", with: "12345")),
         Case(
             name: "collapse id over 64 bytes", status: 400, reason: "BadCollapseId",
             change: replacing("apns-collapse-id", with: String(repeating: "c", count: 65))),
         Case(name: "empty body", status: 400, reason: "PayloadEmpty", body: []),
-        Case(name: "4097-byte body", status: 413, reason: "PayloadTooLarge", body: Array(("{\"a\":\"" + String(repeating: "x", count: 4089) + "\"}").utf8)),
+        Case(
+            name: "4097-byte body", status: 413, reason: "PayloadTooLarge",
+            body: Array(("{\"a\":\"" + String(repeating: "x", count: 4089) + "\"}").utf8)),
         Case(name: "not JSON", status: 400, reason: "BadRequestPayload", body: Array("hello".utf8)),
     ]
 
@@ -121,7 +143,8 @@ struct SimulatorRequestTests {
             method: testCase.method,
             path: testCase.path ?? "/3/device/\(token)",
             headers: testCase.change(try fixture.headers()),
-            body: testCase.body ?? SimulatorFixture.payload(event: "update", timestamp: Int(Date().timeIntervalSince1970)))
+            body: testCase.body
+                ?? SimulatorFixture.payload(event: "update", timestamp: Int(Date().timeIntervalSince1970)))
         #expect(response.status == testCase.status)
         #expect(response.reason == testCase.reason)
         #expect(response.headers["apns-id"] != nil)
@@ -140,7 +163,8 @@ struct SimulatorRequestTests {
         let padding = 4096 - body.count - #","pad":""}}"#.utf8.count
         body += Array(#","pad":"\#(String(repeating: "p", count: padding))"}}"#.utf8)
         #expect(body.count == 4096)
-        let response = try await connection.send(path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body)
+        let response = try await connection.send(
+            path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body)
         #expect(response.status == 200)
         await connection.close()
         try await fixture.simulator.shutdown()
@@ -150,7 +174,8 @@ struct SimulatorRequestTests {
         let otherTeam = try TestKey(teamID: "OTHERTEAM1")
         let restricted = try TestKey()
         let fixture = try await SimulatorFixture.start { configuration, _ in
-            configuration.keys.append(try .init(keyID: otherTeam.keyID, teamID: otherTeam.teamID, pemFile: otherTeam.pemPath))
+            configuration.keys.append(
+                try .init(keyID: otherTeam.keyID, teamID: otherTeam.teamID, pemFile: otherTeam.pemPath))
             var sandboxOnly = try SimulatorConfiguration.AcceptedKey(
                 keyID: restricted.keyID, teamID: restricted.teamID, pemFile: restricted.pemPath)
             sandboxOnly.environment = .sandbox
@@ -159,7 +184,8 @@ struct SimulatorRequestTests {
         let key = fixture.key
         let body = SimulatorFixture.payload(event: "update", timestamp: Int(Date().timeIntervalSince1970))
         func send(_ connection: H2TestConnection, _ jwt: String) async throws -> H2TestConnection.Response {
-            try await connection.send(path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(jwt: jwt), body: body)
+            try await connection.send(
+                path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(jwt: jwt), body: body)
         }
 
         let connection = try await fixture.connect()
@@ -178,7 +204,8 @@ struct SimulatorRequestTests {
         #expect(unrelated.reason == "UnrelatedKeyIdInToken")
 
         // Fresh connections: expired, wrong team, wrong signature, environment-restricted key.
-        let expired = try await send(try await fixture.connect(), try key.jwt(issuedAt: Date().addingTimeInterval(-3700)))
+        let expired = try await send(
+            try await fixture.connect(), try key.jwt(issuedAt: Date().addingTimeInterval(-3700)))
         #expect(expired.status == 403)
         #expect(expired.reason == "ExpiredProviderToken")
         let wrongTeam = try await send(try await fixture.connect(), try key.jwt(team: "NOTMYTEAM0"))
@@ -199,12 +226,19 @@ struct SimulatorRequestTests {
         let body = SimulatorFixture.payload(event: "update", timestamp: Int(Date().timeIntervalSince1970))
         let refused = try await connection.send(
             path: "/3/device/\(SimulatorFixture.token())",
-            headers: SimulatorRequestTests.replacing("authorization", with: "bearer x.y.z")(try fixture.headers()), body: body)
+            headers: SimulatorRequestTests.replacing("authorization", with: "bearer x.y.z")(try fixture.headers()),
+            body: body)
         #expect(refused.status == 403)
         #expect(connection.maxStreamsSettings.withLockedValue { $0 } == [1])
-        #expect(try await connection.send(path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body).status == 200)
+        #expect(
+            try await connection.send(
+                path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body
+            ).status == 200)
         #expect(connection.maxStreamsSettings.withLockedValue { $0 } == [1, 500])
-        #expect(try await connection.send(path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body).status == 200)
+        #expect(
+            try await connection.send(
+                path: "/3/device/\(SimulatorFixture.token())", headers: try fixture.headers(), body: body
+            ).status == 200)
         #expect(connection.maxStreamsSettings.withLockedValue { $0 } == [1, 500])
         try await fixture.simulator.shutdown()
     }
@@ -230,7 +264,9 @@ struct SimulatorRequestTests {
         func push(_ token: String, topic: String? = nil) async throws -> H2TestConnection.Response {
             var headers = try fixture.headers()
             if let topic { headers = SimulatorRequestTests.replacing("apns-topic", with: topic)(headers) }
-            return try await connection.send(path: "/3/device/\(token)", headers: headers, body: SimulatorFixture.payload(event: "update", timestamp: now))
+            return try await connection.send(
+                path: "/3/device/\(token)", headers: headers,
+                body: SimulatorFixture.payload(event: "update", timestamp: now))
         }
 
         let unregistered = SimulatorFixture.token()

@@ -23,9 +23,12 @@ struct ClientFixture {
         wallClock: @escaping @Sendable () -> Date = { Date() },
         logger: Logger = Logger(label: "apns-test", factory: { _ in SwiftLogNoOpLogHandler() })
     ) async throws -> ClientFixture {
-        let key = APNsSigningKey(keyID: "KEY" + String(UUID().uuidString.prefix(7)), privateKey: P256.Signing.PrivateKey())
+        let key = APNsSigningKey(
+            keyID: "KEY" + String(UUID().uuidString.prefix(7)), privateKey: P256.Signing.PrivateKey())
         var simulatorConfiguration = SimulatorConfiguration()
-        simulatorConfiguration.keys = [.init(keyID: key.keyID, teamID: "TEAM123456", publicKey: key.privateKey.publicKey)]
+        simulatorConfiguration.keys = [
+            .init(keyID: key.keyID, teamID: "TEAM123456", publicKey: key.privateKey.publicKey)
+        ]
         simulatorConfiguration.threads = 1
         adjustSimulator(&simulatorConfiguration)
         let simulator = try await APNsSimulator.start(
@@ -44,7 +47,9 @@ struct ClientFixture {
         logger: Logger = Logger(label: "apns-test", factory: { _ in SwiftLogNoOpLogHandler() })
     ) throws -> APNsClient {
         var configuration = APNsClientConfiguration(apps: [
-            APNsApp(bundleID: bundleID, teamID: "TEAM123456", key: key, environment: .production, baseURL: simulator.baseURL)
+            APNsApp(
+                bundleID: bundleID, teamID: "TEAM123456", key: key, environment: .production, baseURL: simulator.baseURL
+            )
         ])
         configuration.caFile = simulator.certificatePEMPath
         // Generous: a whole parallel test run on two cores can hold a request up for seconds, and a
@@ -111,12 +116,18 @@ struct APNsClientTests {
 
         let expired = ClientFixture.token()
         simulator.markExpired(token: expired)
-        #expect(await fixture.send(ClientFixture.notification(token: expired)) == .tokenGone(reason: .expiredToken, unregisteredAt: nil))
+        #expect(
+            await fixture.send(ClientFixture.notification(token: expired))
+                == .tokenGone(reason: .expiredToken, unregisteredAt: nil))
 
         let sandbox = ClientFixture.token()
         simulator.register(token: sandbox, bundleID: ClientFixture.bundleID, environment: .sandbox)
-        #expect(await fixture.send(ClientFixture.notification(token: sandbox)) == .tokenGone(reason: .badDeviceToken, unregisteredAt: nil))
-        #expect(await fixture.send(ClientFixture.notification(token: "zz-not-hex")) == .tokenGone(reason: .badDeviceToken, unregisteredAt: nil))
+        #expect(
+            await fixture.send(ClientFixture.notification(token: sandbox))
+                == .tokenGone(reason: .badDeviceToken, unregisteredAt: nil))
+        #expect(
+            await fixture.send(ClientFixture.notification(token: "zz-not-hex"))
+                == .tokenGone(reason: .badDeviceToken, unregisteredAt: nil))
 
         let otherApp = ClientFixture.token()
         simulator.register(token: otherApp, bundleID: "com.example.other")
@@ -157,16 +168,24 @@ struct APNsClientTests {
         other.topic = "com.example.other.push-type.liveactivity"
         #expect(await fixture.send(other) == .configurationFault(reason: .topicDisallowed, status: 400))
         // A bundle id the client does not know.
-        #expect(await fixture.client.send(ClientFixture.notification(), app: "com.unknown") == .configurationFault(reason: .unknownApp, status: nil))
+        #expect(
+            await fixture.client.send(ClientFixture.notification(), app: "com.unknown")
+                == .configurationFault(reason: .unknownApp, status: nil))
         // A key the simulator does not accept.
         let stranger = try ClientFixture.makeClient(
             simulator: fixture.simulator, key: APNsSigningKey(keyID: "STRANGER01", privateKey: .init()))
-        #expect(await stranger.send(ClientFixture.notification(), app: ClientFixture.bundleID) == .configurationFault(reason: .invalidProviderToken, status: 403))
+        #expect(
+            await stranger.send(ClientFixture.notification(), app: ClientFixture.bundleID)
+                == .configurationFault(reason: .invalidProviderToken, status: 403))
         await stranger.shutdown()
         // A key restricted to the other environment.
         let sandboxKey = APNsSigningKey(keyID: "SANDBOX001", privateKey: .init())
         let restricted = try await ClientFixture.start(simulator: { configuration in
-            configuration.keys = [.init(keyID: "SANDBOX001", teamID: "TEAM123456", publicKey: sandboxKey.privateKey.publicKey, environment: .sandbox)]
+            configuration.keys = [
+                .init(
+                    keyID: "SANDBOX001", teamID: "TEAM123456", publicKey: sandboxKey.privateKey.publicKey,
+                    environment: .sandbox)
+            ]
         })
         let sandboxClient = try ClientFixture.makeClient(simulator: restricted.simulator, key: sandboxKey)
         #expect(
@@ -179,7 +198,9 @@ struct APNsClientTests {
             configuration.caFile = nil
             configuration.maxAttempts = 1
         }
-        #expect(await untrusting.send(ClientFixture.notification(), app: ClientFixture.bundleID) == .configurationFault(reason: .tlsFailure, status: nil))
+        #expect(
+            await untrusting.send(ClientFixture.notification(), app: ClientFixture.bundleID)
+                == .configurationFault(reason: .tlsFailure, status: nil))
         await untrusting.shutdown()
         try await fixture.stop()
     }
@@ -187,12 +208,18 @@ struct APNsClientTests {
     @Test func payloadFaultOutcomesAndUnknownReasons() async throws {
         let fixture = try await ClientFixture.start()
         let big = Array(("{\"aps\":{},\"pad\":\"" + String(repeating: "x", count: 5000) + "\"}").utf8)
-        #expect(await fixture.send(ClientFixture.notification(payload: big)) == .payloadFault(reason: .payloadTooLarge, status: 413))
-        #expect(await fixture.send(ClientFixture.notification(priority: APNsPriority(rawValue: 7))) == .payloadFault(reason: .badPriority, status: 400))
+        #expect(
+            await fixture.send(ClientFixture.notification(payload: big))
+                == .payloadFault(reason: .payloadTooLarge, status: 413))
+        #expect(
+            await fixture.send(ClientFixture.notification(priority: APNsPriority(rawValue: 7)))
+                == .payloadFault(reason: .badPriority, status: 400))
         #expect(
             await fixture.send(ClientFixture.notification(collapseID: String(repeating: "c", count: 65)))
                 == .payloadFault(reason: .badCollapseID, status: 400))
-        #expect(await fixture.send(ClientFixture.notification(payload: [])) == .payloadFault(reason: .payloadEmpty, status: 400))
+        #expect(
+            await fixture.send(ClientFixture.notification(payload: []))
+                == .payloadFault(reason: .payloadEmpty, status: 400))
         fixture.simulator.injectFault(FaultRule(status: 400, reason: "BrandNewReason2027"))
         #expect(await fixture.send() == .payloadFault(reason: APNsReason(rawValue: "BrandNewReason2027"), status: 400))
         fixture.simulator.injectFault(FaultRule(status: 418, reason: "Teapot"))
@@ -256,8 +283,11 @@ struct APNsClientTests {
         configuration.port = port
         configuration.certificate = certificate
         configuration.threads = 1
-        configuration.keys = [.init(keyID: fixture.key.keyID, teamID: fixture.teamID, publicKey: fixture.key.privateKey.publicKey)]
-        let restarted = try await APNsSimulator.start(configuration, logger: Logger(label: "apns-sim", factory: { _ in SwiftLogNoOpLogHandler() }))
+        configuration.keys = [
+            .init(keyID: fixture.key.keyID, teamID: fixture.teamID, publicKey: fixture.key.privateKey.publicKey)
+        ]
+        let restarted = try await APNsSimulator.start(
+            configuration, logger: Logger(label: "apns-sim", factory: { _ in SwiftLogNoOpLogHandler() }))
         #expect(await fixture.send().status == 200)
         #expect(restarted.pushes().count == 1)
         #expect(fixture.client.connectionsOpened == 2)
@@ -300,15 +330,22 @@ struct APNsClientTests {
     @Test func severalAppsOfDifferentTeamsNeverShareAConnection() async throws {
         let otherKey = APNsSigningKey(keyID: "OTHERKEY01", privateKey: .init())
         let fixture = try await ClientFixture.start(simulator: { configuration in
-            configuration.keys.append(.init(keyID: "OTHERKEY01", teamID: "OTHERTEAM1", publicKey: otherKey.privateKey.publicKey))
+            configuration.keys.append(
+                .init(keyID: "OTHERKEY01", teamID: "OTHERTEAM1", publicKey: otherKey.privateKey.publicKey))
         })
         var configuration = APNsClientConfiguration(apps: [
-            APNsApp(bundleID: ClientFixture.bundleID, teamID: fixture.teamID, key: fixture.key, environment: .production, baseURL: fixture.simulator.baseURL),
-            APNsApp(bundleID: "com.example.other", teamID: "OTHERTEAM1", key: otherKey, environment: .sandbox, baseURL: fixture.simulator.baseURL),
+            APNsApp(
+                bundleID: ClientFixture.bundleID, teamID: fixture.teamID, key: fixture.key, environment: .production,
+                baseURL: fixture.simulator.baseURL),
+            APNsApp(
+                bundleID: "com.example.other", teamID: "OTHERTEAM1", key: otherKey, environment: .sandbox,
+                baseURL: fixture.simulator.baseURL),
         ])
         configuration.caFile = fixture.simulator.certificatePEMPath
         configuration.maxConnectionsPerHost = 1
-        let client = try APNsClient(configuration: configuration, logger: Logger(label: "apns-test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let client = try APNsClient(
+            configuration: configuration, logger: Logger(label: "apns-test", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
         var other = ClientFixture.notification()
         other.topic = "com.example.other.push-type.liveactivity"
         for _ in 0..<3 {

@@ -29,12 +29,15 @@ struct APNsOutcomeTests {
 
     @Test func unregisteredCarriesItsMillisecondTimestamp() {
         let outcome = Self.classify(410, #"{"reason":"Unregistered","timestamp":1790000000123}"#)
-        #expect(outcome == .tokenGone(reason: .unregistered, unregisteredAt: Date(timeIntervalSince1970: 1_790_000_000.123)))
+        #expect(
+            outcome == .tokenGone(reason: .unregistered, unregisteredAt: Date(timeIntervalSince1970: 1_790_000_000.123))
+        )
     }
 
     @Test(arguments: [
         (429, "TooManyRequests", Duration.seconds(10)), (429, "TooManyProviderTokenUpdates", .seconds(5)),
-        (500, "InternalServerError", .seconds(30)), (503, "ServiceUnavailable", .seconds(30)), (503, "Shutdown", .seconds(30)),
+        (500, "InternalServerError", .seconds(30)), (503, "ServiceUnavailable", .seconds(30)),
+        (503, "Shutdown", .seconds(30)),
         (502, "", .seconds(30)), (400, "IdleTimeout", .seconds(1)),
     ])
     func retryLater(status: Int, reason: String, after: Duration) {
@@ -59,7 +62,9 @@ struct APNsOutcomeTests {
         (400, "MissingTopic"), (404, "BadPath"), (405, "MethodNotAllowed"), (403, "SomethingNewFrom2027"),
     ])
     func configurationFault(status: Int, reason: String) {
-        #expect(Self.classify(status, Self.reason(reason)) == .configurationFault(reason: APNsReason(rawValue: reason), status: status))
+        #expect(
+            Self.classify(status, Self.reason(reason))
+                == .configurationFault(reason: APNsReason(rawValue: reason), status: status))
     }
 
     @Test(arguments: [
@@ -68,7 +73,9 @@ struct APNsOutcomeTests {
         (400, "MissingDeviceToken"), (400, "ANewReasonNobodyKnows"),
     ])
     func payloadFault(status: Int, reason: String) {
-        #expect(Self.classify(status, Self.reason(reason)) == .payloadFault(reason: APNsReason(rawValue: reason), status: status))
+        #expect(
+            Self.classify(status, Self.reason(reason))
+                == .payloadFault(reason: APNsReason(rawValue: reason), status: status))
     }
 
     @Test func garbageBodiesDoNotCrash() {

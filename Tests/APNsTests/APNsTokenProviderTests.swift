@@ -54,7 +54,8 @@ struct APNsTokenProviderTests {
     }
 
     @Test func tokensAreSharedByConcurrentCallersAndSeparatePerKeyAndTeam() async throws {
-        let provider = APNsTokenProvider(refreshInterval: .seconds(50 * 60), clock: ManualClock(), wallClock: { Date() })
+        let provider = APNsTokenProvider(
+            refreshInterval: .seconds(50 * 60), clock: ManualClock(), wallClock: { Date() })
         let tokens = try await withThrowingTaskGroup(of: String.self) { group in
             for _ in 0..<100 { group.addTask { try provider.token(key: key, teamID: "TEAM123456") } }
             return try await group.reduce(into: Set<String>()) { $0.insert($1) }
@@ -107,7 +108,9 @@ struct APNsTokenProviderTests {
         let key = try APNsSigningKey(keyID: "FILEKEY001", p8File: path)
         #expect(key.privateKey.publicKey.rawRepresentation == privateKey.publicKey.rawRepresentation)
         #expect("\(key)" == "APNsSigningKey(keyID: FILEKEY001)")
-        let error = #expect(throws: APNsError.self) { try APNsSigningKey(keyID: "BROKEN0001", pem: "-----BEGIN PRIVATE KEY-----\nnope") }
+        let error = #expect(throws: APNsError.self) {
+            try APNsSigningKey(keyID: "BROKEN0001", pem: "-----BEGIN PRIVATE KEY-----\nnope")
+        }
         #expect(error?.code == .invalidKey)
         #expect(error?.description.contains("nope") == false)
     }

@@ -44,7 +44,9 @@ struct ClusterTests {
             try await fixture.verifyConverged(scenario)
             try await TestEnvironment.services(["cluster", "start-node", "\(leader)"])
             #expect(try await Self.leader(of: fixture.queue) != 0)
-            for worker in fixture.runningWorkers { #expect(worker.isRunning, "\(worker.name) exited:\n\(worker.tail())") }
+            for worker in fixture.runningWorkers {
+                #expect(worker.isRunning, "\(worker.name) exited:\n\(worker.tail())")
+            }
         }
     }
 
@@ -74,13 +76,17 @@ struct ClusterTests {
             }
             #expect(port == "55452")
             let afterFailover = Set(try await fixture.inboxEventIDs())
-            #expect(committed.isSubset(of: afterFailover), "\(committed.subtracting(afterFailover).count) committed events lost")
+            #expect(
+                committed.isSubset(of: afterFailover),
+                "\(committed.subtracting(afterFailover).count) committed events lost")
 
             try await fixture.publish(Array(messages[half...]))
             try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)), timeout: .seconds(240))
             try await fixture.waitUntilAllEnded(scenario)
             try await fixture.verifyConverged(scenario)
-            for worker in fixture.runningWorkers { #expect(worker.isRunning, "\(worker.name) exited:\n\(worker.tail())") }
+            for worker in fixture.runningWorkers {
+                #expect(worker.isRunning, "\(worker.name) exited:\n\(worker.tail())")
+            }
         }
     }
 
@@ -95,10 +101,13 @@ struct ClusterTests {
             try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)))
             let role = fixture.databaseName + "_reader"
             try await fixture.database.query(
-                PostgresQuery(unsafeSQL: "CREATE ROLE \(role) LOGIN PASSWORD 'reader-pw' IN ROLE livedelivery_reporting"))
+                PostgresQuery(
+                    unsafeSQL: "CREATE ROLE \(role) LOGIN PASSWORD 'reader-pw' IN ROLE livedelivery_reporting"))
 
-            let standby = Self.url(TestEnvironment.replicaStandbyURL, user: role, password: "reader-pw", database: fixture.databaseName)
-            let primary = Self.url(TestEnvironment.replicaPrimaryURL, user: role, password: "reader-pw", database: fixture.databaseName)
+            let standby = Self.url(
+                TestEnvironment.replicaStandbyURL, user: role, password: "reader-pw", database: fixture.databaseName)
+            let primary = Self.url(
+                TestEnvironment.replicaPrimaryURL, user: role, password: "reader-pw", database: fixture.databaseName)
             // The primary is named unreachable: the report can only have come from the standby.
             let report = try ChildProcess.livedelivery(
                 name: "report", arguments: ["report", "activities-by-state"],
@@ -118,14 +127,17 @@ struct ClusterTests {
                 let viewRows = try await reader.query("SELECT count(*) FROM report_activities_by_state")
                 #expect(viewRows.count == 1, "\(server): the role reads the views")
                 for statement in [
-                    "DELETE FROM orders", "INSERT INTO dead_letters (reason, message, body, body_sha256) VALUES ('x', 'x', ''::bytea, ''::bytea)",
+                    "DELETE FROM orders",
+                    "INSERT INTO dead_letters (reason, message, body, body_sha256) VALUES ('x', 'x', ''::bytea, ''::bytea)",
                     "DELETE FROM report_dead_letters", "CREATE TABLE scratch (id int)",
                 ] {
                     let error = await #expect(throws: PostgresError.self, "\(server): \(statement)") {
                         try await reader.query(PostgresQuery(unsafeSQL: statement))
                     }
                     let refused: Set<SQLState> = [SQLState("42501"), .readOnlySQLTransaction]
-                    #expect(error?.sqlState.map(refused.contains) == true, "\(server): \(statement): \(String(describing: error))")
+                    #expect(
+                        error?.sqlState.map(refused.contains) == true,
+                        "\(server): \(statement): \(String(describing: error))")
                 }
                 await reader.shutdown()
             }
@@ -137,9 +149,11 @@ struct ClusterTests {
         try await Fixture.with("endpoints", servers: .main) { fixture in
             // A dead node first in the list: the worker skips it.
             let skipping = try await fixture.startWorker(
-                "skips", extraEnvironment: [
+                "skips",
+                extraEnvironment: [
                     "LIVEDELIVERY_AMQP_URL": "",
-                    "LIVEDELIVERY_AMQP_URLS": "amqp://livedelivery:dead-node-pw@127.0.0.1:1/%2F,\(TestEnvironment.amqpURL)",
+                    "LIVEDELIVERY_AMQP_URLS":
+                        "amqp://livedelivery:dead-node-pw@127.0.0.1:1/%2F,\(TestEnvironment.amqpURL)",
                 ])
             #expect(try await skipping.get("/readyz").status == 200)
             await skipping.process.stop()
@@ -150,7 +164,8 @@ struct ClusterTests {
                 extraEnvironment: [
                     "LIVEDELIVERY_AMQP_URL": "",
                     "LIVEDELIVERY_AMQP_URLS": "amqp://u:amqp-pw-1@127.0.0.1:1/%2F,amqp://u:amqp-pw-2@127.0.0.1:2/%2F",
-                    "LIVEDELIVERY_POSTGRES_URL": "postgresql://u:pg-pw-3@127.0.0.1:1,127.0.0.1:2/d?target_session_attrs=read-write",
+                    "LIVEDELIVERY_POSTGRES_URL":
+                        "postgresql://u:pg-pw-3@127.0.0.1:1,127.0.0.1:2/d?target_session_attrs=read-write",
                 ],
                 ready: false)
             try await eventually("the worker to report the broker unreachable", timeout: .seconds(60)) {
@@ -176,7 +191,9 @@ struct ClusterTests {
         let lines = try await TestEnvironment.services(["cluster", "connections"]).split(separator: "\n")
         return lines.compactMap { line -> (Int, Int)? in
             let fields = line.split(separator: " ")
-            guard fields.count == 2, let node = Int(fields[0]), let count = Int(fields[1]), count > 0 else { return nil }
+            guard fields.count == 2, let node = Int(fields[0]), let count = Int(fields[1]), count > 0 else {
+                return nil
+            }
             return (node, count)
         }.sorted { $0.1 > $1.1 }.map(\.0)
     }

@@ -21,7 +21,8 @@ struct CrashTests {
             try await fixture.publish(messages)
             // Kill it while it is working: some events processed, not all.
             let total = scenario.events.count
-            try await eventually("the victim to be part-way through", timeout: .seconds(120), every: .milliseconds(20)) {
+            try await eventually("the victim to be part-way through", timeout: .seconds(120), every: .milliseconds(20))
+            {
                 let done = try await fixture.count("SELECT count(*) FROM inbox")
                 if done >= total { throw HarnessError("the victim finished everything before it could be killed") }
                 return done >= total / 10

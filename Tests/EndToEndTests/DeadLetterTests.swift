@@ -18,13 +18,45 @@ struct DeadLetterTests {
             }
             let bad: [(routingKey: String, body: [UInt8], messageID: String?, reason: String)] = [
                 ("order.status", Array("{not json".utf8), "m-json", "malformed_json"),
-                ("order.status", Array(#"{"type":"order.status","version":2,"event_id":"m-ver","occurred_at":"2026-11-21T10:00:00Z","order_id":"x","user_id":"u","status":"placed"}"#.utf8), "m-ver", "unknown_version"),
-                ("order.exploded", Array(#"{"type":"order.exploded","version":1,"event_id":"m-type","occurred_at":"2026-11-21T10:00:00Z"}"#.utf8), "m-type", "unknown_type"),
-                ("order.status", Array(status("m-status", "").replacingConfirmed(with: "teleported")), "m-status", "unknown_status"),
-                ("order.status", status("m-eta", #","eta":{"earliest":"2026-11-21T11:00:00Z","latest":"2026-11-21T10:00:00Z"}"#), "m-eta", "invalid_eta_range"),
-                ("order.status", Array(#"{"type":"order.status","version":1,"event_id":"m-field","occurred_at":"2026-11-21T10:00:00Z","user_id":"u","status":"placed"}"#.utf8), "m-field", "missing_field"),
-                ("activity.token", Array(#"{"type":"activity.token","version":1,"event_id":"m-tok","occurred_at":"2026-11-21T10:00:00Z","order_id":"x","activity_id":"a","token":"xyz","bundle_id":"com.example.pizza","environment":"production"}"#.utf8), "m-tok", "invalid_token"),
-                ("order.status", Array(#"{"type":"order.status","version":1,"event_id":"m-big","pad":""#.utf8) + Array(repeating: UInt8(ascii: "x"), count: 70_000) + Array(#""}"#.utf8), "m-big", "body_too_large"),
+                (
+                    "order.status",
+                    Array(
+                        #"{"type":"order.status","version":2,"event_id":"m-ver","occurred_at":"2026-11-21T10:00:00Z","order_id":"x","user_id":"u","status":"placed"}"#
+                            .utf8), "m-ver", "unknown_version"
+                ),
+                (
+                    "order.exploded",
+                    Array(
+                        #"{"type":"order.exploded","version":1,"event_id":"m-type","occurred_at":"2026-11-21T10:00:00Z"}"#
+                            .utf8), "m-type", "unknown_type"
+                ),
+                (
+                    "order.status", Array(status("m-status", "").replacingConfirmed(with: "teleported")), "m-status",
+                    "unknown_status"
+                ),
+                (
+                    "order.status",
+                    status("m-eta", #","eta":{"earliest":"2026-11-21T11:00:00Z","latest":"2026-11-21T10:00:00Z"}"#),
+                    "m-eta", "invalid_eta_range"
+                ),
+                (
+                    "order.status",
+                    Array(
+                        #"{"type":"order.status","version":1,"event_id":"m-field","occurred_at":"2026-11-21T10:00:00Z","user_id":"u","status":"placed"}"#
+                            .utf8), "m-field", "missing_field"
+                ),
+                (
+                    "activity.token",
+                    Array(
+                        #"{"type":"activity.token","version":1,"event_id":"m-tok","occurred_at":"2026-11-21T10:00:00Z","order_id":"x","activity_id":"a","token":"xyz","bundle_id":"com.example.pizza","environment":"production"}"#
+                            .utf8), "m-tok", "invalid_token"
+                ),
+                (
+                    "order.status",
+                    Array(#"{"type":"order.status","version":1,"event_id":"m-big","pad":""#.utf8)
+                        + Array(repeating: UInt8(ascii: "x"), count: 70_000) + Array(#""}"#.utf8), "m-big",
+                    "body_too_large"
+                ),
             ]
             try await fixture.publish(bad.map { ($0.routingKey, $0.body, $0.messageID) })
             // A good event afterwards: the worker carries on.
@@ -79,6 +111,7 @@ struct DeadLetterTests {
 
 extension Array where Element == UInt8 {
     fileprivate func replacingConfirmed(with status: String) -> [UInt8] {
-        Array(String(decoding: self, as: UTF8.self).replacingOccurrences(of: "\"confirmed\"", with: "\"\(status)\"").utf8)
+        Array(
+            String(decoding: self, as: UTF8.self).replacingOccurrences(of: "\"confirmed\"", with: "\"\(status)\"").utf8)
     }
 }

@@ -21,7 +21,8 @@ struct ProcessCPUTests {
         let child = try ChildProcess(
             name: "cpu-child", executable: "/bin/sh",
             arguments: ["-c", "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done"],
-            environment: [:], outputPath: FileManager.default.temporaryDirectory.appendingPathComponent(
+            environment: [:],
+            outputPath: FileManager.default.temporaryDirectory.appendingPathComponent(
                 "livedelivery-cpu-child-\(getpid()).log"
             ).path, truncateOutput: true)
         let status = try await child.waitForExit(timeout: .seconds(120))

@@ -1,5 +1,5 @@
-import ChildProcesses
 import APNsSimulator
+import ChildProcesses
 import Foundation
 import Postgres
 import Testing
@@ -81,7 +81,8 @@ struct ProcessLevelTests {
             try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)))
             try await eventually("the activity to fail", timeout: .seconds(120)) {
                 try await fixture.count(
-                    "SELECT count(*) FROM activities WHERE activity_id = '\(order.activityID)' AND state = 'failed'") == 1
+                    "SELECT count(*) FROM activities WHERE activity_id = '\(order.activityID)' AND state = 'failed'")
+                    == 1
             }
             let refused = fixture.pushes(token: order.deviceToken).filter { $0.status != 200 }
             // One 410, then nothing more to that token, however many events followed.

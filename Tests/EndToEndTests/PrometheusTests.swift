@@ -24,7 +24,8 @@ struct PrometheusTests {
         try await Fixture.with("prometheus") { fixture in
             // The shipped configuration with the sweeper's limits short, so that the load includes sweeps.
             let config = fixture.directory.appendingPathComponent("config")
-            try FileManager.default.copyItem(at: TestEnvironment.projectRoot.appendingPathComponent("Config"), to: config)
+            try FileManager.default.copyItem(
+                at: TestEnvironment.projectRoot.appendingPathComponent("Config"), to: config)
             let policyFile = config.appendingPathComponent("policy.json")
             var policy = try JSONSerialization.jsonObject(with: Data(contentsOf: policyFile)) as! [String: Any]
             var sweep = policy["sweep"] as? [String: Any] ?? [:]
@@ -50,15 +51,22 @@ struct PrometheusTests {
                 let scenario = Scenario.deliveries(orders: 12, prefix: fixture.name)
                 let idle = Scenario.deliveries(orders: 2, prefix: fixture.name + "-idle")
                 // placed, confirmed and the activity's token: then nothing more, so the sweeper ends it.
-                let stranded = idle.orders.flatMap { order in idle.events.filter { $0.orderID == order.orderID }.prefix(3) }
+                let stranded = idle.orders.flatMap { order in
+                    idle.events.filter { $0.orderID == order.orderID }.prefix(3)
+                }
                 try await fixture.publish(scenario.events + stranded)
                 try await fixture.publish([("order.status", Array("not json".utf8), "bad-\(fixture.name)")])
                 try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)))
-                try await eventually("a sweep, a pause and a dead letter in the workers' metrics", timeout: .seconds(120)) {
+                try await eventually(
+                    "a sweep, a pause and a dead letter in the workers' metrics", timeout: .seconds(120)
+                ) {
                     var text = ""
                     for worker in workers { text += try await worker.get("/metrics").body }
-                    let missing = ["livedelivery_sweeps_total{", "livedelivery_paused_apps_total{", "livedelivery_dead_letters_total{"]
-                        .filter { !text.contains($0) }
+                    let missing = [
+                        "livedelivery_sweeps_total{", "livedelivery_paused_apps_total{",
+                        "livedelivery_dead_letters_total{",
+                    ]
+                    .filter { !text.contains($0) }
                     guard missing.isEmpty else { throw HarnessError("not yet: \(missing)") }
                     return true
                 }
@@ -102,9 +110,11 @@ struct PrometheusTests {
         }
         walk(json["panels"] as? [[String: Any]] ?? [])
         return expressions.map {
-            $0.replacingOccurrences(of: "$__rate_interval", with: "1m").replacingOccurrences(of: "$instance", with: ".*")
-                .replacingOccurrences(of: "$app", with: ".*")
-                .replacingOccurrences(of: "$events_queue", with: "livedelivery.events")
+            $0.replacingOccurrences(of: "$__rate_interval", with: "1m").replacingOccurrences(
+                of: "$instance", with: ".*"
+            )
+            .replacingOccurrences(of: "$app", with: ".*")
+            .replacingOccurrences(of: "$events_queue", with: "livedelivery.events")
         }
     }
 }
@@ -147,7 +157,8 @@ struct RunningPrometheus {
         let process = try ChildProcess(
             name: "prometheus", executable: "/usr/bin/prometheus",
             arguments: [
-                "--config.file=\(configFile.path)", "--storage.tsdb.path=\(directory.appendingPathComponent("tsdb").path)",
+                "--config.file=\(configFile.path)",
+                "--storage.tsdb.path=\(directory.appendingPathComponent("tsdb").path)",
                 "--web.listen-address=127.0.0.1:\(port)",
             ],
             environment: ProcessInfo.processInfo.environment,

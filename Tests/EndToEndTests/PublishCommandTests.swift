@@ -11,7 +11,8 @@ struct PublishCommandTests {
     @Test func publishesEveryEventWithItsPropertiesAndTheRequestedDuplicates() async throws {
         let name = TestEnvironment.uniqueName("e2e-publish")
         let logger = Logger(label: "e2e.publish")
-        let connection = try await RabbitMQConnection.connect(try AMQPConfiguration(url: TestEnvironment.amqpURL), logger: logger)
+        let connection = try await RabbitMQConnection.connect(
+            try AMQPConfiguration(url: TestEnvironment.amqpURL), logger: logger)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(name)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -55,7 +56,9 @@ struct PublishCommandTests {
         _ = try? await deliveries.cancel()
         #expect(Set(seen.keys) == Set(byID.keys), "every event published")
         let duplicated = seen.values.filter { $0 > 1 }.count
-        #expect(duplicated > scenario.events.count / 4 && duplicated < scenario.events.count * 3 / 4, "about half duplicated: \(duplicated)")
+        #expect(
+            duplicated > scenario.events.count / 4 && duplicated < scenario.events.count * 3 / 4,
+            "about half duplicated: \(duplicated)")
         _ = try? await connection.deleteQueue(name)
         try? await connection.deleteExchange(name)
         await connection.close()

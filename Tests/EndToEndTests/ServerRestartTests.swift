@@ -24,7 +24,9 @@ struct ServerRestartTests {
             try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)), timeout: .seconds(200))
             try await fixture.waitUntilAllEnded(scenario)
             try await fixture.verifyConverged(scenario)
-            for worker in fixture.runningWorkers { #expect(worker.isRunning, "\(worker.name) exited:\n\(worker.tail())") }
+            for worker in fixture.runningWorkers {
+                #expect(worker.isRunning, "\(worker.name) exited:\n\(worker.tail())")
+            }
         }
     }
 
@@ -51,7 +53,9 @@ struct ServerRestartTests {
             try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)), timeout: .seconds(200))
             try await fixture.waitUntilAllEnded(scenario)
             try await fixture.verifyConverged(scenario)
-            for worker in fixture.runningWorkers { #expect(worker.isRunning, "\(worker.name) exited:\n\(worker.tail())") }
+            for worker in fixture.runningWorkers {
+                #expect(worker.isRunning, "\(worker.name) exited:\n\(worker.tail())")
+            }
         }
     }
 }

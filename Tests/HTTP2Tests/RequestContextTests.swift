@@ -40,7 +40,8 @@ import Testing
             ])
         let typed = try RequestContext(
             id: 2,
-            request: HTTP2Request(url: "https://localhost/", headers: [("Content-TYPE", "application/json"), ("accept", "*/*")]))
+            request: HTTP2Request(
+                url: "https://localhost/", headers: [("Content-TYPE", "application/json"), ("accept", "*/*")]))
         #expect(typed.headerList.lines == ["content-type: application/json", "accept: */*", "Expect:"])
         let bare = try RequestContext(id: 3, request: HTTP2Request(url: "https://localhost/"))
         #expect(bare.headerList.lines == ["Expect:", "Content-Type:", "Accept:"])

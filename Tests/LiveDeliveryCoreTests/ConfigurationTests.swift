@@ -27,7 +27,8 @@ struct ConfigurationTests {
 
     static func mappingProblems(_ change: (inout [String: Any]) -> Void) -> [String] {
         var root =
-            (try? JSONSerialization.jsonObject(with: Data(Fixtures.bytes("Config/content-mapping.json")))) as? [String: Any]
+            (try? JSONSerialization.jsonObject(with: Data(Fixtures.bytes("Config/content-mapping.json"))))
+            as? [String: Any]
             ?? [:]
         change(&root)
         let bytes = Array((try? JSONSerialization.data(withJSONObject: root)) ?? Data())
@@ -39,7 +40,9 @@ struct ConfigurationTests {
         }
     }
 
-    static func editField(_ section: String, _ index: Int, _ change: @escaping (inout [String: Any]) -> Void)
+    static func editField(
+        _ section: String, _ index: Int, _ change: @escaping (inout [String: Any]) -> Void
+    )
         -> (inout [String: Any]) -> Void
     {
         { root in
@@ -61,8 +64,14 @@ struct ConfigurationTests {
 
     @Test(
         arguments: [
-            ("missing default", "contentState", 0, "driverName", #"{"default": null}"#, "non-optional field needs a default"),
-            ("wrong type for source", "contentState", 0, "driverName", #"{"type": "int"}"#, "cannot fill a field of type int"),
+            (
+                "missing default", "contentState", 0, "driverName", #"{"default": null}"#,
+                "non-optional field needs a default"
+            ),
+            (
+                "wrong type for source", "contentState", 0, "driverName", #"{"type": "int"}"#,
+                "cannot fill a field of type int"
+            ),
             ("unknown type", "contentState", 0, "driverName", #"{"type": "text"}"#, "unknown type 'text'"),
             ("typo in key", "contentState", 0, "driverName", #"{"sorce": "x"}"#, "sorce: unknown key"),
             ("default of the wrong type", "attributes", 0, "orderNumber", #"{"default": "0"}"#, "must be an integer"),
@@ -89,7 +98,8 @@ struct ConfigurationTests {
                     if value is NSNull { object[key] = nil } else { object[key] = value }
                 }
             })
-        #expect(problems.contains { $0.contains("\(section).\(field)") && $0.contains(expected) }, "\(name): \(problems)")
+        #expect(
+            problems.contains { $0.contains("\(section).\(field)") && $0.contains(expected) }, "\(name): \(problems)")
     }
 
     @Test func enumCasesAreCheckedAgainstTheApp() {
@@ -99,13 +109,15 @@ struct ConfigurationTests {
                 values["arriving"] = "nearby"
                 object["values"] = values
             })
-        #expect(problems == [
-            "content-mapping.json: contentState.currentStep.values.arriving: 'nearby' is not one of the cases (confirmed, preparing, pickedUp, delivering, delivered)"
-        ])
+        #expect(
+            problems == [
+                "content-mapping.json: contentState.currentStep.values.arriving: 'nearby' is not one of the cases (confirmed, preparing, pickedUp, delivering, delivered)"
+            ])
     }
 
     @Test func structuralMappingErrors() {
-        #expect(Self.mappingProblems { $0["attributesType"] = nil }.contains { $0.contains("attributesType: is required") })
+        #expect(
+            Self.mappingProblems { $0["attributesType"] = nil }.contains { $0.contains("attributesType: is required") })
         #expect(Self.mappingProblems { $0["contentState"] = nil }.contains { $0.contains("contentState: is required") })
         var duplicate = Self.mappingProblems { root in
             var fields = root["attributes"] as! [[String: Any]]
@@ -135,8 +147,14 @@ struct ConfigurationTests {
             (#"{"statuses": {"lost": {}}}"#, "policy.json: statuses.lost: unknown status"),
             (#"{"statuses": {"placed": {"relevance": -1}}}"#, "statuses.placed.relevance: must be between 0 and 10000"),
             (#"{"statuses": {"placed": {"dismissAfterSeconds": 60}}}"#, "only terminal statuses end an activity"),
-            (#"{"statuses": {"delivered": {"dismissAfterSeconds": 20000}}}"#, "dismissAfterSeconds: must be between 0 and 14400"),
-            (#"{"statuses": {"arriving": {"texts": [{"title": "{driver} is here"}]}}}"#, "unknown placeholder '{driver}'"),
+            (
+                #"{"statuses": {"delivered": {"dismissAfterSeconds": 20000}}}"#,
+                "dismissAfterSeconds: must be between 0 and 14400"
+            ),
+            (
+                #"{"statuses": {"arriving": {"texts": [{"title": "{driver} is here"}]}}}"#,
+                "unknown placeholder '{driver}'"
+            ),
             (#"{"statuses": {"arriving": {"texts": [{"body": "no title"}]}}}"#, "needs a non-empty title"),
             (#"{"startOn": ["delivered"]}"#, "'delivered' is terminal"),
             (#"{"alerts": {"startFallback": {"title": "Hi {courier}"}}}"#, "must not use placeholders"),
@@ -157,7 +175,10 @@ struct ConfigurationTests {
                 #"{"statuses": {"arriving": {"relevance": 90, "texts": [{"title": {"locKey": "ARRIVING", "locArgs": ["{courier}"]}}]}}, "budget": {"priority10PerHour": 2}}"#
                     .utf8))
         #expect(policy.rule(for: .arriving).relevance == 90)
-        #expect(policy.rule(for: .arriving).texts == [AlertTemplate(title: .localized(key: "ARRIVING", args: ["{courier}"]))])
+        #expect(
+            policy.rule(for: .arriving).texts == [
+                AlertTemplate(title: .localized(key: "ARRIVING", args: ["{courier}"]))
+            ])
         #expect(policy.rule(for: .arriving).essential)
         #expect(policy.priority10PerHour == 2)
         #expect(policy.rule(for: .delivered) == Policy().rule(for: .delivered))

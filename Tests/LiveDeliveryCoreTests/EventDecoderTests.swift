@@ -17,22 +17,23 @@ struct EventDecoderTests {
 
     static var tokenBase: [String: Any] {
         [
-        "type": "activity.token", "version": 1, "event_id": "e1", "occurred_at": "2026-11-21T10:04:05Z",
-        "order_id": "A-10023", "activity_id": "ACT", "token": Fixtures.updateHex, "bundle_id": "com.example.app",
-        "environment": "production",
+            "type": "activity.token", "version": 1, "event_id": "e1", "occurred_at": "2026-11-21T10:04:05Z",
+            "order_id": "A-10023", "activity_id": "ACT", "token": Fixtures.updateHex, "bundle_id": "com.example.app",
+            "environment": "production",
         ]
     }
     static var startBase: [String: Any] {
         [
-        "type": "activity.push_to_start_token", "version": 1, "event_id": "e2",
-        "occurred_at": "2026-11-21T10:04:05Z", "user_id": "u-1", "device_id": "d-1", "token": Fixtures.pushToStartHex,
-        "bundle_id": "com.example.app", "environment": "sandbox", "attributes_type": "DeliveryAttributes",
+            "type": "activity.push_to_start_token", "version": 1, "event_id": "e2",
+            "occurred_at": "2026-11-21T10:04:05Z", "user_id": "u-1", "device_id": "d-1",
+            "token": Fixtures.pushToStartHex,
+            "bundle_id": "com.example.app", "environment": "sandbox", "attributes_type": "DeliveryAttributes",
         ]
     }
     static var endedBase: [String: Any] {
         [
-        "type": "activity.ended", "version": 1, "event_id": "e3", "occurred_at": "2026-11-21T10:04:05Z",
-        "order_id": "A-10023", "activity_id": "ACT", "reason": "dismissed_by_user",
+            "type": "activity.ended", "version": 1, "event_id": "e3", "occurred_at": "2026-11-21T10:04:05Z",
+            "order_id": "A-10023", "activity_id": "ACT", "reason": "dismissed_by_user",
         ]
     }
 
@@ -79,13 +80,17 @@ struct EventDecoderTests {
         Case(name: "missing user_id", bytes: with { $0["user_id"] = nil }, reason: .missingField, field: "user_id"),
         Case(name: "missing status", bytes: with { $0["status"] = nil }, reason: .missingField, field: "status"),
         Case(name: "unknown status", bytes: with { $0["status"] = "lost" }, reason: .unknownStatus, field: "status"),
-        Case(name: "sequence as string", bytes: with { $0["sequence"] = "7" }, reason: .invalidField, field: "sequence"),
+        Case(
+            name: "sequence as string", bytes: with { $0["sequence"] = "7" }, reason: .invalidField, field: "sequence"),
         Case(name: "negative sequence", bytes: with { $0["sequence"] = -1 }, reason: .invalidField, field: "sequence"),
-        Case(name: "fractional sequence", bytes: with { $0["sequence"] = 7.5 }, reason: .invalidField, field: "sequence"),
+        Case(
+            name: "fractional sequence", bytes: with { $0["sequence"] = 7.5 }, reason: .invalidField, field: "sequence"),
         Case(
             name: "order_number as string", bytes: with { $0["order_number"] = "10023" }, reason: .invalidField,
             field: "order_number"),
-        Case(name: "merchant not an object", bytes: with { $0["merchant"] = "Pizza" }, reason: .invalidField, field: "merchant"),
+        Case(
+            name: "merchant not an object", bytes: with { $0["merchant"] = "Pizza" }, reason: .invalidField,
+            field: "merchant"),
         Case(
             name: "courier name over 100", bytes: with { $0["courier"] = ["name": String(repeating: "é", count: 101)] },
             reason: .invalidField, field: "courier.name"),
@@ -100,9 +105,12 @@ struct EventDecoderTests {
             name: "eta missing latest", bytes: with { $0["eta"] = ["earliest": "2026-11-21T10:30:00Z"] },
             reason: .missingField, field: "eta.latest"),
         Case(
-            name: "eta bad timestamp", bytes: with { $0["eta"] = ["earliest": "soon", "latest": "2026-11-21T10:20:00Z"] },
+            name: "eta bad timestamp",
+            bytes: with { $0["eta"] = ["earliest": "soon", "latest": "2026-11-21T10:20:00Z"] },
             reason: .invalidTimestamp, field: "eta.earliest"),
-        Case(name: "token missing", bytes: with({ $0["token"] = nil }, base: tokenBase), reason: .missingField, field: "token"),
+        Case(
+            name: "token missing", bytes: with({ $0["token"] = nil }, base: tokenBase), reason: .missingField,
+            field: "token"),
         Case(
             name: "token not hex", bytes: with({ $0["token"] = String(repeating: "zz", count: 32) }, base: tokenBase),
             reason: .invalidToken, field: "token"),
@@ -110,10 +118,12 @@ struct EventDecoderTests {
             name: "token odd length", bytes: with({ $0["token"] = String(repeating: "a", count: 65) }, base: tokenBase),
             reason: .invalidToken, field: "token"),
         Case(
-            name: "token under 16 bytes", bytes: with({ $0["token"] = String(repeating: "ab", count: 15) }, base: tokenBase),
+            name: "token under 16 bytes",
+            bytes: with({ $0["token"] = String(repeating: "ab", count: 15) }, base: tokenBase),
             reason: .invalidToken, field: "token"),
         Case(
-            name: "token over 200 bytes", bytes: with({ $0["token"] = String(repeating: "ab", count: 201) }, base: tokenBase),
+            name: "token over 200 bytes",
+            bytes: with({ $0["token"] = String(repeating: "ab", count: 201) }, base: tokenBase),
             reason: .invalidToken, field: "token"),
         Case(
             name: "unknown environment", bytes: with({ $0["environment"] = "staging" }, base: tokenBase),
@@ -128,13 +138,19 @@ struct EventDecoderTests {
             name: "push-to-start without device", bytes: with({ $0["device_id"] = nil }, base: startBase),
             reason: .missingField, field: "device_id"),
         Case(
-            name: "push-to-start without attributes type", bytes: with({ $0["attributes_type"] = nil }, base: startBase),
+            name: "push-to-start without attributes type",
+            bytes: with({ $0["attributes_type"] = nil }, base: startBase),
             reason: .missingField, field: "attributes_type"),
         Case(
-            name: "attributes type not a type name", bytes: with({ $0["attributes_type"] = "Delivery Attributes" }, base: startBase),
+            name: "attributes type not a type name",
+            bytes: with({ $0["attributes_type"] = "Delivery Attributes" }, base: startBase),
             reason: .invalidField, field: "attributes_type"),
-        Case(name: "unknown end reason", bytes: with({ $0["reason"] = "crashed" }, base: endedBase), reason: .invalidField, field: "reason"),
-        Case(name: "missing end reason", bytes: with({ $0["reason"] = nil }, base: endedBase), reason: .missingField, field: "reason"),
+        Case(
+            name: "unknown end reason", bytes: with({ $0["reason"] = "crashed" }, base: endedBase),
+            reason: .invalidField, field: "reason"),
+        Case(
+            name: "missing end reason", bytes: with({ $0["reason"] = nil }, base: endedBase), reason: .missingField,
+            field: "reason"),
     ]
 
     @Test("rejections carry a specific reason and the offending field", arguments: rejections)
@@ -155,7 +171,9 @@ struct EventDecoderTests {
 
     @Test func messagesNeverContainTheToken() {
         let secret = String(repeating: "9f", count: 31) + "zz"
-        guard case .failure(let rejection) = EventDecoder.decode(Self.with({ $0["token"] = secret }, base: Self.tokenBase))
+        guard
+            case .failure(let rejection) = EventDecoder.decode(
+                Self.with({ $0["token"] = secret }, base: Self.tokenBase))
         else {
             Issue.record("accepted")
             return
@@ -202,7 +220,10 @@ struct EventDecoderTests {
         #expect(e.merchantName == "Pizza Place")
         #expect(e.courierName == "Sam")
         #expect(e.occurredAt == RFC3339.parse("2026-11-21T10:04:05Z"))
-        #expect(e.eta == ETAWindow(earliest: RFC3339.parse("2026-11-21T10:20:00Z")!, latest: RFC3339.parse("2026-11-21T10:30:00Z")!))
+        #expect(
+            e.eta
+                == ETAWindow(
+                    earliest: RFC3339.parse("2026-11-21T10:20:00Z")!, latest: RFC3339.parse("2026-11-21T10:30:00Z")!))
     }
 
     @Test func emptyNullAndMissingOptionalFieldsAreAbsent() throws {
@@ -217,7 +238,8 @@ struct EventDecoderTests {
             Issue.record("wrong type")
             return
         }
-        #expect(e.sequence == nil && e.orderNumber == nil && e.merchantName == nil && e.courierName == nil && e.eta == nil)
+        #expect(
+            e.sequence == nil && e.orderNumber == nil && e.merchantName == nil && e.courierName == nil && e.eta == nil)
     }
 
     @Test func unicodeNamesUpTo100Characters() throws {
@@ -233,13 +255,19 @@ struct EventDecoderTests {
     @Test func bodyOfExactly64KiBIsParsed() {
         var bytes = Fixtures.json(Self.validStatus)
         bytes.removeLast()
-        bytes += Array(repeating: UInt8(ascii: " "), count: EventDecoder.maximumBodySize - bytes.count - 1) + [UInt8(ascii: "}")]
+        bytes +=
+            Array(repeating: UInt8(ascii: " "), count: EventDecoder.maximumBodySize - bytes.count - 1) + [
+                UInt8(ascii: "}")
+            ]
         #expect(bytes.count == EventDecoder.maximumBodySize)
         #expect((try? EventDecoder.decode(bytes).get()) != nil)
     }
 
     @Test func otherEventTypes() throws {
-        guard case .activityToken(let t) = try EventDecoder.decode(Self.with({ $0["token"] = Fixtures.updateHex.uppercased() }, base: Self.tokenBase)).get()
+        guard
+            case .activityToken(let t) = try EventDecoder.decode(
+                Self.with({ $0["token"] = Fixtures.updateHex.uppercased() }, base: Self.tokenBase)
+            ).get()
         else {
             Issue.record("wrong type")
             return

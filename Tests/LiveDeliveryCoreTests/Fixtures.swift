@@ -84,7 +84,8 @@ enum Fixtures {
     }
 
     static func registration(
-        device: String = "iphone", hex: String = pushToStartHex, type: String = "DeliveryAttributes", minute: Double = -30
+        device: String = "iphone", hex: String = pushToStartHex, type: String = "DeliveryAttributes",
+        minute: Double = -30
     ) -> PushToStartRegistration {
         guard
             case .pushToStartToken(let e) = decode([

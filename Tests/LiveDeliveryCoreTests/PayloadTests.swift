@@ -67,13 +67,17 @@ struct DecodingProofTests {
                 #expect(state.estimatedDeliveryTime == eta.earliest...eta.latest)
             } else {
                 let updated = record.newest.occurredAt
-                #expect(state.estimatedDeliveryTime == updated.addingTimeInterval(1800)...updated.addingTimeInterval(3600))
+                #expect(
+                    state.estimatedDeliveryTime == updated.addingTimeInterval(1800)...updated.addingTimeInterval(3600))
             }
             let expectedStep =
                 Self.stepTable[record.status] ?? record.latestOpen.flatMap { Self.stepTable[$0.value] } ?? .confirmed
             #expect(state.currentStep == expectedStep)
             if push.kind == .start {
-                #expect(attributes == DeliveryAttributes(orderNumber: record.orderNumber!.value, restaurantName: record.merchantName!.value))
+                #expect(
+                    attributes
+                        == DeliveryAttributes(
+                            orderNumber: record.orderNumber!.value, restaurantName: record.merchantName!.value))
             } else {
                 #expect(attributes == nil)
             }
@@ -112,7 +116,8 @@ struct DecodingProofTests {
         var run = Fixtures.Run()
         run.apply(Fixtures.token(minute: 0))
         let name = "Zoë \u{1F6B2} 李 \"Quote\" \\ \n"
-        let push = try #require(run.apply(Fixtures.status("picked_up", seq: 1, minute: 1, courier: name, merchant: "Café ☕️")).pushes.first)
+        let push = try #require(
+            run.apply(Fixtures.status("picked_up", seq: 1, minute: 1, courier: name, merchant: "Café ☕️")).pushes.first)
         #expect(try decodeApp(push).0.driverName == name)
     }
 
@@ -138,9 +143,19 @@ struct DecodingProofTests {
         var run = Fixtures.Run(tracker: OrderTracker(configuration: configuration))
         run.apply(Fixtures.token(minute: 0))
         let push = try #require(run.apply(Fixtures.status("preparing", seq: 1, minute: 1, eta: (30, 40))).pushes.first)
-        struct Epochs: Decodable { var aps: APS; struct APS: Decodable { var contentState: State; enum CodingKeys: String, CodingKey { case contentState = "content-state" } }; struct State: Decodable { var estimatedDeliveryTime: [Int] } }
+        struct Epochs: Decodable {
+            var aps: APS
+            struct APS: Decodable {
+                var contentState: State
+                enum CodingKeys: String, CodingKey { case contentState = "content-state" }
+            }
+            struct State: Decodable { var estimatedDeliveryTime: [Int] }
+        }
         let decoded = try JSONDecoder().decode(Epochs.self, from: Data(push.payload))
-        #expect(decoded.aps.contentState.estimatedDeliveryTime == [Int(Fixtures.at(30).timeIntervalSince1970), Int(Fixtures.at(40).timeIntervalSince1970)])
+        #expect(
+            decoded.aps.contentState.estimatedDeliveryTime == [
+                Int(Fixtures.at(30).timeIntervalSince1970), Int(Fixtures.at(40).timeIntervalSince1970),
+            ])
     }
 }
 
@@ -150,7 +165,8 @@ struct PayloadBoundaryTests {
         var run = Fixtures.Run()
         run.apply(Fixtures.token(minute: 0))
         let push = try #require(run.apply(Fixtures.status("preparing", seq: 1, minute: 1)).pushes.first)
-        #expect(push.headers.map(\.name) == ["apns-push-type", "apns-topic", "apns-priority", "apns-expiration", "apns-id"])
+        #expect(
+            push.headers.map(\.name) == ["apns-push-type", "apns-topic", "apns-priority", "apns-expiration", "apns-id"])
         #expect(push.header("apns-push-type") == "liveactivity")
         #expect(push.header("apns-topic") == "com.example.pizza.push-type.liveactivity")
         #expect(push.header("apns-expiration") == String(Int(Fixtures.at(1).timeIntervalSince1970) + 3600))
@@ -162,8 +178,10 @@ struct PayloadBoundaryTests {
         #expect(!push.description.contains(Fixtures.updateHex))
         #expect(push.environment.host == "api.sandbox.push.apple.com")
         // The same step replayed gives the same apns-id (no randomness).
-        let again = run.tracker.apply(Fixtures.status("picked_up", seq: 2, minute: 2), to: run.state, now: Fixtures.at(2))
-        let replay = run.tracker.apply(Fixtures.status("picked_up", seq: 2, minute: 2), to: run.state, now: Fixtures.at(2))
+        let again = run.tracker.apply(
+            Fixtures.status("picked_up", seq: 2, minute: 2), to: run.state, now: Fixtures.at(2))
+        let replay = run.tracker.apply(
+            Fixtures.status("picked_up", seq: 2, minute: 2), to: run.state, now: Fixtures.at(2))
         #expect(again.pushes.map(\.apnsID) == replay.pushes.map(\.apnsID))
     }
 
@@ -180,7 +198,8 @@ struct PayloadBoundaryTests {
         run.apply(Fixtures.token(minute: 0))
         let noETA = try #require(run.apply(Fixtures.status("preparing", seq: 1, minute: 1)).pushes.first)
         #expect(try aps(noETA)["stale-date"] as? Int == Int(Fixtures.at(31).timeIntervalSince1970))
-        let pastETA = try #require(run.apply(Fixtures.status("preparing", seq: 2, minute: 2, eta: (-20, -10))).pushes.first)
+        let pastETA = try #require(
+            run.apply(Fixtures.status("preparing", seq: 2, minute: 2, eta: (-20, -10))).pushes.first)
         #expect(try aps(pastETA)["stale-date"] as? Int == Int(Fixtures.at(7).timeIntervalSince1970))
     }
 
@@ -194,12 +213,16 @@ struct PayloadBoundaryTests {
     }
 
     static let alert = AlertContent(
-        title: .plain("A title longer than the fallback's"), body: .plain(String(repeating: "b", count: 200)), sound: "default")
+        title: .plain("A title longer than the fallback's"), body: .plain(String(repeating: "b", count: 200)),
+        sound: "default")
 
     @Test(arguments: [PlannedPush.Kind.start, .update])
     func exactly4096BytesIsSentAsIs(_ kind: PlannedPush.Kind) {
         let base = Self.builder(kind: kind, padding: 0, alert: Self.alert).json(alert: Self.alert).serialized().count
-        guard case .built(let bytes, let alert, let notes) = Self.builder(kind: kind, padding: 4096 - base, alert: Self.alert).build(maxBytes: 4096)
+        guard
+            case .built(let bytes, let alert, let notes) = Self.builder(
+                kind: kind, padding: 4096 - base, alert: Self.alert
+            ).build(maxBytes: 4096)
         else {
             Issue.record("refused")
             return
@@ -211,7 +234,10 @@ struct PayloadBoundaryTests {
 
     @Test func oneByteOverDropsTheAlertBodyFirst() {
         let base = Self.builder(kind: .update, padding: 0, alert: Self.alert).json(alert: Self.alert).serialized().count
-        guard case .built(let bytes, let alert, let notes) = Self.builder(kind: .update, padding: 4097 - base, alert: Self.alert).build(maxBytes: 4096)
+        guard
+            case .built(let bytes, let alert, let notes) = Self.builder(
+                kind: .update, padding: 4097 - base, alert: Self.alert
+            ).build(maxBytes: 4096)
         else {
             Issue.record("refused")
             return
@@ -223,24 +249,37 @@ struct PayloadBoundaryTests {
 
     @Test func anUpdateLosesItsAlertAndAStartFallsBackBeforeRefusing() {
         let noAlert = Self.builder(kind: .update, padding: 0, alert: nil).json(alert: nil).serialized().count
-        guard case .built(let bytes, let alert, _) = Self.builder(kind: .update, padding: 4096 - noAlert, alert: Self.alert).build(maxBytes: 4096) else {
+        guard
+            case .built(let bytes, let alert, _) = Self.builder(
+                kind: .update, padding: 4096 - noAlert, alert: Self.alert
+            ).build(maxBytes: 4096)
+        else {
             Issue.record("refused")
             return
         }
         #expect(bytes.count == 4096 && alert == nil)
-        guard case .refused(let why) = Self.builder(kind: .update, padding: 4097 - noAlert, alert: Self.alert).build(maxBytes: 4096) else {
+        guard
+            case .refused(let why) = Self.builder(kind: .update, padding: 4097 - noAlert, alert: Self.alert).build(
+                maxBytes: 4096)
+        else {
             Issue.record("built over the limit")
             return
         }
         #expect(why.contains("4097 bytes > 4096"))
         let fallback = AlertContent(title: .plain("Tracking"), sound: "default")
         let startBase = Self.builder(kind: .start, padding: 0, alert: fallback).json(alert: fallback).serialized().count
-        guard case .built(_, let startAlert, _) = Self.builder(kind: .start, padding: 4096 - startBase, alert: Self.alert).build(maxBytes: 4096) else {
+        guard
+            case .built(_, let startAlert, _) = Self.builder(kind: .start, padding: 4096 - startBase, alert: Self.alert)
+                .build(maxBytes: 4096)
+        else {
             Issue.record("refused")
             return
         }
         #expect(startAlert == fallback)
-        guard case .refused = Self.builder(kind: .start, padding: 4097 - startBase, alert: Self.alert).build(maxBytes: 4096) else {
+        guard
+            case .refused = Self.builder(kind: .start, padding: 4097 - startBase, alert: Self.alert).build(
+                maxBytes: 4096)
+        else {
             Issue.record("built over the limit")
             return
         }

@@ -26,7 +26,9 @@ struct Scenario: CustomStringConvertible {
     init(seed: UInt64) {
         var rng = SplitMix(state: seed)
         let withSequence = Bool.random(using: &rng)
-        let open: [OrderStatus] = [.placed, .confirmed, .preparing, .readyForPickup, .pickedUp, .outForDelivery, .arriving]
+        let open: [OrderStatus] = [
+            .placed, .confirmed, .preparing, .readyForPickup, .pickedUp, .outForDelivery, .arriving,
+        ]
         var statuses: [OrderStatus] = open.filter { _ in Int.random(in: 0..<10, using: &rng) < 6 }
         if statuses.isEmpty { statuses = [open.randomElement(using: &rng)!] }
         var path: [OrderStatus] = []
@@ -99,7 +101,9 @@ struct Replay {
     /// What must converge: the order, and each activity's identity, phase, token and shown content.
     var converged: String {
         var lines = ["\(String(describing: state.record))"]
-        for activity in state.activities.sorted(by: { ($0.deviceID ?? "", $0.activityID ?? "") < ($1.deviceID ?? "", $1.activityID ?? "") }) {
+        for activity in state.activities.sorted(by: {
+            ($0.deviceID ?? "", $0.activityID ?? "") < ($1.deviceID ?? "", $1.activityID ?? "")
+        }) {
             lines.append(
                 "\(activity.deviceID ?? "-") \(activity.activityID ?? "-") \(activity.phase) \(activity.updateToken?.token.hex ?? "-")"
                     + (activity.phase.isFinal ? "" : " \(activity.planned?.contentState ?? "-")"))
@@ -117,7 +121,8 @@ struct PropertyTests {
             scenarioSeed, orderSeed in
             let scenario = Scenario(seed: UInt64(scenarioSeed))
             let inOrder = Replay(scenario.events, context: scenario.context, tracker: tracker)
-            let shuffled = Replay(scenario.delivery(seed: UInt64(orderSeed)), context: scenario.context, tracker: tracker)
+            let shuffled = Replay(
+                scenario.delivery(seed: UInt64(orderSeed)), context: scenario.context, tracker: tracker)
             #expect(shuffled.converged == inOrder.converged, "\(scenario)")
             // A non-final activity shows exactly the content of the converged order.
             if let record = shuffled.state.record {
@@ -140,7 +145,9 @@ struct PropertyTests {
             for push in replay.pushes {
                 let device = push.activityKey
                 if let previous = shown[device] {
-                    #expect(!previous.isNewer(than: push.statusKey), "\(push.kind) showed \(push.statusKey) after \(previous)")
+                    #expect(
+                        !previous.isNewer(than: push.statusKey),
+                        "\(push.kind) showed \(push.statusKey) after \(previous)")
                 }
                 shown[device] = push.statusKey
                 if push.alert != nil {

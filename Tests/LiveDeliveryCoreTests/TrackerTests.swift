@@ -23,11 +23,21 @@ struct StatusTableTests {
         Row(status: "preparing", kind: .update, priority: 5, alert: nil, step: .preparing, relevance: 50),
         Row(status: "ready_for_pickup", kind: .update, priority: 5, alert: nil, step: .preparing, relevance: 55),
         Row(status: "picked_up", kind: .update, priority: 5, alert: nil, step: .pickedUp, relevance: 70),
-        Row(status: "out_for_delivery", kind: .update, priority: 10, alert: "Sam is on the way", step: .delivering, relevance: 85),
-        Row(status: "arriving", kind: .update, priority: 10, alert: "Sam is arriving", step: .delivering, relevance: 100),
-        Row(status: "delivered", kind: .end, priority: 10, alert: "Delivered", step: .delivered, relevance: 10, dismissAfter: 1800),
-        Row(status: "cancelled", kind: .end, priority: 10, alert: "Order cancelled", step: .confirmed, relevance: 10, dismissAfter: 300),
-        Row(status: "delivery_failed", kind: .end, priority: 10, alert: "Delivery failed", step: .confirmed, relevance: 10, dismissAfter: 1800),
+        Row(
+            status: "out_for_delivery", kind: .update, priority: 10, alert: "Sam is on the way", step: .delivering,
+            relevance: 85),
+        Row(
+            status: "arriving", kind: .update, priority: 10, alert: "Sam is arriving", step: .delivering, relevance: 100
+        ),
+        Row(
+            status: "delivered", kind: .end, priority: 10, alert: "Delivered", step: .delivered, relevance: 10,
+            dismissAfter: 1800),
+        Row(
+            status: "cancelled", kind: .end, priority: 10, alert: "Order cancelled", step: .confirmed, relevance: 10,
+            dismissAfter: 300),
+        Row(
+            status: "delivery_failed", kind: .end, priority: 10, alert: "Delivery failed", step: .confirmed,
+            relevance: 10, dismissAfter: 1800),
     ]
 
     @Test(arguments: rows)
@@ -243,7 +253,8 @@ struct TransitionTests {
     }
 
     @Test func wrongAttributesTypeAndStartLimit() {
-        var wrong = Fixtures.Run(context: TrackingContext(pushToStartTokens: [Fixtures.registration(type: "OtherAttributes")]))
+        var wrong = Fixtures.Run(
+            context: TrackingContext(pushToStartTokens: [Fixtures.registration(type: "OtherAttributes")]))
         #expect(wrong.apply(Fixtures.status("confirmed", seq: 1, minute: 0)).pushes.isEmpty)
         #expect(wrong.decisions.codes().contains("start_wrong_attributes_type"))
 
@@ -321,12 +332,16 @@ struct AlertBudgetTests {
         // An hour later the budget is back.
         var later = Self.active(Fixtures.tracker { $0.priority10PerHour = 1 })
         later.apply(Fixtures.status("preparing", seq: 2, minute: 2, eta: (50, 60)))
-        #expect(later.apply(Fixtures.status("out_for_delivery", seq: 3, minute: 63, courier: "Sam")).pushes.first?.priority == 10)
+        #expect(
+            later.apply(Fixtures.status("out_for_delivery", seq: 3, minute: 63, courier: "Sam")).pushes.first?.priority
+                == 10)
     }
 
     @Test func alertCapPerActivity() {
         var run = Self.active(Fixtures.tracker { $0.alertCap = 1 })
-        #expect(run.apply(Fixtures.status("out_for_delivery", seq: 2, minute: 2, courier: "Sam")).pushes.first?.alert != nil)
+        #expect(
+            run.apply(Fixtures.status("out_for_delivery", seq: 2, minute: 2, courier: "Sam")).pushes.first?.alert != nil
+        )
         let arriving = run.apply(Fixtures.status("arriving", seq: 3, minute: 3, courier: "Sam"))
         #expect(arriving.pushes.first?.alert == nil)
         #expect(arriving.pushes.first?.priority == 5)
@@ -338,20 +353,26 @@ struct AlertBudgetTests {
         let push = run.apply(Fixtures.status("out_for_delivery", seq: 2, minute: 2)).pushes.first
         #expect(push?.alert == AlertContent(title: .plain("Your order is on the way"), sound: "default"))
         var withCourier = Self.active()
-        let eta = withCourier.apply(Fixtures.status("out_for_delivery", seq: 2, minute: 2, courier: "Zoë 🚲", eta: (20, 25.5)))
+        let eta = withCourier.apply(
+            Fixtures.status("out_for_delivery", seq: 2, minute: 2, courier: "Zoë 🚲", eta: (20, 25.5)))
         #expect(
             eta.pushes.first?.alert
-                == AlertContent(title: .plain("Zoë 🚲 is on the way"), body: .plain("Arriving in about 24 min"), sound: "default"))
+                == AlertContent(
+                    title: .plain("Zoë 🚲 is on the way"), body: .plain("Arriving in about 24 min"), sound: "default"))
     }
 
     @Test func localisedAlerts() throws {
         let tracker = Fixtures.tracker {
             $0.statuses[.outForDelivery]?.texts = [
-                AlertTemplate(title: .localized(key: "COURIER_ON_THE_WAY_%@", args: ["{courier}"]), body: .localized(key: "ETA_%@", args: ["{eta_window}"]))
+                AlertTemplate(
+                    title: .localized(key: "COURIER_ON_THE_WAY_%@", args: ["{courier}"]),
+                    body: .localized(key: "ETA_%@", args: ["{eta_window}"]))
             ]
         }
         var run = Self.active(tracker)
-        let push = try #require(run.apply(Fixtures.status("out_for_delivery", seq: 2, minute: 2, courier: "Sam", eta: (20, 30))).pushes.first)
+        let push = try #require(
+            run.apply(Fixtures.status("out_for_delivery", seq: 2, minute: 2, courier: "Sam", eta: (20, 30))).pushes
+                .first)
         let alert = try #require(try aps(push)["alert"] as? [String: Any])
         let title = try #require(alert["title"] as? [String: Any])
         #expect(title["loc-key"] as? String == "COURIER_ON_THE_WAY_%@")
@@ -363,9 +384,13 @@ struct AlertBudgetTests {
     @Test func onlyTheNewestStateWaitsAndItKeepsTheStepsAlert() throws {
         var run = Self.active()
         run.accept = false
-        let first = try #require(run.apply(Fixtures.status("out_for_delivery", seq: 2, minute: 2, courier: "Sam", eta: (30, 40))).pushes.first)
+        let first = try #require(
+            run.apply(Fixtures.status("out_for_delivery", seq: 2, minute: 2, courier: "Sam", eta: (30, 40))).pushes
+                .first)
         #expect(first.alert != nil)
-        let second = try #require(run.apply(Fixtures.status("out_for_delivery", seq: 3, minute: 3, courier: "Sam", eta: (32, 42))).pushes.first)
+        let second = try #require(
+            run.apply(Fixtures.status("out_for_delivery", seq: 3, minute: 3, courier: "Sam", eta: (32, 42))).pushes
+                .first)
         #expect(second.alert != nil)
         #expect(second.priority == 10)
         #expect(run.activity.alertCount == 1)
@@ -383,7 +408,8 @@ struct AlertBudgetTests {
         var last = run.activity.lastTimestamp
         for seq in 2...5 {
             let step = run.tracker.apply(
-                Fixtures.status("preparing", seq: seq, minute: 2, id: "e\(seq)", eta: (30, 40 + Double(seq))), to: state,
+                Fixtures.status("preparing", seq: seq, minute: 2, id: "e\(seq)", eta: (30, 40 + Double(seq))),
+                to: state,
                 now: now)
             let push = try #require(step.pushes.first)
             #expect(push.timestamp > last)
@@ -429,7 +455,8 @@ struct OutcomeSweepTests {
         // A priority-5 update on top of that, its log entry an hour and more old by now.
         run.state = recorded.state
         let quiet = try #require(
-            run.apply(Fixtures.status("out_for_delivery", seq: 2, minute: 75, courier: "Sam", eta: (80, 90))).pushes.first)
+            run.apply(Fixtures.status("out_for_delivery", seq: 2, minute: 75, courier: "Sam", eta: (80, 90))).pushes
+                .first)
         #expect(quiet.priority == 5)
         var again = run.state
         let settledQuiet = again.settleDelivered([quiet.apnsID])
@@ -451,16 +478,19 @@ struct OutcomeSweepTests {
     @Test func unregisteredFailsTheActivityUnlessTheTokenIsNewer() {
         let (run, push) = Self.pending()
         let gone = run.tracker.record(
-            .tokenRejected(reason: "Unregistered", unregisteredAt: Fixtures.at(5)), for: push, in: run.state, now: Fixtures.at(11))
+            .tokenRejected(reason: "Unregistered", unregisteredAt: Fixtures.at(5)), for: push, in: run.state,
+            now: Fixtures.at(11))
         #expect(gone.state.activities[0].phase == .failed)
         #expect(gone.decisions.codes() == ["token_gone"])
         let kept = run.tracker.record(
-            .tokenRejected(reason: "Unregistered", unregisteredAt: Fixtures.at(-5)), for: push, in: run.state, now: Fixtures.at(11))
+            .tokenRejected(reason: "Unregistered", unregisteredAt: Fixtures.at(-5)), for: push, in: run.state,
+            now: Fixtures.at(11))
         #expect(kept.state.activities[0].phase == .active)
         #expect(kept.state.activities[0].pending != nil)
         #expect(kept.decisions.codes() == ["token_gone_ignored"])
         let bad = run.tracker.record(
-            .tokenRejected(reason: "BadDeviceToken", unregisteredAt: nil), for: push, in: run.state, now: Fixtures.at(11))
+            .tokenRejected(reason: "BadDeviceToken", unregisteredAt: nil), for: push, in: run.state,
+            now: Fixtures.at(11))
         #expect(bad.state.activities[0].phase == .failed)
     }
 
@@ -486,7 +516,8 @@ struct OutcomeSweepTests {
 
     @Test func retryLaterKeepsThePushAndRetryRebuildsIt() throws {
         let (run, push) = Self.pending()
-        let kept = run.tracker.record(.retryLater(reason: "TooManyRequests"), for: push, in: run.state, now: Fixtures.at(11))
+        let kept = run.tracker.record(
+            .retryLater(reason: "TooManyRequests"), for: push, in: run.state, now: Fixtures.at(11))
         #expect(kept.state.activities[0].pending?.apnsID == push.apnsID)
         #expect(kept.decisions.codes() == ["push_retry"])
         let rebuilt = run.tracker.retry(kept.state, now: Fixtures.at(20))
@@ -499,7 +530,8 @@ struct OutcomeSweepTests {
 
     @Test func droppedPushesAreGivenUp() {
         let (run, push) = Self.pending()
-        let step = run.tracker.record(.dropped(reason: "PayloadTooLarge"), for: push, in: run.state, now: Fixtures.at(11))
+        let step = run.tracker.record(
+            .dropped(reason: "PayloadTooLarge"), for: push, in: run.state, now: Fixtures.at(11))
         #expect(step.state.activities[0].pending == nil)
         #expect(step.state.activities[0].planned == step.state.activities[0].sent)
         #expect(step.decisions.codes() == ["push_dropped"])

@@ -80,9 +80,10 @@ struct ClaimPlanTests {
             #expect(try believed.first?.decode(Int.self, "n") == 0)
             #expect(try believed.first?.decode(Int.self, "relpages") ?? 0 > 0)
 
-            let keys = (5000..<5200).map { Outbox.Key(orderID: "O-\($0)", activityKey: "a") } + [
-                Outbox.Key(orderID: "O-missing", activityKey: "a")
-            ]
+            let keys =
+                (5000..<5200).map { Outbox.Key(orderID: "O-\($0)", activityKey: "a") } + [
+                    Outbox.Key(orderID: "O-missing", activityKey: "a")
+                ]
             let (locked, plan) = try await client.withTransaction { connection in
                 let locked = try await Outbox.lock(keys, on: connection)
                 // The same statement, explained: it is planned afresh on every run, as here.
@@ -96,7 +97,8 @@ struct ClaimPlanTests {
             }
             #expect(locked.count == 200)
             #expect(locked[keys[0]]?.generation == 1)
-            #expect(plan.contains("Index Cond: ((order_id = k.order_id) AND (activity_key = k.activity_key))"), "\(plan)")
+            #expect(
+                plan.contains("Index Cond: ((order_id = k.order_id) AND (activity_key = k.activity_key))"), "\(plan)")
             #expect(!plan.contains("Seq Scan on outbox"), "\(plan)")
             #expect(!plan.contains("Join Filter"), "\(plan)")
             let left = try await client.query("SELECT count(*)::bigint AS n FROM outbox")

@@ -58,7 +58,8 @@ struct ConfigurationTests {
 
     @Test("a cluster's nodes, a failover connection string and a reporting replica; no password in the summary")
     func clusterAndReplica() async throws {
-        let directory = try folder(fileJSON: #"{"amqp": {"urls": ["amqp://u:file-secret@n1/%2F", "amqp://u:file-secret@n2/%2F"]}}"#)
+        let directory = try folder(
+            fileJSON: #"{"amqp": {"urls": ["amqp://u:file-secret@n1/%2F", "amqp://u:file-secret@n2/%2F"]}}"#)
         defer { try? FileManager.default.removeItem(at: directory) }
         let fromFile = try WorkerConfiguration.load(
             config: try await WorkerConfiguration.makeReader(environment: [
@@ -68,17 +69,21 @@ struct ConfigurationTests {
         #expect(fromFile.amqp.endpoints.nodes.map(\.host) == ["n1", "n2"], "amqp.urls wins over amqp.url")
         let environment = [
             "LIVEDELIVERY_CONFIG_DIR": directory.path,
-            "LIVEDELIVERY_AMQP_URLS": "amqp://u:env-secret@n1:5672/%2F,amqp://u:env-secret@n2:5673/%2F,amqp://u:env-secret@n3/%2F",
+            "LIVEDELIVERY_AMQP_URLS":
+                "amqp://u:env-secret@n1:5672/%2F,amqp://u:env-secret@n2:5673/%2F,amqp://u:env-secret@n3/%2F",
             "LIVEDELIVERY_POSTGRES_URL":
                 "host=db1,db2 port=5432,5433 user=u password=pg-secret dbname=ld target_session_attrs=read-write",
             "LIVEDELIVERY_POSTGRES_REPORTING_URL": "postgresql://alice:replica-secret@db2:5433/ld",
         ]
-        let configuration = try WorkerConfiguration.load(config: try await WorkerConfiguration.makeReader(environment: environment))
+        let configuration = try WorkerConfiguration.load(
+            config: try await WorkerConfiguration.makeReader(environment: environment))
         #expect(configuration.amqp.endpoints.nodes.map(\.port) == [5672, 5673, 5672])
         #expect(configuration.postgres.connection.value("target_session_attrs") == "read-write")
         #expect(configuration.postgres.reporting?.value("user") == "alice")
         let summary = configuration.summary.joined(separator: "\n")
-        for secret in ["file-secret", "env-secret", "pg-secret", "replica-secret"] { #expect(!summary.contains(secret)) }
+        for secret in ["file-secret", "env-secret", "pg-secret", "replica-secret"] {
+            #expect(!summary.contains(secret))
+        }
         #expect(summary.contains("host=db1,db2"))
     }
 

@@ -149,11 +149,14 @@ struct DispatcherTests {
         try await withWorker { harness, worker in
             let (_, token) = try await trackedOrder(worker)
             let (bad, badToken) = try await trackedOrder(worker)
-            try await harness.database.client.query("UPDATE outbox SET push = '{\"orderID\": 1}' WHERE order_id = \(bad)")
+            try await harness.database.client.query(
+                "UPDATE outbox SET push = '{\"orderID\": 1}' WHERE order_id = \(bad)")
             #expect(try await worker.dispatcher.dispatchOnce() == 1)
             #expect(harness.simulator.pushes(token: token).count == 1)
             #expect(harness.simulator.pushes(token: badToken).isEmpty)
-            #expect(try await harness.database.strings("SELECT order_id FROM outbox WHERE lease_owner IS NOT NULL") == [bad])
+            #expect(
+                try await harness.database.strings("SELECT order_id FROM outbox WHERE lease_owner IS NOT NULL") == [bad]
+            )
             #expect(try await harness.database.count("SELECT count(*) FROM outbox") == 1)
             let metrics = String(decoding: worker.metrics.exposition(), as: UTF8.self)
             #expect(metrics.contains("livedelivery_outbox_unreadable_total 1"))
@@ -188,7 +191,9 @@ struct DispatcherTests {
             }
             #expect(
                 try await harness.database.strings(
-                    "SELECT state FROM activities WHERE order_id = \(order) ORDER BY activity_id") == ["ended", "active"])
+                    "SELECT state FROM activities WHERE order_id = \(order) ORDER BY activity_id") == [
+                        "ended", "active",
+                    ])
             let (endedBefore, liveBefore) = (try await version(ended), try await version(live))
             _ = try await worker.processor.process([Events.status(order, "preparing", sequence: 2)])
             try await eventually("the update is recorded") {

@@ -120,7 +120,8 @@ struct Harness {
         // add an attempt that the tests count.
         apns.requestTimeout = .seconds(120)
         var configuration = WorkerConfiguration(
-            configDirectory: configDirectory, amqp: amqp, postgres: .init(connection: try PostgresConfiguration(database.url)), apns: apns,
+            configDirectory: configDirectory, amqp: amqp,
+            postgres: .init(connection: try PostgresConfiguration(database.url)), apns: apns,
             workerID: TestEnvironment.uniqueName("worker"), tracking: tracking)
         configuration.http.port = 0
         configuration.dispatcher.backoffBase = .milliseconds(10)

@@ -31,7 +31,8 @@ struct JSONStreamEncoderTests {
                 var state = states[orderID] ?? OrderState(orderID: orderID, now: now)
                 let user = state.record?.userID ?? event.userID
                 let step = tracker.apply(
-                    event, to: state, context: TrackingContext(pushToStartTokens: user.flatMap { registrations[$0] } ?? []),
+                    event, to: state,
+                    context: TrackingContext(pushToStartTokens: user.flatMap { registrations[$0] } ?? []),
                     now: now)
                 state = step.state
                 if !step.pushes.isEmpty { seen.append(state) }  // with its pushes pending
@@ -132,7 +133,9 @@ struct JSONStreamEncoderTests {
         #expect(try JSONDecoder().decode(Sample.self, from: Data(bytes)) == sample)
         #expect(try Self.sameJSON(bytes, try JSONEncoder().encode(sample)))
         #expect(try JSONStreamEncoder.encode(["x": 42.0, "y": 1e300]) != [])
-        #expect(try Self.sameJSON(try JSONStreamEncoder.encode([42.0, 1e300, 0.5]), try JSONEncoder().encode([42.0, 1e300, 0.5])))
+        #expect(
+            try Self.sameJSON(
+                try JSONStreamEncoder.encode([42.0, 1e300, 0.5]), try JSONEncoder().encode([42.0, 1e300, 0.5])))
     }
 
     enum Shape: Codable, Equatable {

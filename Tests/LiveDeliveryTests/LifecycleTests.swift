@@ -94,7 +94,10 @@ struct LifecycleTests {
             #expect(start.verdict.kind == .started)
             let activityID = try #require(start.activityID)
             let updateToken = try #require(start.issuedUpdateToken)
-            #expect(try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == ["starting"])
+            #expect(
+                try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == [
+                    "starting"
+                ])
 
             // A newer state while the app has not reported the token yet: held.
             _ = try await worker.processor.process([
@@ -110,7 +113,10 @@ struct LifecycleTests {
             let updates = acceptedPushes(harness, token: updateToken, event: "update")
             #expect(updates.count == 1)
             #expect(try contentState(try #require(updates.first))["currentStep"] as? String == "pickedUp")
-            #expect(try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == ["active"])
+            #expect(
+                try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == [
+                    "active"
+                ])
             #expect(harness.simulator.pushes(token: startToken).count == 1)
             await second.dispatcher.sender.shutdown()
             await second.client.shutdown()
@@ -159,7 +165,8 @@ struct LifecycleTests {
                 Events.status(adoption, "confirmed", sequence: 1, user: adoptionUser),
             ])
             try await drain(harness, worker)
-            let issued = try #require(acceptedPushes(harness, token: startToken, event: "start").first?.issuedUpdateToken)
+            let issued = try #require(
+                acceptedPushes(harness, token: startToken, event: "start").first?.issuedUpdateToken)
             let terminal = try await tracked("preparing")
             at(5100)
             harness.simulator.injectFault(
@@ -270,14 +277,20 @@ struct LifecycleTests {
             times = try await sweepTimes(order)
             #expect(times.column == 4600 && times.state == 4600)
             #expect(try await harness.database.count("SELECT count(*) FROM outbox") == 0)
-            #expect(try await harness.database.count("SELECT count(*) FROM timeline WHERE order_id = \(order) AND kind = 'sweep'") == 0)
+            #expect(
+                try await harness.database.count(
+                    "SELECT count(*) FROM timeline WHERE order_id = \(order) AND kind = 'sweep'") == 0)
 
             // At the state's own time the idle activity is ended, and once the order is settled the
             // column is cleared.
             at(4700)
             #expect(try await worker.sweeper.sweepAll().reasonCounts == ["sweep_idle": 1])
             try await drain(harness, worker)
-            #expect(try await harness.database.strings("SELECT state || ' ' || end_reason FROM activities WHERE order_id = \(order)") == ["ended sweep_idle"])
+            #expect(
+                try await harness.database.strings(
+                    "SELECT state || ' ' || end_reason FROM activities WHERE order_id = \(order)") == [
+                        "ended sweep_idle"
+                    ])
             #expect(acceptedPushes(harness, token: token, event: "end").count == 1)
             times = try await sweepTimes(order)
             #expect(times.column == nil && times.state == nil)
@@ -304,7 +317,10 @@ struct LifecycleTests {
             harness.simulator.markUnregistered(token: rotated)
             _ = try await worker.processor.process([Events.status(order, "picked_up", sequence: 3, courier: "Ana")])
             try await drain(harness, worker)
-            #expect(try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == ["failed"])
+            #expect(
+                try await harness.database.strings("SELECT state FROM activities WHERE order_id = \(order)") == [
+                    "failed"
+                ])
 
             let late = Events.token()
             _ = try await worker.processor.process([

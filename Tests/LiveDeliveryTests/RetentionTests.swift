@@ -17,7 +17,8 @@ struct RetentionTests {
             let recent = (
                 inbox: try await harness.database.count("SELECT count(*) FROM inbox"),
                 attempts: try await harness.database.count("SELECT count(*) FROM push_attempts"),
-                timeline: try await harness.database.count("SELECT count(*) FROM timeline"))
+                timeline: try await harness.database.count("SELECT count(*) FROM timeline")
+            )
             // Five rows of each kind from 8 days ago: no day partition holds them, the default ones do.
             let client = harness.database.client
             for index in 0..<5 {
@@ -40,7 +41,10 @@ struct RetentionTests {
                     """)
             }
             let round = try #require(try await worker.retention.runOnce())
-            #expect(round.deleted.filter { $0.key != "report_push_outcomes_rollup" } == ["inbox": 5, "push_attempts": 5, "timeline": 5])
+            #expect(
+                round.deleted.filter { $0.key != "report_push_outcomes_rollup" } == [
+                    "inbox": 5, "push_attempts": 5, "timeline": 5,
+                ])
             // The round rolled up the old attempts' hour first, then dropped it with them.
             #expect(round.rolledUp > 0 && (round.deleted["report_push_outcomes_rollup"] ?? 0) >= 1)
             #expect(round.dropped.isEmpty)
@@ -70,7 +74,9 @@ struct RetentionTests {
         Set(days.flatMap { day in ["push_attempts", "timeline", "inbox"].map { "\($0)_p\(day)" } })
     }
 
-    @Test("upkeep creates today's partitions and two days ahead, then only what the clock adds; retention drops what ended before the cutoff")
+    @Test(
+        "upkeep creates today's partitions and two days ahead, then only what the clock adds; retention drops what ended before the cutoff"
+    )
     func upkeepAheadAndBehind() async throws {
         let database = try await TestDatabase.create()
         try await database.using {
@@ -83,7 +89,9 @@ struct RetentionTests {
             let first = try #require(try await retention.runOnce(now: Self.day(0)))
             #expect(Set(first.created) == Self.names(["20310310", "20310311", "20310312"]))
             // The real days of the migration ended long before 2031-03-03: dropped, each table's own.
-            #expect(Set(first.dropped) == migrated.subtracting(["push_attempts_default", "timeline_default", "inbox_default"]))
+            #expect(
+                Set(first.dropped)
+                    == migrated.subtracting(["push_attempts_default", "timeline_default", "inbox_default"]))
             let again = try #require(try await retention.runOnce(now: Self.day(0.4)))
             #expect(again.created.isEmpty && again.dropped.isEmpty)
             #expect(again.deleted == ["inbox": 0, "push_attempts": 0, "timeline": 0, "report_push_outcomes_rollup": 0])
@@ -102,7 +110,8 @@ struct RetentionTests {
         }
     }
 
-    @Test("a row whose day has no partition waits in the default one and moves when its day is created; none is refused")
+    @Test(
+        "a row whose day has no partition waits in the default one and moves when its day is created; none is refused")
     func defaultPartitionCatchesAndHandsOver() async throws {
         let database = try await TestDatabase.create()
         try await database.using {
@@ -128,8 +137,9 @@ struct RetentionTests {
             let retention = Retention(configuration: configuration, client: client, logger: quietLogger)
             try await retention.runOnce(now: at)
             #expect(try await database.strings(holder) == ["push_attempts_p20310409"])
-            #expect(try await database.strings("SELECT tableoid::regclass::text FROM inbox WHERE event_id = 'e-1'")
-                == ["inbox_p20310409"])
+            #expect(
+                try await database.strings("SELECT tableoid::regclass::text FROM inbox WHERE event_id = 'e-1'")
+                    == ["inbox_p20310409"])
             // retention.days = 0 keeps everything: nothing is dropped however far the clock goes.
             let far = try #require(try await retention.runOnce(now: Self.day(400)))
             #expect(far.dropped.isEmpty)
@@ -151,54 +161,64 @@ struct RetentionTests {
         }
     }
 
-    @Test("112 moves a live deployment's history into day partitions; the report views read it, with their comments and grants")
+    @Test(
+        "112 moves a live deployment's history into day partitions; the report views read it, with their comments and grants"
+    )
     func migrationMovesLiveRows() async throws {
         let database = try await TestDatabase.create(migrate: false)
         try await database.using {
             try await MigrationTests.migrate(database, before: 112)
             try await database.client.withConnection { connection in
                 try await connection.execute(
-                unsafeSQL: """
-                    INSERT INTO inbox (event_id, event_type, order_id, occurred_at, processed_at)
-                    SELECT 'e-' || d, 'order.status', 'o-1', now() - d * interval '1 day', now() - d * interval '1 day'
-                    FROM generate_series(0, 3) AS d;
-                    INSERT INTO push_attempts (order_id, activity_key, kind, bundle_id, priority, generation, apns_id,
-                                               status, outcome, latency_ms, worker_id, attempted_at)
-                    SELECT 'o-1', 'a-1', 'update', 'com.example.pizza', 5, d, gen_random_uuid(), 200, 'delivered', 1.0,
-                           'test', now() - d * interval '1 day'
-                    FROM generate_series(0, 3) AS d;
-                    INSERT INTO timeline (order_id, activity_key, kind, code, message, at)
-                    SELECT 'o-1', 'a-1', 'event', 'update_planned', 'planned', now() - d * interval '1 day'
-                    FROM generate_series(0, 3) AS d;
-                    CREATE VIEW admin_attempts AS SELECT order_id, attempted_at FROM push_attempts;
-                    """)
+                    unsafeSQL: """
+                        INSERT INTO inbox (event_id, event_type, order_id, occurred_at, processed_at)
+                        SELECT 'e-' || d, 'order.status', 'o-1', now() - d * interval '1 day', now() - d * interval '1 day'
+                        FROM generate_series(0, 3) AS d;
+                        INSERT INTO push_attempts (order_id, activity_key, kind, bundle_id, priority, generation, apns_id,
+                                                   status, outcome, latency_ms, worker_id, attempted_at)
+                        SELECT 'o-1', 'a-1', 'update', 'com.example.pizza', 5, d, gen_random_uuid(), 200, 'delivered', 1.0,
+                               'test', now() - d * interval '1 day'
+                        FROM generate_series(0, 3) AS d;
+                        INSERT INTO timeline (order_id, activity_key, kind, code, message, at)
+                        SELECT 'o-1', 'a-1', 'event', 'update_planned', 'planned', now() - d * interval '1 day'
+                        FROM generate_series(0, 3) AS d;
+                        CREATE VIEW admin_attempts AS SELECT order_id, attempted_at FROM push_attempts;
+                        """)
             }
             let before = try await database.strings(
-                "SELECT concat_ws(' ', source, code, at) FROM report_order_timeline WHERE order_id = 'o-1' ORDER BY at, rank, sort_id")
+                "SELECT concat_ws(' ', source, code, at) FROM report_order_timeline WHERE order_id = 'o-1' ORDER BY at, rank, sort_id"
+            )
             let applied = try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
                 client: database.client, logger: quietLogger)
             #expect(applied.first == "112_history_partitioned_by_day.sql")
             #expect(
                 try await database.strings(
-                    "SELECT concat_ws(' ', source, code, at) FROM report_order_timeline WHERE order_id = 'o-1' ORDER BY at, rank, sort_id")
+                    "SELECT concat_ws(' ', source, code, at) FROM report_order_timeline WHERE order_id = 'o-1' ORDER BY at, rank, sort_id"
+                )
                     == before)
             #expect(before.count == 12)
             // Each day's rows in that day's partition, none left in the default ones.
             for table in ["push_attempts", "timeline", "inbox"] {
                 #expect(
                     try await database.count(
-                        PostgresQuery(unsafeSQL: "SELECT count(DISTINCT tableoid) FROM \(table) WHERE tableoid::regclass::text LIKE '%\\_p%'"))
+                        PostgresQuery(
+                            unsafeSQL:
+                                "SELECT count(DISTINCT tableoid) FROM \(table) WHERE tableoid::regclass::text LIKE '%\\_p%'"
+                        ))
                         == 4, "\(table)")
-                #expect(try await database.count(PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table)_default")) == 0)
+                #expect(
+                    try await database.count(PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table)_default")) == 0)
             }
             #expect(try await database.count("SELECT count(*) FROM admin_attempts") == 4)
             // The views were replaced in place: their comments and the reporting role's grant stay.
             #expect(
                 try await database.strings(
-                    "SELECT obj_description('report_push_outcomes_hourly'::regclass, 'pg_class')").first?.isEmpty == false)
+                    "SELECT obj_description('report_push_outcomes_hourly'::regclass, 'pg_class')"
+                ).first?.isEmpty == false)
             #expect(
                 try await database.count(
-                    "SELECT count(*) FROM information_schema.role_table_grants WHERE grantee = 'livedelivery_reporting' AND table_name = 'report_failed_pushes'")
+                    "SELECT count(*) FROM information_schema.role_table_grants WHERE grantee = 'livedelivery_reporting' AND table_name = 'report_failed_pushes'"
+                )
                     == 1)
             // New rows keep taking ids after the copied ones.
             try await database.client.query(
@@ -216,13 +236,17 @@ struct RetentionTests {
         let database = try await TestDatabase.create(migrate: false)
         try await database.using {
             try await MigrationTests.migrate(database, before: 112)
-            try await database.client.query("CREATE MATERIALIZED VIEW attempts_per_app AS SELECT bundle_id, count(*) FROM push_attempts GROUP BY 1")
+            try await database.client.query(
+                "CREATE MATERIALIZED VIEW attempts_per_app AS SELECT bundle_id, count(*) FROM push_attempts GROUP BY 1")
             let error = await #expect(throws: LiveDeliveryError.self) {
                 try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
                     client: database.client, logger: quietLogger)
             }
             #expect(error?.description.contains("public.attempts_per_app") == true)
-            #expect(try await database.strings("SELECT relkind::text FROM pg_class WHERE relname = 'push_attempts'") == ["r"])
+            #expect(
+                try await database.strings("SELECT relkind::text FROM pg_class WHERE relname = 'push_attempts'") == [
+                    "r"
+                ])
         }
     }
 }

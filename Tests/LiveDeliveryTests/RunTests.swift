@@ -9,7 +9,7 @@ import TestSupport
 import Testing
 
 #if canImport(FoundationNetworking)
-    import FoundationNetworking
+import FoundationNetworking
 #endif
 
 @Suite("Worker service group", .timeLimit(.minutes(3)))

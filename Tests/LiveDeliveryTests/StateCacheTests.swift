@@ -1,8 +1,8 @@
 import APNsSimulator
 import Foundation
 import LiveDeliveryCore
-import TestSupport
 import Postgres
+import TestSupport
 import Testing
 
 @testable import LiveDelivery

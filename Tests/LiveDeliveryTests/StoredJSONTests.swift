@@ -52,7 +52,9 @@ struct StoredJSONTests {
         }
     }
 
-    @Test("with any member missing, null or of another type, it fails where the Codable path fails and reads the same otherwise")
+    @Test(
+        "with any member missing, null or of another type, it fails where the Codable path fails and reads the same otherwise"
+    )
     func damagedDocumentsMatchTheCodablePath() throws {
         let (states, pushes) = try JSONStreamEncoderTests.statesAndPushes()
         var compared = 0
@@ -101,9 +103,11 @@ struct StoredJSONTests {
             return
         }
         let document = JSONValue.object(
-            JSONObject(object.members.map { member in
-                member.key == "payload" ? (member.key, .array(push.payload.map { .int(Int($0)) })) : (member.key, member.value)
-            }))
+            JSONObject(
+                object.members.map { member in
+                    member.key == "payload"
+                        ? (member.key, .array(push.payload.map { .int(Int($0)) })) : (member.key, member.value)
+                }))
         #expect(try StoredJSON.decodePush(document.serialized()) == push)
     }
 }

@@ -1,8 +1,9 @@
 import Foundation
-@testable import LiveDelivery
 import RabbitMQ
 import TestSupport
 import Testing
+
+@testable import LiveDelivery
 
 @Suite("Broker topology", .timeLimit(.minutes(2)))
 struct TopologyTests {
@@ -13,7 +14,8 @@ struct TopologyTests {
         amqp.queue = TestEnvironment.uniqueName("ld.topology.queue")
         let (connection, _) = try await RabbitMQConnection.connect(to: amqp.endpoints, logger: quietLogger)
         // As the previous release declared them.
-        try await connection.declareQueue(amqp.deadLetterQueue, durable: true, arguments: ["x-queue-type": .string("quorum")])
+        try await connection.declareQueue(
+            amqp.deadLetterQueue, durable: true, arguments: ["x-queue-type": .string("quorum")])
         try await connection.declareQueue(
             amqp.queue, durable: true,
             arguments: [

@@ -13,7 +13,8 @@ import Tracing
 @Suite("Trace context", .timeLimit(.minutes(3)))
 struct TraceContextTests {
     @Test(arguments: [
-        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-00",
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-00",
     ])
     func wellFormedTraceParents(_ header: String) throws {
         let trace = try #require(TraceParent(header))
@@ -22,13 +23,16 @@ struct TraceContextTests {
     }
 
     @Test(arguments: [
-        "", "garbage", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331", "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
-        "00-00000000000000000000000000000000-b7ad6b7169203331-01", "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
+        "", "garbage", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
+        "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+        "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
         "00-0af7651916cd43dd8448eb211c80319z-b7ad6b7169203331-01",
     ])
     func malformedTraceParentsAreIgnored(_ header: String) {
         #expect(TraceParent(header) == nil)
-        #expect(InboundMessage(body: [], routingKey: "order.status", headers: ["traceparent": header]).traceParent == nil)
+        #expect(
+            InboundMessage(body: [], routingKey: "order.status", headers: ["traceparent": header]).traceParent == nil)
     }
 
     @Test("a traceparent on an AMQP message reaches the event's and the APNs request's logs and spans")
@@ -50,7 +54,8 @@ struct TraceContextTests {
                     Events.activityToken(order, activity: "act-trace", token: token),
                     Events.status(order, "out_for_delivery", sequence: 1, courier: "Sam"),
                 ] {
-                    var properties = RabbitMQMessageProperties(contentType: "application/json", messageID: message.messageID)
+                    var properties = RabbitMQMessageProperties(
+                        contentType: "application/json", messageID: message.messageID)
                     // The W3C header, and the in-memory tracer's own, standing in for the tracer a
                     // deployment bootstraps (which reads `traceparent` itself).
                     properties.headers = [
@@ -58,7 +63,8 @@ struct TraceContextTests {
                         InMemoryTracer.spanIDKey: .string("upstream-span"),
                     ]
                     try await publisher.publish(
-                        exchange: harness.configuration.amqp.exchange, routingKey: message.routingKey, body: message.body,
+                        exchange: harness.configuration.amqp.exchange, routingKey: message.routingKey,
+                        body: message.body,
                         properties: properties)
                 }
                 await publisher.close()

@@ -7,7 +7,9 @@ import Testing
 @Suite(.timeLimit(.minutes(2)))
 struct PostgresIntegrationTests {
     @Test func textRoundTrips() async throws {
-        let values = ["", "plain", "héllo 🌍 日本語", "it's \"quoted\"", #"back\slash \x00 \\"#, "semi; -- comment", "\n\t"]
+        let values = [
+            "", "plain", "héllo 🌍 日本語", "it's \"quoted\"", #"back\slash \x00 \\"#, "semi; -- comment", "\n\t",
+        ]
         try await PostgresTestSupport.withClient { client in
             for value in values {
                 let rows = try await client.query("SELECT \(value)::text AS v, length(\(value)) AS n")
@@ -48,7 +50,8 @@ struct PostgresIntegrationTests {
         ]
         try await PostgresTestSupport.withClient { client in
             for date in dates {
-                let row = try await client.query("SELECT \(date) AS t, extract(microseconds FROM \(date))::int AS us")[0]
+                let row = try await client.query("SELECT \(date) AS t, extract(microseconds FROM \(date))::int AS us")[
+                    0]
                 let decoded = try row.decode(Date.self, "t")
                 #expect(abs(decoded.timeIntervalSince(date)) < 0.000_001)
                 #expect(PostgresTimestamp.format(decoded) == PostgresTimestamp.format(date))
@@ -151,7 +154,9 @@ struct PostgresIntegrationTests {
                 #expect(error?.description.contains("secret@example.com") == false)
                 #expect(error?.detail?.contains("secret@example.com") == true)
                 // The connection stays usable after a statement error.
-                #expect(try await connection.query("SELECT count(*) AS n FROM \(unsafeRaw: table)")[0].decode(Int.self, "n") == 1)
+                #expect(
+                    try await connection.query("SELECT count(*) AS n FROM \(unsafeRaw: table)")[0].decode(Int.self, "n")
+                        == 1)
             }
         }
     }
@@ -198,7 +203,8 @@ struct PostgresIntegrationTests {
             // First a single statement: the isolation level applies, and the next statement is in the same
             // transaction (outside one, each statement would have its own id).
             try await client.withTransaction(isolation: .serializable) { connection in
-                let first = try await connection.query("SELECT current_setting('transaction_isolation') AS level, txid_current() AS id")
+                let first = try await connection.query(
+                    "SELECT current_setting('transaction_isolation') AS level, txid_current() AS id")
                 #expect(try first[0].decode(String.self, "level") == "serializable")
                 let again = try await connection.query("SELECT txid_current() AS id")
                 #expect(try again[0].decode(Int64.self, "id") == first[0].decode(Int64.self, "id"))
@@ -215,7 +221,8 @@ struct PostgresIntegrationTests {
             // First multi-statement SQL text, then the body throws: all of it is rolled back.
             await #expect(throws: ExpectedFailure.self) {
                 try await client.withTransaction { connection in
-                    try await connection.execute(unsafeSQL: "INSERT INTO \(table) VALUES (10); INSERT INTO \(table) VALUES (11)")
+                    try await connection.execute(
+                        unsafeSQL: "INSERT INTO \(table) VALUES (10); INSERT INTO \(table) VALUES (11)")
                     throw ExpectedFailure()
                 }
             }
@@ -566,7 +573,8 @@ struct StatementCancellationTests {
             try await PostgresTestSupport.withClient { observer in
                 try await eventually("the statement to run on the server") {
                     let rows = try await observer.query(
-                        "SELECT count(*)::bigint AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE \("%" + marker)")
+                        "SELECT count(*)::bigint AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE \("%" + marker)"
+                    )
                     return try rows[0].decode(Int.self, "n") == 1
                 }
             }

@@ -8,7 +8,8 @@ import Testing
         let name = "x'); DROP TABLE t; --"
         let id = 42
         let missing: String? = nil
-        let query: PostgresQuery = "SELECT * FROM \(unsafeRaw: "orders") WHERE name = \(name) AND id = \(id) OR n = \(missing)"
+        let query: PostgresQuery =
+            "SELECT * FROM \(unsafeRaw: "orders") WHERE name = \(name) AND id = \(id) OR n = \(missing)"
         #expect(query.sql == "SELECT * FROM orders WHERE name = $1 AND id = $2 OR n = $3")
         #expect(query.binds.values == [name, "42", nil])
         #expect(query.binds.types == [.unspecified, .int8, .unspecified])
@@ -27,7 +28,8 @@ import Testing
     }
 
     @Test func arraysUseQuotedElements() {
-        #expect(["a,b", "c\"d", "{e}", "back\\slash", "NULL"].postgresText == #"{"a,b","c\"d","{e}","back\\slash","NULL"}"#)
+        #expect(
+            ["a,b", "c\"d", "{e}", "back\\slash", "NULL"].postgresText == #"{"a,b","c\"d","{e}","back\\slash","NULL"}"#)
         #expect([1, -2].postgresText == #"{"1","-2"}"#)
         #expect([Int]().postgresText == "{}")
         #expect(PostgresNullableArray(["é\"", nil, "\\", ""]).postgresText == #"{"é\"",NULL,"\\",""}"#)
@@ -39,9 +41,19 @@ import Testing
     @Test("arrays of fixed-type elements bind in array_recv's binary layout; strings stay text")
     func binaryArrayLayout() {
         let big: [UInt8] = [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0, 2, 0, 0, 0, 1]
-        #expect([1, -2].postgresParameter == .binary(big + [0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 1] + [0, 0, 0, 8] + [UInt8](repeating: 0xff, count: 7) + [0xfe]))
+        #expect(
+            [1, -2].postgresParameter
+                == .binary(
+                    big + [0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 1] + [0, 0, 0, 8] + [UInt8](repeating: 0xff, count: 7) + [
+                        0xfe
+                    ]))
         let nullable = PostgresNullableArray([PostgresJSONText(bytes: Array("{}".utf8)), nil])
-        #expect(nullable.postgresParameter == .binary([0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 114, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2, 0x7b, 0x7d, 0xff, 0xff, 0xff, 0xff]))
+        #expect(
+            nullable.postgresParameter
+                == .binary([
+                    0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 114, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2, 0x7b, 0x7d, 0xff, 0xff,
+                    0xff, 0xff,
+                ]))
         #expect([Bool]().postgresParameter == .binary([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 16]))
         #expect(["a"].postgresParameter == .text(#"{"a"}"#))
         let query: PostgresQuery = "SELECT \([true]), \("x")"
@@ -84,7 +96,9 @@ import Testing
         #expect(PostgresTimestamp.parse("2024-03-10 17:30:00+05:30") == base)
         #expect(PostgresTimestamp.parse("2024-03-10 07:00:00-05") == base)
         let fraction = try #require(PostgresTimestamp.parse("2024-03-10 12:00:00.5+00"))
-        #expect(PostgresTimestamp.microsecondsSince1970(fraction) - PostgresTimestamp.microsecondsSince1970(base) == 500_000)
+        #expect(
+            PostgresTimestamp.microsecondsSince1970(fraction) - PostgresTimestamp.microsecondsSince1970(base) == 500_000
+        )
         #expect(PostgresTimestamp.parse("infinity") == nil)
         #expect(PostgresTimestamp.parse("2024-13-10 12:00:00+00") == nil)
         #expect(PostgresTimestamp.parse("2024-03-10 12:00:00+00 trailing") == nil)
@@ -171,8 +185,9 @@ import Testing
             #expect(!configuration.description.contains("topsecret"), "\(configuration.description)")
             #expect(configuration.description.contains("********"))
         }
-        #expect(try PostgresConfiguration("postgres://u:topsecret@h:6000/d").description
-            == "user=u password=******** dbname=d host=h port=6000")
+        #expect(
+            try PostgresConfiguration("postgres://u:topsecret@h:6000/d").description
+                == "user=u password=******** dbname=d host=h port=6000")
     }
 
     /// libpq's parse errors quote what they stumbled on; none of it may be a secret.
@@ -195,7 +210,8 @@ import Testing
         #expect {
             try PostgresConfiguration("host=h topsecret")
         } throws: { error in
-            (error as? PostgresError)?.message == #"not a valid connection string: missing "=" after "…" in connection info string"#
+            (error as? PostgresError)?.message
+                == #"not a valid connection string: missing "=" after "…" in connection info string"#
         }
     }
 

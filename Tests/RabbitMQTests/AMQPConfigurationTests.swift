@@ -40,7 +40,9 @@ import Testing
 
     @Test func tlsOptions() throws {
         let configuration = try AMQPConfiguration(
-            url: "amqps://u:p@[::1]:5671/vh?cacertfile=/tmp/ca.pem&certfile=/tmp/c.pem&keyfile=/tmp/k.pem&verify=verify_none")
+            url:
+                "amqps://u:p@[::1]:5671/vh?cacertfile=/tmp/ca.pem&certfile=/tmp/c.pem&keyfile=/tmp/k.pem&verify=verify_none"
+        )
         #expect(configuration.host == "::1")
         #expect(configuration.caFile == "/tmp/ca.pem")
         #expect(configuration.clientCertificateFile == "/tmp/c.pem")

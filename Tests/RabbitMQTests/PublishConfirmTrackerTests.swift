@@ -43,7 +43,8 @@ import Testing
     @Test func returnMarksTheOldestMatchingMandatoryPublish() {
         var tracker = Tracker()
         let key = Tracker.ReturnKey(exchange: "x", routingKey: "nowhere", body: [1, 2])
-        _ = tracker.register("routed", returnKey: Tracker.ReturnKey(exchange: "x", routingKey: "somewhere", body: [1, 2]))
+        _ = tracker.register(
+            "routed", returnKey: Tracker.ReturnKey(exchange: "x", routingKey: "somewhere", body: [1, 2]))
         _ = tracker.register("first-unroutable", returnKey: key)
         _ = tracker.register("second-unroutable", returnKey: key)
         let matched = tracker.markReturned(key, replyCode: 312, replyText: "NO_ROUTE")
@@ -56,7 +57,8 @@ import Testing
     @Test func returnWithoutMatchIsReported() {
         var tracker = Tracker()
         _ = tracker.register("not-mandatory")
-        let matched = tracker.markReturned(.init(exchange: "", routingKey: "q", body: []), replyCode: 312, replyText: "")
+        let matched = tracker.markReturned(
+            .init(exchange: "", routingKey: "q", body: []), replyCode: 312, replyText: "")
         #expect(!matched)
     }
 

@@ -138,7 +138,8 @@ struct RabbitMQPublishAndConnectionTests {
         var dead = try TestBroker.configuration()
         dead.port = 1
         let live = try TestBroker.configuration()
-        let (connection, node) = try await RabbitMQConnection.connect(to: AMQPEndpoints([dead, live]), logger: TestBroker.logger)
+        let (connection, node) = try await RabbitMQConnection.connect(
+            to: AMQPEndpoints([dead, live]), logger: TestBroker.logger)
         #expect(node == 1)
         #expect(connection.isOpen)
         await connection.close()

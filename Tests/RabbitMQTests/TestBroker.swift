@@ -18,7 +18,9 @@ enum TestBroker {
         return configuration
     }
 
-    static func connect(_ url: String = TestEnvironment.amqpURL, heartbeat: Duration? = nil) async throws
+    static func connect(
+        _ url: String = TestEnvironment.amqpURL, heartbeat: Duration? = nil
+    ) async throws
         -> RabbitMQConnection
     {
         try await RabbitMQConnection.connect(configuration(url, heartbeat: heartbeat), logger: logger)

@@ -4,8 +4,8 @@ import Logging
 import Postgres
 import RabbitMQ
 import ServiceLifecycle
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Dead letters: replay through the real broker and consumer, purge", .timeLimit(.minutes(3)))
 struct DeadLetterReplayTests {
@@ -56,14 +56,16 @@ struct DeadLetterReplayTests {
                 #expect(try await store.list().rows.isEmpty, "replayed rows are hidden by default")
                 #expect(try await store.list(includeReplayed: true).rows.count == 1)
 
-                #expect(try await replayer.replay([id, 987_654]) == [
-                    .replayed(id: id, routingKey: "order.status"), .notFound(id: 987_654),
-                ])
+                #expect(
+                    try await replayer.replay([id, 987_654]) == [
+                        .replayed(id: id, routingKey: "order.status"), .notFound(id: 987_654),
+                    ])
                 // A later event on the same queue: once it is applied, the second replay was handled.
                 let sentinel = Events.status(TestEnvironment.uniqueName("S"), "confirmed", sequence: 1)
                 try await publisher.publish(
                     exchange: amqp.exchange, routingKey: sentinel.routingKey, body: sentinel.body,
-                    properties: RabbitMQMessageProperties(contentType: "application/json", messageID: sentinel.messageID))
+                    properties: RabbitMQMessageProperties(
+                        contentType: "application/json", messageID: sentinel.messageID))
                 try await eventually("the sentinel is applied") {
                     try await database.count("SELECT count(*) FROM inbox WHERE event_id = \(sentinel.messageID ?? "")")
                         == 1

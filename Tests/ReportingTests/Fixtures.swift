@@ -5,8 +5,8 @@ import LiveDeliveryCore
 import Logging
 import Postgres
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 let quietLogger = Logger(label: "livedelivery-reporting-test") { _ in SwiftLogNoOpLogHandler() }
 let testApp = "com.example.delivery"

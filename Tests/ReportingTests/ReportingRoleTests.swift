@@ -1,8 +1,8 @@
 import Foundation
 import LiveDelivery
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 @Suite("The reporting role and the report views", .timeLimit(.minutes(3)))
 struct ReportingRoleTests {
@@ -31,7 +31,8 @@ struct ReportingRoleTests {
             #expect(try row.decode(Bool.self, "rolsuper") == false)
 
             let views = try await database.strings(
-                "SELECT viewname::text FROM pg_views WHERE schemaname = current_schema() AND viewname LIKE 'report\\_%' ORDER BY 1")
+                "SELECT viewname::text FROM pg_views WHERE schemaname = current_schema() AND viewname LIKE 'report\\_%' ORDER BY 1"
+            )
             #expect(views == Report.all.map(\.view).sorted(), "the CLI's catalogue lists every view")
             for view in views {
                 #expect(try await asReportingRole(database, "SELECT * FROM \(view)") == nil, "\(view)")
@@ -45,7 +46,8 @@ struct ReportingRoleTests {
             for report in Report.all where report.hasWindowFunction {
                 #expect(
                     try await asReportingRole(
-                        database, "SELECT * FROM \(report.view)(now() - interval '1 day', now())") == nil, "\(report.view)")
+                        database, "SELECT * FROM \(report.view)(now() - interval '1 day', now())") == nil,
+                    "\(report.view)")
                 let described = try await database.client.withTransaction { connection in
                     try await connection.execute(unsafeSQL: "SET LOCAL ROLE \(Self.role)")
                     return try await connection.query(

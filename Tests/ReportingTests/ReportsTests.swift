@@ -3,12 +3,14 @@ import Foundation
 import LiveDelivery
 import LiveDeliveryCore
 import Postgres
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Reports on a database populated by the worker's own code", .timeLimit(.minutes(3)))
 struct ReportsTests {
-    func run(_ name: String, _ query: ReportQuery = ReportQuery(limit: nil), on database: ReportDatabase)
+    func run(
+        _ name: String, _ query: ReportQuery = ReportQuery(limit: nil), on database: ReportDatabase
+    )
         async throws -> ReportTable
     {
         let report = try #require(Report.named(name))
@@ -60,7 +62,10 @@ struct ReportsTests {
             #expect(timeline.allSatisfy { $0["order_id"] == orderA })
             #expect(timeline.filter { $0["source"] == "event" }.count == 4)
             #expect(timeline.first?["source"] == "event")
-            #expect(timeline.contains { $0["source"] == "push" && $0["code"] == "delivered" && $0["subject"]?.hasPrefix("end") == true })
+            #expect(
+                timeline.contains {
+                    $0["source"] == "push" && $0["code"] == "delivered" && $0["subject"]?.hasPrefix("end") == true
+                })
             #expect(timeline.contains { $0["source"] == "decision" && $0["code"] == "status_changed" })
             #expect(timeline.contains { $0["source"] == "outcome" && $0["code"] == "push_accepted" })
             let times = timeline.compactMap { $0["at"] }
@@ -73,10 +78,11 @@ struct ReportsTests {
             #expect(
                 delivered.reduce(0, +)
                     == (try await database.count("SELECT count(*) FROM push_attempts WHERE outcome = 'delivered'")))
-            #expect(outcomes.contains {
-                $0["outcome"] == "payload_fault" && $0["reason"] == "PayloadTooLarge" && $0["status"] == "413"
-                    && $0["attempts"] == "1" && $0["app"] == testApp
-            })
+            #expect(
+                outcomes.contains {
+                    $0["outcome"] == "payload_fault" && $0["reason"] == "PayloadTooLarge" && $0["status"] == "413"
+                        && $0["attempts"] == "1" && $0["app"] == testApp
+                })
 
             // alerts-per-activity: A alerted (out for delivery, delivered) on priority 10.
             let alerts = records(
@@ -95,9 +101,10 @@ struct ReportsTests {
             let timingB = try #require(timings.first { $0["order_id"] == orderB })
             #expect(timingB["first_update_at"] == nil && timingB["ended_at"] == nil)
             let byApp = records(try await run("activity-timings-by-app", on: database))
-            #expect(byApp.contains {
-                $0["app"] == testApp && $0["activities"] == "2" && $0["with_update"] == "1" && $0["ended"] == "1"
-            })
+            #expect(
+                byApp.contains {
+                    $0["app"] == testApp && $0["activities"] == "2" && $0["with_update"] == "1" && $0["ended"] == "1"
+                })
 
             // dead-letters and dead-letters-by-reason
             let letters = records(try await run("dead-letters", on: database))
@@ -135,7 +142,8 @@ struct ReportsTests {
             let later = Date().addingTimeInterval(9 * 3600)
             #expect(try await pipeline.sweeper(now: { later }).sweepOnce() >= 1)
             let sweeps = records(try await run("sweeper-actions", on: database))
-            #expect(sweeps.contains { $0["reason"] == "sweep_lifetime" && $0["actions"] == "1" && $0["app"] == testApp })
+            #expect(
+                sweeps.contains { $0["reason"] == "sweep_lifetime" && $0["actions"] == "1" && $0["app"] == testApp })
             #expect(!sweeps.contains { $0["reason"] == "end_finished_order" }, "the lifetime end counts once")
             #expect(sweeps.contains { $0["reason"] == "operator_retry" && $0["actions"] == "1" })
             #expect(!sweeps.contains { $0["reason"] == "update_replanned" }, "the retry's plan is not a sweep")
@@ -158,12 +166,15 @@ struct ReportsTests {
                 #expect(!view.isEmpty || report.name == "duplicate-starts", "\(report.name) has rows to compare")
                 let before = try await database.count(
                     PostgresQuery(
-                        unsafeSQL: "SELECT count(*) FROM \(report.view)(now() - interval '3 days', now() - interval '2 days')"))
+                        unsafeSQL:
+                            "SELECT count(*) FROM \(report.view)(now() - interval '3 days', now() - interval '2 days')")
+                )
                 #expect(before == 0, "\(report.name)")
             }
             // --since/--until: a window in the past holds nothing; the default window (24 h) holds today.
             let past = ReportQuery(
-                since: Date().addingTimeInterval(-3 * 86_400), until: Date().addingTimeInterval(-2 * 86_400), limit: nil)
+                since: Date().addingTimeInterval(-3 * 86_400), until: Date().addingTimeInterval(-2 * 86_400), limit: nil
+            )
             #expect(try await run("push-outcomes-hourly", past, on: database).rows.isEmpty)
             #expect(try await run("order-timeline", past, on: database).rows.isEmpty)
             #expect(try await run("push-outcomes-hourly", on: database).rows.count == outcomes.count)

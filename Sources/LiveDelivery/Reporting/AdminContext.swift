@@ -1,9 +1,9 @@
-public import Configuration
+package import Configuration
 import Foundation
-public import LiveDeliveryCore
-public import Logging
-public import Postgres
-public import RabbitMQ
+package import LiveDeliveryCore
+package import Logging
+package import Postgres
+package import RabbitMQ
 
 /// What the admin commands (`report`, `dead-letters`, `failed-pushes`) read from the configuration:
 /// only the keys they need, so they run where the APNs keys are not installed.
@@ -17,18 +17,18 @@ public import RabbitMQ
 ///   (string, optional, default `delivery.events`): where replays are published.
 /// - `config.dir` (string, optional, default `Config`): policy.json and content-mapping.json, for
 ///   `failed-pushes retry`.
-public struct AdminContext: Sendable {
-    public let config: ConfigReader
-    public let logger: Logger
+package struct AdminContext: Sendable {
+    package let config: ConfigReader
+    package let logger: Logger
 
-    public init(config: ConfigReader, logger: Logger) {
+    package init(config: ConfigReader, logger: Logger) {
         self.config = config
         self.logger = logger
     }
 
     /// A one-connection client for `postgres.url`, or for `postgres.reportingUrl` (a hot standby)
     /// when `reporting` and that key is set; the caller shuts it down.
-    public func postgresClient(reporting: Bool = false) throws(LiveDeliveryError) -> PostgresClient {
+    package func postgresClient(reporting: Bool = false) throws(LiveDeliveryError) -> PostgresClient {
         let useReplica = reporting && config.string(forKey: "postgres.reportingUrl", isSecret: true)?.isEmpty == false
         var configuration = try WorkerConfiguration.readPostgres(
             config, key: useReplica ? "postgres.reportingUrl" : "postgres.url")
@@ -38,12 +38,15 @@ public struct AdminContext: Sendable {
     }
 
     /// The broker's nodes (`amqp.urls` or `amqp.url`) and `amqp.exchange`.
-    public func broker() throws(LiveDeliveryError) -> (endpoints: AMQPEndpoints, exchange: String) {
-        (try WorkerConfiguration.readEndpoints(config), config.string(forKey: "amqp.exchange", default: "delivery.events"))
+    package func broker() throws(LiveDeliveryError) -> (endpoints: AMQPEndpoints, exchange: String) {
+        (
+            try WorkerConfiguration.readEndpoints(config),
+            config.string(forKey: "amqp.exchange", default: "delivery.events")
+        )
     }
 
     /// The policy and content mapping of `config.dir`.
-    public func tracking() throws(LiveDeliveryError) -> TrackingConfiguration {
+    package func tracking() throws(LiveDeliveryError) -> TrackingConfiguration {
         let problems = ProblemList()
         let directory = config.string(forKey: "config.dir", default: DefaultConfiguration.directoryName)
         guard let tracking = WorkerConfiguration.loadTracking(directory: directory, problems: problems) else {
@@ -57,7 +60,7 @@ public struct AdminContext: Sendable {
 extension AdminContext {
     /// Runs `body` with a client for `postgres.url` (or, with `reporting`, `postgres.reportingUrl`),
     /// then shuts the client down.
-    public func withPostgres<Result>(
+    package func withPostgres<Result>(
         reporting: Bool = false, _ body: (PostgresClient) async throws -> Result
     ) async throws -> Result {
         let client = try postgresClient(reporting: reporting)
@@ -72,7 +75,7 @@ extension AdminContext {
     }
 
     /// One line for an operator: no SQL, payloads or secrets.
-    public static func describe(_ error: any Error) -> String {
+    package static func describe(_ error: any Error) -> String {
         switch error {
         case let error as LiveDeliveryError: error.description
         case let error as PostgresError where error.sqlState == SQLState("42501"):

@@ -2,7 +2,7 @@ import Postgres
 import RabbitMQ
 
 /// What kind of failure an admin command met, for its exit status (`livedelivery --help` lists them).
-public enum AdminFailure: Sendable, Hashable {
+package enum AdminFailure: Sendable, Hashable {
     /// The operation itself failed (a publish not confirmed, a row not found, an SQL error).
     case operation
     /// The configuration is missing or invalid (a URL, a key, an option the report cannot take).
@@ -12,7 +12,7 @@ public enum AdminFailure: Sendable, Hashable {
 
     /// Classifies an error of the admin commands. A refused login counts as unreachable: the command
     /// could not get a session, which is what a script retrying later wants to know.
-    public init(_ error: any Error) {
+    package init(_ error: any Error) {
         switch error {
         case let error as LiveDeliveryError:
             self = error.code == .invalidConfiguration ? .configuration : .operation

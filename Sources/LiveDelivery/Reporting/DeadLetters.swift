@@ -1,21 +1,21 @@
-public import Foundation
-public import Logging
-public import Postgres
-public import RabbitMQ
+package import Foundation
+package import Logging
+package import Postgres
+package import RabbitMQ
 
 /// One row of `dead_letters`: a message the worker refused, or the broker gave up on.
-public struct DeadLetter: Sendable, Hashable {
-    public var id: Int64
-    public var eventID: String?
-    public var routingKey: String
-    public var reason: String
-    public var field: String?
-    public var message: String
-    public var body: [UInt8]
-    public var receivedAt: Date
-    public var replayedAt: Date?
+package struct DeadLetter: Sendable, Hashable {
+    package var id: Int64
+    package var eventID: String?
+    package var routingKey: String
+    package var reason: String
+    package var field: String?
+    package var message: String
+    package var body: [UInt8]
+    package var receivedAt: Date
+    package var replayedAt: Date?
 
-    public init(
+    package init(
         id: Int64, eventID: String?, routingKey: String, reason: String, field: String?, message: String,
         body: [UInt8], receivedAt: Date, replayedAt: Date?
     ) {
@@ -32,7 +32,7 @@ public struct DeadLetter: Sendable, Hashable {
 
     /// The body for people: UTF-8 text with every run of 32 or more hex digits (device tokens)
     /// cut to its first 8 digits; a body that is not UTF-8 as a hex preview.
-    public var displayBody: String {
+    package var displayBody: String {
         guard let text = String(validating: body, as: UTF8.self) else {
             let preview = body.prefix(256).map { String(format: "%02x", $0) }.joined()
             return "(\(body.count) bytes, not UTF-8) \(preview)" + (body.count > 256 ? "…" : "")
@@ -42,7 +42,7 @@ public struct DeadLetter: Sendable, Hashable {
 
     /// The row as `dead-letters show --format json` prints it: what the text form shows, with the
     /// body as ``displayBody`` (device tokens cut), never the raw bytes.
-    public var json: AdminJSON {
+    package var json: AdminJSON {
         func time(_ date: Date?) -> AdminJSON { date.map { .string(ReportTable.rfc3339($0)) } ?? .null }
         return .object([
             .init("id", .integer(id)),
@@ -86,13 +86,15 @@ public struct DeadLetter: Sendable, Hashable {
 ///
 /// Retention: ``purge(olderThan:replayedOnly:)`` deletes old rows; run it from cron
 /// (`livedelivery dead-letters purge --older-than 30d`). The worker has no retention setting.
-public struct DeadLetterStore: Sendable {
-    public let client: PostgresClient
+package struct DeadLetterStore: Sendable {
+    package let client: PostgresClient
 
-    public init(client: PostgresClient) { self.client = client }
+    package init(client: PostgresClient) { self.client = client }
 
     /// Rows of `report_dead_letters`, newest first; replayed rows only with `includeReplayed`.
-    public func list(reason: String? = nil, limit: Int? = 100, includeReplayed: Bool = false) async throws
+    package func list(
+        reason: String? = nil, limit: Int? = 100, includeReplayed: Bool = false
+    ) async throws
         -> ReportTable
     {
         let rows = try await client.query(
@@ -106,7 +108,7 @@ public struct DeadLetterStore: Sendable {
     }
 
     /// One row with its body; nil when there is no such row.
-    public func get(_ id: Int64) async throws -> DeadLetter? {
+    package func get(_ id: Int64) async throws -> DeadLetter? {
         let rows = try await client.query(
             """
             SELECT id, event_id, routing_key, reason, field, message, body, received_at, replayed_at
@@ -126,7 +128,7 @@ public struct DeadLetterStore: Sendable {
     }
 
     /// Ids of the rows not replayed yet, oldest first (optionally of one reason).
-    public func pendingIDs(reason: String? = nil) async throws -> [Int64] {
+    package func pendingIDs(reason: String? = nil) async throws -> [Int64] {
         let rows = try await client.query(
             """
             SELECT id FROM dead_letters
@@ -137,14 +139,14 @@ public struct DeadLetterStore: Sendable {
     }
 
     /// Sets `replayed_at` to now.
-    public func markReplayed(_ id: Int64) async throws {
+    package func markReplayed(_ id: Int64) async throws {
         try await client.query("UPDATE dead_letters SET replayed_at = now() WHERE id = \(id)")
     }
 
     /// Deletes rows received more than `age` seconds ago (only replayed ones with `replayedOnly`);
     /// returns how many.
     @discardableResult
-    public func purge(olderThan age: TimeInterval, replayedOnly: Bool = false) async throws -> Int {
+    package func purge(olderThan age: TimeInterval, replayedOnly: Bool = false) async throws -> Int {
         let rows = try await client.query(
             """
             DELETE FROM dead_letters
@@ -159,8 +161,8 @@ public struct DeadLetterStore: Sendable {
 /// routing key and `message_id` (the event id), persistent, `application/json`. A row is marked
 /// `replayed_at` only after the broker confirmed it. Replaying twice is harmless: the worker's
 /// inbox applies each event once.
-public final class DeadLetterReplayer: Sendable {
-    public enum Result: Sendable, Hashable {
+package final class DeadLetterReplayer: Sendable {
+    package enum Result: Sendable, Hashable {
         case replayed(id: Int64, routingKey: String)
         case notFound(id: Int64)
     }
@@ -178,7 +180,7 @@ public final class DeadLetterReplayer: Sendable {
     }
 
     /// Connects a confirming publisher to the first of the broker's nodes that accepts.
-    public static func connect(
+    package static func connect(
         store: DeadLetterStore, endpoints: AMQPEndpoints, exchange: String, logger: Logger
     ) async throws(LiveDeliveryError) -> DeadLetterReplayer {
         do {
@@ -191,7 +193,7 @@ public final class DeadLetterReplayer: Sendable {
 
     /// Replays the rows, in the order given; stops at the first broker or database failure.
     /// `progress` is called with the number of ids done after each one.
-    public func replay(_ ids: [Int64], progress: (Int) -> Void = { _ in }) async throws -> [Result] {
+    package func replay(_ ids: [Int64], progress: (Int) -> Void = { _ in }) async throws -> [Result] {
         var results: [Result] = []
         for id in ids {
             defer { progress(results.count) }
@@ -224,7 +226,7 @@ public final class DeadLetterReplayer: Sendable {
         return results
     }
 
-    public func close() async {
+    package func close() async {
         await publisher.close()
     }
 }

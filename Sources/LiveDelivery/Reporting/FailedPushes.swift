@@ -1,7 +1,7 @@
-public import Foundation
-public import LiveDeliveryCore
-public import Logging
-public import Postgres
+package import Foundation
+package import LiveDeliveryCore
+package import Logging
+package import Postgres
 
 /// Pushes given up for good (`report_failed_pushes`): list, show, and retry.
 ///
@@ -11,30 +11,31 @@ public import Postgres
 /// writes it through the worker's one write path (outbox, timeline with kind `sweep` and a first
 /// decision `operator_retry`). The dispatcher then sends it as usual. An activity that is final
 /// (token gone, start dropped) is not restarted: nothing is planned for it.
-public struct FailedPushStore: Sendable {
-    public struct RetryResult: Sendable, Hashable {
-        public var orderID: String
-        public var activityKey: String
+package struct FailedPushStore: Sendable {
+    package struct RetryResult: Sendable, Hashable {
+        package var orderID: String
+        package var activityKey: String
         /// The kinds of the pushes planned for the activity (empty: nothing to re-plan).
-        public var planned: [String]
+        package var planned: [String]
         /// The activity's state after the retry.
-        public var activityState: String?
+        package var activityState: String?
     }
 
-    public static let retryDecision = Decision.Code(rawValue: "operator_retry")
+    package static let retryDecision = Decision.Code(rawValue: "operator_retry")
 
-    public let client: PostgresClient
+    package let client: PostgresClient
     let tracker: OrderTracker?
 
     /// `tracking` (policy and mapping) is needed by ``retry(_:now:logger:)`` only.
-    public init(client: PostgresClient, tracking: TrackingConfiguration? = nil) {
+    package init(client: PostgresClient, tracking: TrackingConfiguration? = nil) {
         self.client = client
         self.tracker = tracking.map { OrderTracker(configuration: $0) }
     }
 
     /// Rows of `report_failed_pushes`, newest first, through its window function: only failed attempts
     /// are read, through their own index, in the partitions from `since` on.
-    public func list(since: Date? = nil, limit: Int? = 100, unrecoveredOnly: Bool = false) async throws -> ReportTable {
+    package func list(since: Date? = nil, limit: Int? = 100, unrecoveredOnly: Bool = false) async throws -> ReportTable
+    {
         let rows = try await client.query(
             """
             SELECT * FROM report_failed_pushes(coalesce(\(since)::timestamptz, '-infinity'), 'infinity')
@@ -47,7 +48,7 @@ public struct FailedPushStore: Sendable {
 
     /// The failed push (one row) and every attempt to the same activity, oldest first; nil when
     /// `id` is not a failed push.
-    public func show(_ id: Int64) async throws -> (push: ReportTable, attempts: ReportTable)? {
+    package func show(_ id: Int64) async throws -> (push: ReportTable, attempts: ReportTable)? {
         let push = ReportTable(try await client.query("SELECT * FROM report_failed_pushes WHERE id = \(id)"))
         guard !push.rows.isEmpty else { return nil }
         let attempts = try await client.query(
@@ -63,7 +64,7 @@ public struct FailedPushStore: Sendable {
     }
 
     /// Re-plans the newest state for the failed push's activity; nil when `id` is not a failed push.
-    public func retry(_ id: Int64, now: Date = Date(), logger: Logger) async throws -> RetryResult? {
+    package func retry(_ id: Int64, now: Date = Date(), logger: Logger) async throws -> RetryResult? {
         guard let tracker else {
             throw LiveDeliveryError(.invalidConfiguration, "failed-pushes retry needs the policy and content mapping")
         }

@@ -1,20 +1,20 @@
 import Foundation
 
 /// One admin report: a `report_` view of sql/090_reports.sql and how `livedelivery report` queries it.
-public struct Report: Sendable, Hashable {
+package struct Report: Sendable, Hashable {
     /// The name on the command line (`activities-by-state`).
-    public let name: String
+    package let name: String
     /// The view (`report_activities_by_state`).
-    public let view: String
+    package let view: String
     /// One line for the list of reports.
-    public let summary: String
+    package let summary: String
     /// The column `--since` filters on (`>=`); nil when the report is a snapshot without time.
-    public let timeColumn: String?
+    package let timeColumn: String?
     /// Whether sql/113 has a function of the view's name taking (since, until) that reads only that
     /// window: `livedelivery report` calls it, with the last 24 hours unless told otherwise.
-    public let hasWindowFunction: Bool
+    package let hasWindowFunction: Bool
     /// Whether the view has an `order_id` column that `--order` filters on.
-    public let hasOrderColumn: Bool
+    package let hasOrderColumn: Bool
     /// The `ORDER BY` of the printed table (a fixed clause of this catalogue, never user input).
     let orderBy: String
     /// Columns used only for sorting, left out of the printed table.
@@ -35,7 +35,7 @@ public struct Report: Sendable, Hashable {
     }
 
     /// Every report, in the order `livedelivery report` lists them.
-    public static let all: [Report] = [
+    package static let all: [Report] = [
         Report(
             "activities-by-state", summary: "live activities by state and app (snapshot)", timeColumn: nil,
             hasOrderColumn: false, orderBy: "live DESC, app, environment, state"),
@@ -48,10 +48,12 @@ public struct Report: Sendable, Hashable {
             timeColumn: "hour", hasOrderColumn: false, orderBy: "hour DESC, app, attempts DESC", windowFunction: true),
         Report(
             "alerts-per-activity", summary: "alerts planned, held back and high-priority pushes per activity",
-            timeColumn: "created_at", hasOrderColumn: true, orderBy: "alerts_planned DESC, updated_at DESC", windowFunction: true),
+            timeColumn: "created_at", hasOrderColumn: true, orderBy: "alerts_planned DESC, updated_at DESC",
+            windowFunction: true),
         Report(
             "activity-timings", summary: "time to start, to first update and to end, per activity (seconds)",
-            timeColumn: "created_at", hasOrderColumn: true, orderBy: "created_at DESC, order_id, activity_key", windowFunction: true),
+            timeColumn: "created_at", hasOrderColumn: true, orderBy: "created_at DESC, order_id, activity_key",
+            windowFunction: true),
         Report(
             "activity-timings-by-app", summary: "median and p95 time to first update and to end, per day and app",
             timeColumn: "day", hasOrderColumn: false, orderBy: "day DESC, app", windowFunction: true),
@@ -73,7 +75,7 @@ public struct Report: Sendable, Hashable {
     ]
 
     /// The report called `name`: `order-timeline`, `order_timeline` or `report_order_timeline`.
-    public static func named(_ name: String) -> Report? {
+    package static func named(_ name: String) -> Report? {
         var key = name.lowercased().replacingOccurrences(of: "_", with: "-")
         if key.hasPrefix("report-") { key.removeFirst("report-".count) }
         return all.first { $0.name == key }

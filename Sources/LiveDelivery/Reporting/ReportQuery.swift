@@ -1,23 +1,23 @@
-public import Foundation
+package import Foundation
 import LiveDeliveryCore
-public import Postgres
+package import Postgres
 
 /// The filters of `livedelivery report NAME [--order ID] [--since …] [--limit N]`.
-public struct ReportQuery: Sendable, Hashable {
+package struct ReportQuery: Sendable, Hashable {
     /// Only rows of this order (reports with an `order_id` column).
-    public var orderID: String?
+    package var orderID: String?
     /// Only rows whose time is at or after this moment. A report with a window function reads
     /// the last ``defaultWindow`` when nil; a view reads all its rows.
-    public var since: Date?
+    package var since: Date?
     /// Only rows whose time is before this moment (nil: no end).
-    public var until: Date?
+    package var until: Date?
     /// At most this many rows (nil: all).
-    public var limit: Int?
+    package var limit: Int?
 
     /// The window of a report over history when `--since` is not given: the last 24 hours.
-    public static let defaultWindow: TimeInterval = 86_400
+    package static let defaultWindow: TimeInterval = 86_400
 
-    public init(orderID: String? = nil, since: Date? = nil, until: Date? = nil, limit: Int? = 100) {
+    package init(orderID: String? = nil, since: Date? = nil, until: Date? = nil, limit: Int? = 100) {
         self.orderID = orderID
         self.since = since
         self.until = until
@@ -26,13 +26,13 @@ public struct ReportQuery: Sendable, Hashable {
 
     /// `--since`: an age (`90s`, `30m`, `24h`, `7d`, `2w`) counted back from `now`, or an RFC 3339
     /// timestamp (`2026-11-21T10:00:00Z`). Nil when it is neither.
-    public static func parseSince(_ text: String, now: Date = Date()) -> Date? {
+    package static func parseSince(_ text: String, now: Date = Date()) -> Date? {
         if let age = parseAge(text) { return now.addingTimeInterval(-age) }
         return RFC3339.parse(text)
     }
 
     /// An age in seconds: a positive number followed by s, m, h, d or w (`30d`). Nil otherwise.
-    public static func parseAge(_ text: String) -> TimeInterval? {
+    package static func parseAge(_ text: String) -> TimeInterval? {
         guard let unit = text.last, let value = Double(text.dropLast()), value > 0, value.isFinite else { return nil }
         let seconds: Double
         switch unit {
@@ -93,7 +93,7 @@ public struct ReportQuery: Sendable, Hashable {
 
 extension Report {
     /// Runs the report on `client` (any role that may read the view, e.g. livedelivery_reporting).
-    public func run(_ query: ReportQuery, client: PostgresClient) async throws -> ReportTable {
+    package func run(_ query: ReportQuery, client: PostgresClient) async throws -> ReportTable {
         let statement = try query.statement(for: self)
         return ReportTable(try await client.query(statement), hiding: hiddenColumns)
     }

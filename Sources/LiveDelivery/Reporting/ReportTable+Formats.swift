@@ -1,9 +1,9 @@
-public import Foundation
+package import Foundation
 import LiveDeliveryCore
 import Postgres
 
 /// How the admin commands print a result: `--format table|json|csv`.
-public enum ReportFormat: String, CaseIterable, Sendable {
+package enum ReportFormat: String, CaseIterable, Sendable {
     /// The aligned table for people (``ReportTable/render(maxCellWidth:)``), unchanged.
     case table
     /// One JSON document: an array with one object per row, keyed by column name.
@@ -16,7 +16,7 @@ public enum ReportFormat: String, CaseIterable, Sendable {
 /// list of members (built in column order); the encoder writes their keys sorted, because
 /// Foundation's encoder does not keep insertion order and sorted keys at least make the output
 /// stable from run to run.
-public enum AdminJSON: Sendable, Hashable, Encodable {
+package enum AdminJSON: Sendable, Hashable, Encodable {
     case null
     case bool(Bool)
     case integer(Int64)
@@ -25,10 +25,10 @@ public enum AdminJSON: Sendable, Hashable, Encodable {
     case array([AdminJSON])
     case object([Member])
 
-    public struct Member: Sendable, Hashable {
-        public var key: String
-        public var value: AdminJSON
-        public init(_ key: String, _ value: AdminJSON) {
+    package struct Member: Sendable, Hashable {
+        package var key: String
+        package var value: AdminJSON
+        package init(_ key: String, _ value: AdminJSON) {
             self.key = key
             self.value = value
         }
@@ -41,7 +41,7 @@ public enum AdminJSON: Sendable, Hashable, Encodable {
         init?(intValue: Int) { nil }
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         switch self {
         case .null:
             var container = encoder.singleValueContainer()
@@ -69,7 +69,7 @@ public enum AdminJSON: Sendable, Hashable, Encodable {
     }
 
     /// The document as pretty-printed UTF-8 text with sorted keys (no final newline).
-    public func serialized() throws -> String {
+    package func serialized() throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         return String(decoding: try encoder.encode(self), as: UTF8.self)
@@ -79,7 +79,7 @@ public enum AdminJSON: Sendable, Hashable, Encodable {
 extension ReportTable {
     /// The table in `format`; `maxCellWidth` cuts cells of the table format only (JSON and CSV
     /// carry whole cells: the views already leave out bodies, payloads and full device tokens).
-    public func formatted(_ format: ReportFormat, maxCellWidth: Int = 60) throws -> String {
+    package func formatted(_ format: ReportFormat, maxCellWidth: Int = 60) throws -> String {
         switch format {
         case .table: render(maxCellWidth: maxCellWidth)
         case .json: try json.serialized()
@@ -88,21 +88,21 @@ extension ReportTable {
     }
 
     /// An array with one object per row.
-    public var json: AdminJSON {
+    package var json: AdminJSON {
         .array(rows.indices.map(jsonObject(row:)))
     }
 
     /// One row as an object keyed by column name.
-    public func jsonObject(row: Int) -> AdminJSON { .object(jsonMembers(row: row)) }
+    package func jsonObject(row: Int) -> AdminJSON { .object(jsonMembers(row: row)) }
 
     /// The members of ``jsonObject(row:)``, for a caller that adds its own.
-    public func jsonMembers(row: Int) -> [AdminJSON.Member] {
+    package func jsonMembers(row: Int) -> [AdminJSON.Member] {
         columns.indices.map { AdminJSON.Member(columns[$0].name, value(row: row, column: $0)) }
     }
 
     /// A cell typed by its column: integers and numbers as numbers, booleans, timestamps as RFC 3339
     /// in UTC (with milliseconds when they have any), NULL as null, anything else as the table's text.
-    public func value(row: Int, column: Int) -> AdminJSON {
+    package func value(row: Int, column: Int) -> AdminJSON {
         guard let text = rows[row][column] else { return .null }
         switch columns[column].kind {
         case .integer:
@@ -129,7 +129,7 @@ extension ReportTable {
     }
 
     /// An instant as RFC 3339 in UTC, with milliseconds when it has any (the JSON and CSV formats).
-    public static func rfc3339(_ date: Date) -> String {
+    package static func rfc3339(_ date: Date) -> String {
         // Milliseconds rounded to nearest, not down as RFC3339.format does: the seconds are a
         // Double, and `.206` read back as `.20599…` must print as the table's `.206`.
         let seconds = date.timeIntervalSince1970
@@ -150,7 +150,7 @@ extension ReportTable {
     /// double quote, CR or LF is quoted, its quotes doubled. NULL is an empty field; an empty string
     /// is `""`, so the two stay apart. Cells are typed as in ``value(row:column:)`` (timestamps in
     /// RFC 3339, booleans `true`/`false`) and numbers keep PostgreSQL's digits.
-    public func csv() -> String {
+    package func csv() -> String {
         var text = columns.map { Self.csvField($0.name) }.joined(separator: ",") + "\r\n"
         for row in rows.indices {
             let fields = columns.indices.map { column -> String in

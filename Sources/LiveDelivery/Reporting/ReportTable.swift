@@ -1,15 +1,15 @@
-public import Postgres
+package import Postgres
 
 /// A query result as text, printed as an aligned table (`livedelivery report`, `dead-letters list`).
-public struct ReportTable: Sendable, Hashable {
-    public struct Column: Sendable, Hashable {
-        public var name: String
+package struct ReportTable: Sendable, Hashable {
+    package struct Column: Sendable, Hashable {
+        package var name: String
         /// Numbers are right-aligned.
-        public var isNumeric: Bool
+        package var isNumeric: Bool
         /// How `--format json` and `csv` type the cells (see ReportTable+Formats.swift).
-        public var kind: Kind
+        package var kind: Kind
 
-        public init(name: String, isNumeric: Bool = false, kind: Kind? = nil) {
+        package init(name: String, isNumeric: Bool = false, kind: Kind? = nil) {
             self.name = name
             self.isNumeric = isNumeric
             self.kind = kind ?? (isNumeric ? .number : .text)
@@ -17,7 +17,7 @@ public struct ReportTable: Sendable, Hashable {
     }
 
     /// The type of a column's values, as far as the machine-readable formats care.
-    public enum Kind: Sendable, Hashable {
+    package enum Kind: Sendable, Hashable {
         /// `int2`, `int4`, `int8`, `oid`: a JSON integer.
         case integer
         /// `float4`, `float8`, `numeric`: a JSON number.
@@ -40,17 +40,17 @@ public struct ReportTable: Sendable, Hashable {
         }
     }
 
-    public var columns: [Column]
+    package var columns: [Column]
     /// Cells as text; nil is SQL NULL.
-    public var rows: [[String?]]
+    package var rows: [[String?]]
 
-    public init(columns: [Column], rows: [[String?]]) {
+    package init(columns: [Column], rows: [[String?]]) {
         self.columns = columns
         self.rows = rows
     }
 
     /// The rows of a result, leaving out `hidden` columns. Timestamps keep milliseconds.
-    public init(_ result: PostgresRows, hiding hidden: [String] = []) {
+    package init(_ result: PostgresRows, hiding hidden: [String] = []) {
         let kept = result.columns.enumerated().filter { !hidden.contains($0.element.name) }
         self.columns = kept.map {
             Column(
@@ -76,14 +76,14 @@ public struct ReportTable: Sendable, Hashable {
     }
 
     /// The values of one column (tests, scripts).
-    public func values(_ column: String) -> [String?] {
+    package func values(_ column: String) -> [String?] {
         guard let index = columns.firstIndex(where: { $0.name == column }) else { return [] }
         return rows.map { $0[index] }
     }
 
     /// Aligned columns under a header and a rule; cells longer than `maxCellWidth` are cut with "…",
     /// line breaks become spaces, NULL prints as empty. A last line counts the rows.
-    public func render(maxCellWidth: Int = 60) -> String {
+    package func render(maxCellWidth: Int = 60) -> String {
         func clean(_ text: String?) -> String {
             guard var text else { return "" }
             text = String(text.map { $0.isNewline || $0 == "\t" ? " " : $0 })

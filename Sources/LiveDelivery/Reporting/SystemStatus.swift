@@ -1,60 +1,60 @@
 import Configuration
-public import Foundation
-public import Logging
-public import Postgres
-public import RabbitMQ
+package import Foundation
+package import Logging
+package import Postgres
+package import RabbitMQ
 
 /// What `livedelivery status` shows an on-call engineer: the database's side (schema, pending
 /// pushes, paused apps, workers seen recently) and the broker's (queue depths and consumers).
 ///
 /// The two halves are read independently: a broker that cannot be reached leaves ``broker`` nil
 /// and sets ``brokerError``, and the database half is still shown.
-public struct SystemStatus: Sendable {
-    public struct PendingPushes: Sendable, Hashable {
-        public var app: String
+package struct SystemStatus: Sendable {
+    package struct PendingPushes: Sendable, Hashable {
+        package var app: String
         /// Rows in the outbox for the app, due or not.
-        public var pending: Int
+        package var pending: Int
         /// Seconds since the oldest row that is due and not leased became due; nil when none is.
-        public var oldestDueSeconds: Double?
+        package var oldestDueSeconds: Double?
     }
 
-    public struct PausedApp: Sendable, Hashable {
-        public var app: String
-        public var reason: String
-        public var status: Int?
-        public var pausedUntil: Date
+    package struct PausedApp: Sendable, Hashable {
+        package var app: String
+        package var reason: String
+        package var status: Int?
+        package var pausedUntil: Date
     }
 
-    public struct RecentWorker: Sendable, Hashable {
-        public var workerID: String
-        public var lastAttemptAt: Date
+    package struct RecentWorker: Sendable, Hashable {
+        package var workerID: String
+        package var lastAttemptAt: Date
     }
 
-    public struct Queue: Sendable, Hashable {
-        public var name: String
-        public var messages: Int
-        public var consumers: Int
+    package struct Queue: Sendable, Hashable {
+        package var name: String
+        package var messages: Int
+        package var consumers: Int
     }
 
     /// How far back a worker counts as "seen": it sent a push in this window.
-    public static let recentWorkerWindow: TimeInterval = 300
+    package static let recentWorkerWindow: TimeInterval = 300
 
     /// The newest migration applied (0: never migrated).
-    public var schemaVersion: Int
+    package var schemaVersion: Int
     /// The migration this release needs (``Migrator/schemaVersion``).
-    public var requiredSchemaVersion: Int
-    public var pendingPushes: [PendingPushes]
-    public var pausedApps: [PausedApp]
+    package var requiredSchemaVersion: Int
+    package var pendingPushes: [PendingPushes]
+    package var pausedApps: [PausedApp]
     /// Workers that recorded a push attempt in the last ``recentWorkerWindow`` seconds: a worker
     /// that is running but has sent nothing is not counted.
-    public var recentWorkers: [RecentWorker]
+    package var recentWorkers: [RecentWorker]
     /// The events queue and its dead-letter queue; nil when the broker was not reached.
-    public var broker: (events: Queue, deadLetters: Queue)?
+    package var broker: (events: Queue, deadLetters: Queue)?
     /// Why the broker was not reached (no URL or secret in it).
-    public var brokerError: String?
+    package var brokerError: String?
 
     /// Reads the database half; the broker half is filled by ``readBroker(endpoints:queue:logger:)``.
-    public static func read(client: PostgresClient) async throws -> SystemStatus {
+    package static func read(client: PostgresClient) async throws -> SystemStatus {
         let version = try await SchemaGuard.appliedVersion(client)
         guard version > 0 else {
             // A database never migrated has none of the tables below; the version says what to do.
@@ -103,7 +103,7 @@ public struct SystemStatus: Sendable {
 
     /// Fills the broker half with passive declares of `queue` and `<queue>.dead-letter` (nothing is
     /// created); on failure records why and leaves ``broker`` nil.
-    public mutating func readBroker(endpoints: AMQPEndpoints, queue: String, logger: Logger) async {
+    package mutating func readBroker(endpoints: AMQPEndpoints, queue: String, logger: Logger) async {
         let connection: RabbitMQConnection
         do {
             (connection, _) = try await RabbitMQConnection.connect(to: endpoints, logger: logger)
@@ -129,10 +129,10 @@ public struct SystemStatus: Sendable {
     }
 
     /// Whether the broker half is missing because the broker could not be reached at all.
-    public var brokerUnreachable: Bool { broker == nil && brokerError?.hasPrefix("RabbitMQ unreachable") == true }
+    package var brokerUnreachable: Bool { broker == nil && brokerError?.hasPrefix("RabbitMQ unreachable") == true }
 
     /// The status as one JSON object (`livedelivery status --format json`).
-    public var json: AdminJSON {
+    package var json: AdminJSON {
         func time(_ date: Date) -> AdminJSON { .string(ReportTable.rfc3339(date)) }
         func queue(_ queue: Queue?) -> AdminJSON {
             guard let queue else { return .null }
@@ -182,7 +182,7 @@ public struct SystemStatus: Sendable {
 extension AdminContext {
     /// `amqp.queue` (default `livedelivery.events`), the events queue the workers consume; its
     /// dead-letter queue is `<queue>.dead-letter`.
-    public func eventsQueue() -> String {
+    package func eventsQueue() -> String {
         config.string(forKey: "amqp.queue", default: "livedelivery.events")
     }
 }

@@ -5,13 +5,13 @@ import Foundation
 /// Checks, in order: size (over 64 KiB is never parsed), JSON, `type`, `version`, `event_id`,
 /// `occurred_at`, then the type's own fields. The first problem found is the rejection. Unknown
 /// extra fields are ignored; an optional field that is absent, `null` or an empty string is nil.
-public enum EventDecoder {
+package enum EventDecoder {
     /// 64 KiB: a larger body is rejected with `body_too_large` without being parsed.
-    public static let maximumBodySize = 65_536
+    package static let maximumBodySize = 65_536
 
     /// Decodes one message body. Pass the AMQP routing key and `message_id` when there are any, so
     /// that a mismatch with `type` or `event_id` is refused too.
-    public static func decode(
+    package static func decode(
         _ bytes: [UInt8], routingKey: String? = nil, messageID: String? = nil
     ) -> Result<InboundEvent, EventRejection> {
         do throws(EventRejection) {
@@ -41,7 +41,8 @@ public enum EventDecoder {
         guard EventType.known.contains(type) else {
             throw EventRejection(
                 .unknownType, field: "type",
-                "unknown event type '\(quoted(typeText))' (known: \(EventType.known.map(\.rawValue).joined(separator: ", ")))")
+                "unknown event type '\(quoted(typeText))' (known: \(EventType.known.map(\.rawValue).joined(separator: ", ")))"
+            )
         }
         if let routingKey, routingKey != typeText {
             throw EventRejection(
@@ -67,7 +68,8 @@ public enum EventDecoder {
             guard status.isKnown else {
                 throw EventRejection(
                     .unknownStatus, field: "status",
-                    "unknown status '\(quoted(statusText))' (known: \(OrderStatus.known.map(\.rawValue).joined(separator: ", ")))")
+                    "unknown status '\(quoted(statusText))' (known: \(OrderStatus.known.map(\.rawValue).joined(separator: ", ")))"
+                )
             }
             let sequence = try root.optionalInt("sequence")
             if let sequence, sequence < 0 {
@@ -169,7 +171,8 @@ struct FieldReader {
             throw EventRejection(.missingField, field: path(key), "\(path(key)) is required")
         }
         guard case .string(let text) = value else {
-            throw EventRejection(.invalidField, field: path(key), "\(path(key)) must be a string, not \(value.typeName)")
+            throw EventRejection(
+                .invalidField, field: path(key), "\(path(key)) must be a string, not \(value.typeName)")
         }
         guard length.contains(text.count) else {
             throw EventRejection(
@@ -183,7 +186,8 @@ struct FieldReader {
     func optionalString(_ key: String, maxLength: Int) throws(EventRejection) -> String? {
         guard let value = value(key) else { return nil }
         guard case .string(let text) = value else {
-            throw EventRejection(.invalidField, field: path(key), "\(path(key)) must be a string, not \(value.typeName)")
+            throw EventRejection(
+                .invalidField, field: path(key), "\(path(key)) must be a string, not \(value.typeName)")
         }
         if text.allSatisfy(\.isWhitespace) { return nil }
         guard text.count <= maxLength else {
@@ -200,14 +204,16 @@ struct FieldReader {
         case .int(let int): return int
         case .double(let double) where double == double.rounded() && abs(double) < 9e15: return Int(double)
         default:
-            throw EventRejection(.invalidField, field: path(key), "\(path(key)) must be an integer, not \(value.typeName)")
+            throw EventRejection(
+                .invalidField, field: path(key), "\(path(key)) must be an integer, not \(value.typeName)")
         }
     }
 
     func optionalObject(_ key: String) throws(EventRejection) -> FieldReader? {
         guard let value = value(key) else { return nil }
         guard case .object(let object) = value else {
-            throw EventRejection(.invalidField, field: path(key), "\(path(key)) must be an object, not \(value.typeName)")
+            throw EventRejection(
+                .invalidField, field: path(key), "\(path(key)) must be an object, not \(value.typeName)")
         }
         return FieldReader(object: object, prefix: path(key))
     }
@@ -216,7 +222,7 @@ struct FieldReader {
         let text: String
         do {
             text = try requiredString(key, length: 1...64)
-        } catch where error.reason == .invalidField {
+        } catch let error where error.reason == .invalidField {
             throw EventRejection(.invalidTimestamp, field: path(key), "\(path(key)) must be an RFC 3339 string")
         }
         guard let date = RFC3339.parse(text) else {
@@ -232,7 +238,8 @@ struct FieldReader {
             throw EventRejection(.missingField, field: path(key), "\(path(key)) is required")
         }
         guard case .string(let text) = value else {
-            throw EventRejection(.invalidToken, field: path(key), "\(path(key)) must be a hex string, not \(value.typeName)")
+            throw EventRejection(
+                .invalidToken, field: path(key), "\(path(key)) must be a hex string, not \(value.typeName)")
         }
         guard let token = DeviceToken(hex: text) else {
             // Never echo the token itself: its length is enough to diagnose.

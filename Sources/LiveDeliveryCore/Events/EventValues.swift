@@ -1,102 +1,104 @@
-public import Foundation
+package import Foundation
 
 /// An order status from events.md. String-backed so the set can grow; the decoder accepts only
 /// ``known`` values and rejects the rest with `unknown_status`.
-public struct OrderStatus: RawRepresentable, Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
-    public let rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
+package struct OrderStatus: RawRepresentable, Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
+    package let rawValue: String
+    package init(rawValue: String) { self.rawValue = rawValue }
 
-    public static let placed = OrderStatus(rawValue: "placed")
-    public static let confirmed = OrderStatus(rawValue: "confirmed")
-    public static let preparing = OrderStatus(rawValue: "preparing")
-    public static let readyForPickup = OrderStatus(rawValue: "ready_for_pickup")
-    public static let pickedUp = OrderStatus(rawValue: "picked_up")
-    public static let outForDelivery = OrderStatus(rawValue: "out_for_delivery")
-    public static let arriving = OrderStatus(rawValue: "arriving")
-    public static let delivered = OrderStatus(rawValue: "delivered")
-    public static let cancelled = OrderStatus(rawValue: "cancelled")
-    public static let deliveryFailed = OrderStatus(rawValue: "delivery_failed")
+    package static let placed = OrderStatus(rawValue: "placed")
+    package static let confirmed = OrderStatus(rawValue: "confirmed")
+    package static let preparing = OrderStatus(rawValue: "preparing")
+    package static let readyForPickup = OrderStatus(rawValue: "ready_for_pickup")
+    package static let pickedUp = OrderStatus(rawValue: "picked_up")
+    package static let outForDelivery = OrderStatus(rawValue: "out_for_delivery")
+    package static let arriving = OrderStatus(rawValue: "arriving")
+    package static let delivered = OrderStatus(rawValue: "delivered")
+    package static let cancelled = OrderStatus(rawValue: "cancelled")
+    package static let deliveryFailed = OrderStatus(rawValue: "delivery_failed")
 
     /// Every status of the contract, in the order of a delivery.
-    public static let known: [OrderStatus] = [
+    package static let known: [OrderStatus] = [
         .placed, .confirmed, .preparing, .readyForPickup, .pickedUp, .outForDelivery, .arriving,
         .delivered, .cancelled, .deliveryFailed,
     ]
 
     /// The statuses that end an order (and its activities) and absorb later events.
-    public static let terminal: Set<OrderStatus> = [.delivered, .cancelled, .deliveryFailed]
+    package static let terminal: Set<OrderStatus> = [.delivered, .cancelled, .deliveryFailed]
 
-    public var isKnown: Bool { Self.known.contains(self) }
-    public var isTerminal: Bool { Self.terminal.contains(self) }
-    public var description: String { rawValue }
+    package var isKnown: Bool { Self.known.contains(self) }
+    package var isTerminal: Bool { Self.terminal.contains(self) }
+    package var description: String { rawValue }
 
-    public static func < (lhs: OrderStatus, rhs: OrderStatus) -> Bool {
-        (Self.known.firstIndex(of: lhs) ?? Int.max, lhs.rawValue) < (Self.known.firstIndex(of: rhs) ?? Int.max, rhs.rawValue)
+    package static func < (lhs: OrderStatus, rhs: OrderStatus) -> Bool {
+        (Self.known.firstIndex(of: lhs) ?? Int.max, lhs.rawValue) < (
+            Self.known.firstIndex(of: rhs) ?? Int.max, rhs.rawValue
+        )
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         self.init(rawValue: try decoder.singleValueContainer().decode(String.self))
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(rawValue)
     }
 }
 
 /// The event `type` (equal to the AMQP routing key).
-public struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
-    public let rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
+package struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    package let rawValue: String
+    package init(rawValue: String) { self.rawValue = rawValue }
 
-    public static let orderStatus = EventType(rawValue: "order.status")
-    public static let activityToken = EventType(rawValue: "activity.token")
-    public static let pushToStartToken = EventType(rawValue: "activity.push_to_start_token")
-    public static let activityEnded = EventType(rawValue: "activity.ended")
-    public static let known: [EventType] = [.orderStatus, .activityToken, .pushToStartToken, .activityEnded]
+    package static let orderStatus = EventType(rawValue: "order.status")
+    package static let activityToken = EventType(rawValue: "activity.token")
+    package static let pushToStartToken = EventType(rawValue: "activity.push_to_start_token")
+    package static let activityEnded = EventType(rawValue: "activity.ended")
+    package static let known: [EventType] = [.orderStatus, .activityToken, .pushToStartToken, .activityEnded]
 
-    public var description: String { rawValue }
+    package var description: String { rawValue }
 }
 
 /// `production` or `sandbox`: chooses the APNs host.
-public struct APNsEnvironment: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
-    public let rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
+package struct APNsEnvironment: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    package let rawValue: String
+    package init(rawValue: String) { self.rawValue = rawValue }
 
-    public static let production = APNsEnvironment(rawValue: "production")
-    public static let sandbox = APNsEnvironment(rawValue: "sandbox")
-    public static let known: [APNsEnvironment] = [.production, .sandbox]
+    package static let production = APNsEnvironment(rawValue: "production")
+    package static let sandbox = APNsEnvironment(rawValue: "sandbox")
+    package static let known: [APNsEnvironment] = [.production, .sandbox]
 
     /// The APNs host for device-token pushes.
-    public var host: String {
+    package var host: String {
         self == .production ? "api.push.apple.com" : "api.sandbox.push.apple.com"
     }
 
-    public var description: String { rawValue }
+    package var description: String { rawValue }
 }
 
 /// Why the app reports that an activity ended on the device (`activity.ended`).
-public struct ActivityEndReason: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
-    public let rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
+package struct ActivityEndReason: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    package let rawValue: String
+    package init(rawValue: String) { self.rawValue = rawValue }
 
-    public static let dismissedByUser = ActivityEndReason(rawValue: "dismissed_by_user")
-    public static let endedOnDevice = ActivityEndReason(rawValue: "ended_on_device")
-    public static let expired = ActivityEndReason(rawValue: "expired")
-    public static let known: [ActivityEndReason] = [.dismissedByUser, .endedOnDevice, .expired]
+    package static let dismissedByUser = ActivityEndReason(rawValue: "dismissed_by_user")
+    package static let endedOnDevice = ActivityEndReason(rawValue: "ended_on_device")
+    package static let expired = ActivityEndReason(rawValue: "expired")
+    package static let known: [ActivityEndReason] = [.dismissedByUser, .endedOnDevice, .expired]
 
-    public var description: String { rawValue }
+    package var description: String { rawValue }
 }
 
 /// An APNs device token (push-to-start or per-activity update token): lowercase hex, 16–200 bytes.
 ///
 /// Its `description` shows only a prefix, so a token never reaches a log line or an error whole;
 /// ``hex`` (for the request path) and `Codable` (for storage) carry the full value.
-public struct DeviceToken: Hashable, Sendable, Codable, CustomStringConvertible {
-    public let hex: String
+package struct DeviceToken: Hashable, Sendable, Codable, CustomStringConvertible {
+    package let hex: String
 
     /// Validates and normalises to lowercase; nil unless hex, even length, 16–200 bytes decoded.
-    public init?(hex: String) {
+    package init?(hex: String) {
         let bytes = Array(hex.utf8)
         guard bytes.count % 2 == 0, (32...400).contains(bytes.count),
             bytes.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 | 0x20 >= 97 && $0 | 0x20 <= 102) })
@@ -105,11 +107,11 @@ public struct DeviceToken: Hashable, Sendable, Codable, CustomStringConvertible 
     }
 
     /// The first eight hex digits, for logs and the printed request path.
-    public var prefix: String { String(hex.prefix(8)) + "…" }
-    public var byteCount: Int { hex.utf8.count / 2 }
-    public var description: String { "\(prefix)(\(byteCount) bytes)" }
+    package var prefix: String { String(hex.prefix(8)) + "…" }
+    package var byteCount: Int { hex.utf8.count / 2 }
+    package var description: String { "\(prefix)(\(byteCount) bytes)" }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let text = try container.decode(String.self)
         guard let token = DeviceToken(hex: text) else {
@@ -118,18 +120,18 @@ public struct DeviceToken: Hashable, Sendable, Codable, CustomStringConvertible 
         self = token
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(hex)
     }
 }
 
 /// An estimated delivery window, `earliest ≤ latest`.
-public struct ETAWindow: Hashable, Sendable, Codable {
-    public var earliest: Date
-    public var latest: Date
+package struct ETAWindow: Hashable, Sendable, Codable {
+    package var earliest: Date
+    package var latest: Date
 
-    public init(earliest: Date, latest: Date) {
+    package init(earliest: Date, latest: Date) {
         self.earliest = earliest
         self.latest = latest
     }
@@ -141,25 +143,25 @@ public struct ETAWindow: Hashable, Sendable, Codable {
 /// to `event_id` so that every replica picks the same winner whatever the arrival order. (A stream
 /// that mixes events with and without a sequence for one order can be ordered inconsistently; the
 /// contract's publishers use one or the other.)
-public struct EventKey: Hashable, Sendable, Codable, CustomStringConvertible {
-    public var sequence: Int?
-    public var occurredAt: Date
-    public var eventID: String
+package struct EventKey: Hashable, Sendable, Codable, CustomStringConvertible {
+    package var sequence: Int?
+    package var occurredAt: Date
+    package var eventID: String
 
-    public init(sequence: Int?, occurredAt: Date, eventID: String) {
+    package init(sequence: Int?, occurredAt: Date, eventID: String) {
         self.sequence = sequence
         self.occurredAt = occurredAt
         self.eventID = eventID
     }
 
     /// True when `self` is strictly newer than `other`.
-    public func isNewer(than other: EventKey) -> Bool {
+    package func isNewer(than other: EventKey) -> Bool {
         if let a = sequence, let b = other.sequence, a != b { return a > b }
         if occurredAt != other.occurredAt { return occurredAt > other.occurredAt }
         return eventID > other.eventID
     }
 
-    public var description: String {
+    package var description: String {
         (sequence.map { "seq \($0), " } ?? "") + RFC3339.format(occurredAt, fractional: true) + ", " + eventID
     }
 }

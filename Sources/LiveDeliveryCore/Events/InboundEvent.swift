@@ -1,20 +1,20 @@
-public import Foundation
+package import Foundation
 
 /// `order.status`: an order moved, or its details changed. Every optional field is nil when it was
 /// absent, `null`, or an empty (or all-whitespace) string.
-public struct OrderStatusEvent: Hashable, Sendable, Codable {
-    public var eventID: String
-    public var occurredAt: Date
-    public var orderID: String
-    public var userID: String
-    public var sequence: Int?
-    public var status: OrderStatus
-    public var orderNumber: Int?
-    public var merchantName: String?
-    public var courierName: String?
-    public var eta: ETAWindow?
+package struct OrderStatusEvent: Hashable, Sendable, Codable {
+    package var eventID: String
+    package var occurredAt: Date
+    package var orderID: String
+    package var userID: String
+    package var sequence: Int?
+    package var status: OrderStatus
+    package var orderNumber: Int?
+    package var merchantName: String?
+    package var courierName: String?
+    package var eta: ETAWindow?
 
-    public init(
+    package init(
         eventID: String, occurredAt: Date, orderID: String, userID: String, sequence: Int? = nil,
         status: OrderStatus, orderNumber: Int? = nil, merchantName: String? = nil, courierName: String? = nil,
         eta: ETAWindow? = nil
@@ -31,21 +31,21 @@ public struct OrderStatusEvent: Hashable, Sendable, Codable {
         self.eta = eta
     }
 
-    public var key: EventKey { EventKey(sequence: sequence, occurredAt: occurredAt, eventID: eventID) }
+    package var key: EventKey { EventKey(sequence: sequence, occurredAt: occurredAt, eventID: eventID) }
 }
 
 /// `activity.token`: the app reports (or rotates) an activity's per-activity update token.
-public struct ActivityTokenEvent: Hashable, Sendable, Codable {
-    public var eventID: String
-    public var occurredAt: Date
-    public var orderID: String
-    public var activityID: String
-    public var deviceID: String?
-    public var token: DeviceToken
-    public var bundleID: String
-    public var environment: APNsEnvironment
+package struct ActivityTokenEvent: Hashable, Sendable, Codable {
+    package var eventID: String
+    package var occurredAt: Date
+    package var orderID: String
+    package var activityID: String
+    package var deviceID: String?
+    package var token: DeviceToken
+    package var bundleID: String
+    package var environment: APNsEnvironment
 
-    public init(
+    package init(
         eventID: String, occurredAt: Date, orderID: String, activityID: String, deviceID: String? = nil,
         token: DeviceToken, bundleID: String, environment: APNsEnvironment
     ) {
@@ -59,21 +59,21 @@ public struct ActivityTokenEvent: Hashable, Sendable, Codable {
         self.environment = environment
     }
 
-    public var key: EventKey { EventKey(sequence: nil, occurredAt: occurredAt, eventID: eventID) }
+    package var key: EventKey { EventKey(sequence: nil, occurredAt: occurredAt, eventID: eventID) }
 }
 
 /// `activity.push_to_start_token`: the app reports a push-to-start token for one device of a user.
-public struct PushToStartTokenEvent: Hashable, Sendable, Codable {
-    public var eventID: String
-    public var occurredAt: Date
-    public var userID: String
-    public var deviceID: String
-    public var token: DeviceToken
-    public var bundleID: String
-    public var environment: APNsEnvironment
-    public var attributesType: String
+package struct PushToStartTokenEvent: Hashable, Sendable, Codable {
+    package var eventID: String
+    package var occurredAt: Date
+    package var userID: String
+    package var deviceID: String
+    package var token: DeviceToken
+    package var bundleID: String
+    package var environment: APNsEnvironment
+    package var attributesType: String
 
-    public init(
+    package init(
         eventID: String, occurredAt: Date, userID: String, deviceID: String, token: DeviceToken,
         bundleID: String, environment: APNsEnvironment, attributesType: String
     ) {
@@ -87,10 +87,10 @@ public struct PushToStartTokenEvent: Hashable, Sendable, Codable {
         self.attributesType = attributesType
     }
 
-    public var key: EventKey { EventKey(sequence: nil, occurredAt: occurredAt, eventID: eventID) }
+    package var key: EventKey { EventKey(sequence: nil, occurredAt: occurredAt, eventID: eventID) }
 
     /// The registration this event makes (what the worker stores per user and device).
-    public var registration: PushToStartRegistration {
+    package var registration: PushToStartRegistration {
         PushToStartRegistration(
             userID: userID, deviceID: deviceID, token: token, bundleID: bundleID, environment: environment,
             attributesType: attributesType, key: key
@@ -99,14 +99,14 @@ public struct PushToStartTokenEvent: Hashable, Sendable, Codable {
 }
 
 /// `activity.ended`: the app reports that an activity ended on the device.
-public struct ActivityEndedEvent: Hashable, Sendable, Codable {
-    public var eventID: String
-    public var occurredAt: Date
-    public var orderID: String
-    public var activityID: String
-    public var reason: ActivityEndReason
+package struct ActivityEndedEvent: Hashable, Sendable, Codable {
+    package var eventID: String
+    package var occurredAt: Date
+    package var orderID: String
+    package var activityID: String
+    package var reason: ActivityEndReason
 
-    public init(eventID: String, occurredAt: Date, orderID: String, activityID: String, reason: ActivityEndReason) {
+    package init(eventID: String, occurredAt: Date, orderID: String, activityID: String, reason: ActivityEndReason) {
         self.eventID = eventID
         self.occurredAt = occurredAt
         self.orderID = orderID
@@ -116,13 +116,13 @@ public struct ActivityEndedEvent: Hashable, Sendable, Codable {
 }
 
 /// One validated inbound event.
-public enum InboundEvent: Hashable, Sendable, Codable {
+package enum InboundEvent: Hashable, Sendable, Codable {
     case orderStatus(OrderStatusEvent)
     case activityToken(ActivityTokenEvent)
     case pushToStartToken(PushToStartTokenEvent)
     case activityEnded(ActivityEndedEvent)
 
-    public var type: EventType {
+    package var type: EventType {
         switch self {
         case .orderStatus: .orderStatus
         case .activityToken: .activityToken
@@ -131,7 +131,7 @@ public enum InboundEvent: Hashable, Sendable, Codable {
         }
     }
 
-    public var eventID: String {
+    package var eventID: String {
         switch self {
         case .orderStatus(let e): e.eventID
         case .activityToken(let e): e.eventID
@@ -140,7 +140,7 @@ public enum InboundEvent: Hashable, Sendable, Codable {
         }
     }
 
-    public var occurredAt: Date {
+    package var occurredAt: Date {
         switch self {
         case .orderStatus(let e): e.occurredAt
         case .activityToken(let e): e.occurredAt
@@ -150,7 +150,7 @@ public enum InboundEvent: Hashable, Sendable, Codable {
     }
 
     /// The order the event belongs to; nil for push-to-start tokens (they belong to a user).
-    public var orderID: String? {
+    package var orderID: String? {
         switch self {
         case .orderStatus(let e): e.orderID
         case .activityToken(let e): e.orderID
@@ -160,7 +160,7 @@ public enum InboundEvent: Hashable, Sendable, Codable {
     }
 
     /// The user the event names, if any (order.status and push-to-start tokens).
-    public var userID: String? {
+    package var userID: String? {
         switch self {
         case .orderStatus(let e): e.userID
         case .pushToStartToken(let e): e.userID
@@ -170,17 +170,17 @@ public enum InboundEvent: Hashable, Sendable, Codable {
 }
 
 /// A push-to-start token on file for one device of a user.
-public struct PushToStartRegistration: Hashable, Sendable, Codable {
-    public var userID: String
-    public var deviceID: String
-    public var token: DeviceToken
-    public var bundleID: String
-    public var environment: APNsEnvironment
-    public var attributesType: String
+package struct PushToStartRegistration: Hashable, Sendable, Codable {
+    package var userID: String
+    package var deviceID: String
+    package var token: DeviceToken
+    package var bundleID: String
+    package var environment: APNsEnvironment
+    package var attributesType: String
     /// The reporting event; a newer registration for the same device replaces an older one.
-    public var key: EventKey
+    package var key: EventKey
 
-    public init(
+    package init(
         userID: String, deviceID: String, token: DeviceToken, bundleID: String, environment: APNsEnvironment,
         attributesType: String, key: EventKey
     ) {

@@ -1,12 +1,12 @@
-public import Foundation
+package import Foundation
 
 /// RFC 3339 timestamps, parsed and formatted without calendars, locales or time zones (pure and
 /// deterministic on every platform).
-public enum RFC3339 {
+package enum RFC3339 {
     /// Parses `2026-11-21T10:04:05Z`, `2026-11-21T10:04:05.250+02:00` (`T`/`t`/space, `Z`/`z`).
     /// An offset is required; fractional seconds are allowed (any number of digits); a leap second
     /// (`:60`) counts as the next second. Returns nil for anything else, including impossible dates.
-    public static func parse(_ text: String) -> Date? {
+    package static func parse(_ text: String) -> Date? {
         let b = Array(text.utf8)
         var i = 0
         func digits(_ count: Int) -> Int? {
@@ -64,7 +64,7 @@ public enum RFC3339 {
 
     /// Formats as `2026-11-21T10:04:05Z` (UTC, whole seconds, rounded down); with
     /// `fractional: true` adds milliseconds when the date has any.
-    public static func format(_ date: Date, fractional: Bool = false) -> String {
+    package static func format(_ date: Date, fractional: Bool = false) -> String {
         let interval = date.timeIntervalSince1970
         let whole = interval.rounded(.down)
         let total = Int(whole)

@@ -5,7 +5,7 @@ import Foundation
 /// The core parses inbound events into this type (so that every field can be checked with a precise
 /// reason) and builds APNs payloads with it (so that key order, number formatting and the byte count
 /// are deterministic: the byte count decides whether a payload fits in 4096 bytes).
-public enum JSONValue: Sendable, Hashable {
+package enum JSONValue: Sendable, Hashable {
     case null
     case bool(Bool)
     case int(Int)
@@ -15,7 +15,7 @@ public enum JSONValue: Sendable, Hashable {
     case object(JSONObject)
 
     /// The member `key` when this is an object, else nil.
-    public subscript(key: String) -> JSONValue? {
+    package subscript(key: String) -> JSONValue? {
         if case .object(let object) = self { return object[key] }
         return nil
     }
@@ -35,24 +35,24 @@ public enum JSONValue: Sendable, Hashable {
 }
 
 /// A JSON object that keeps its members in insertion order.
-public struct JSONObject: Sendable, Hashable {
-    public struct Member: Sendable, Hashable {
-        public var key: String
-        public var value: JSONValue
+package struct JSONObject: Sendable, Hashable {
+    package struct Member: Sendable, Hashable {
+        package var key: String
+        package var value: JSONValue
     }
 
-    public private(set) var members: [Member] = []
+    package private(set) var members: [Member] = []
 
-    public init() {}
+    package init() {}
 
-    public init(_ members: [(String, JSONValue)]) {
+    package init(_ members: [(String, JSONValue)]) {
         for (key, value) in members { self[key] = value }
     }
 
-    public var keys: [String] { members.map(\.key) }
+    package var keys: [String] { members.map(\.key) }
 
     /// Reads a member; setting nil removes it, setting a value replaces it in place or appends it.
-    public subscript(key: String) -> JSONValue? {
+    package subscript(key: String) -> JSONValue? {
         get { members.first { $0.key == key }?.value }
         set {
             if let index = members.firstIndex(where: { $0.key == key }) {
@@ -74,7 +74,7 @@ extension JSONValue: Decodable {
         init?(intValue: Int) { nil }
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         if let keyed = try? decoder.container(keyedBy: AnyKey.self) {
             var object = JSONObject()
             // Sorted so that parsing is deterministic whatever the decoder's dictionary order.
@@ -110,7 +110,7 @@ extension JSONValue: Decodable {
     /// same answers as decoding through `JSONDecoder`: members sorted by key, the first of
     /// duplicate keys kept, a trailing comma accepted, integral numbers that fit as `.int`
     /// (`1.0` and `1e2` too), non-finite numbers, lone surrogates and raw control characters refused.
-    public static func parse<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> JSONValue? {
+    package static func parse<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> JSONValue? {
         let parsed = bytes.withContiguousStorageIfAvailable { buffer in
             var parser = JSONParser(buffer)
             return parser.document()
@@ -340,7 +340,9 @@ private struct JSONParser {
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
             index += 1
             integral = false
-            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+                index += 1
+            }
             guard digits() > 0 else { return nil }
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
@@ -356,7 +358,7 @@ private struct JSONParser {
 
 extension JSONValue {
     /// UTF-8 JSON text: compact (the bytes sent to APNs) or pretty (two-space indent, for people).
-    public func serialized(pretty: Bool = false) -> [UInt8] {
+    package func serialized(pretty: Bool = false) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(512)
         write(to: &out, pretty: pretty, indent: 0)
@@ -364,10 +366,10 @@ extension JSONValue {
     }
 
     /// The compact JSON text as a String.
-    public var compactText: String { String(decoding: serialized(), as: UTF8.self) }
+    package var compactText: String { String(decoding: serialized(), as: UTF8.self) }
 
     /// Re-indents compact JSON text (as ``serialized(pretty:)`` makes it) without reordering keys.
-    public static func prettyPrinted(_ compact: [UInt8]) -> String {
+    package static func prettyPrinted(_ compact: [UInt8]) -> String {
         var out = ""
         var indent = 0
         var inString = false
@@ -488,7 +490,7 @@ extension JSONValue {
 
     /// Appends `string` as a JSON string literal: quotes, backslashes and control characters
     /// escaped, everything else as its UTF-8 bytes. Shared with the worker's streaming encoder.
-    public static func appendQuoted(_ string: String, to out: inout [UInt8]) {
+    package static func appendQuoted(_ string: String, to out: inout [UInt8]) {
         let plain = string.utf8.withContiguousStorageIfAvailable { utf8 in
             !utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
         }
@@ -530,7 +532,7 @@ extension JSONValue {
     /// The text of one JSON string literal, its quotes included: escapes resolved, surrogate pairs
     /// joined. Nil when it is malformed, has a lone surrogate or a raw control character, or is not
     /// valid UTF-8. For decoders that find the literal themselves.
-    public static func string(literal: UnsafeBufferPointer<UInt8>) -> String? {
+    package static func string(literal: UnsafeBufferPointer<UInt8>) -> String? {
         guard literal.first == UInt8(ascii: "\"") else { return nil }
         var parser = JSONParser(literal)
         guard let text = parser.string(), parser.index == literal.count else { return nil }
@@ -539,14 +541,14 @@ extension JSONValue {
 }
 
 /// Text from UTF-8 bytes, for the parsers.
-public enum UTF8Text {
+package enum UTF8Text {
     /// The bytes as a string; nil when they are not valid UTF-8.
     ///
     /// ASCII (nearly every key and value the worker reads) takes `String(decoding:as:)`, which is
     /// specialised and inlined; `String(validating:as:)` is generic in the standard library and looks
     /// its metadata up on every call, which made it 3 % of a worker's CPU.
     @inlinable
-    public static func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+    package static func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
         var high: UInt8 = 0
         for byte in bytes { high |= byte }
         return high < 0x80 ? String(decoding: bytes, as: UTF8.self) : String(validating: bytes, as: UTF8.self)

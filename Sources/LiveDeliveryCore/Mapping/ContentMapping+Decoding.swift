@@ -15,7 +15,7 @@ extension ContentMapping {
     /// Checks: unknown keys and sources, source/type mismatches, duplicate fields, a non-optional
     /// field whose source can be missing without a default, enum tables missing a status or naming
     /// a case the app does not have.
-    public static func decode(
+    package static func decode(
         _ bytes: [UInt8], file: String = "content-mapping.json"
     ) throws(LiveDeliveryCoreError) -> ContentMapping {
         let r = ConfigurationReader(file: file)
@@ -23,7 +23,9 @@ extension ContentMapping {
         if let root = r.parse(bytes) {
             r.checkKeys(root, at: "", known: ["attributesType", "attributes", "contentState", "comment"])
             if let type = r.string(root, "attributesType", at: "") {
-                if type.isEmpty || !type.utf8.allSatisfy({ EventDecoder.isIdentifierByte($0) || $0 == UInt8(ascii: ".") }) {
+                if type.isEmpty
+                    || !type.utf8.allSatisfy({ EventDecoder.isIdentifierByte($0) || $0 == UInt8(ascii: ".") })
+                {
                     r.problem("attributesType", "must be a Swift type name")
                 }
                 mapping.attributesType = type
@@ -62,7 +64,8 @@ extension ContentMapping {
         return result
     }
 
-    private static func field(_ name: String, _ object: JSONObject, at path: String, _ r: ConfigurationReader) -> Field? {
+    private static func field(_ name: String, _ object: JSONObject, at path: String, _ r: ConfigurationReader) -> Field?
+    {
         r.checkKeys(
             object, at: path,
             known: ["field", "source", "type", "optional", "default", "dateEncoding", "values", "cases", "comment"])
@@ -99,7 +102,8 @@ extension ContentMapping {
             } else {
                 r.problem(
                     "\(path).dateEncoding",
-                    "unknown encoding '\(encoding)' (known: \(DateEncoding.allCases.map(\.rawValue).joined(separator: ", ")))")
+                    "unknown encoding '\(encoding)' (known: \(DateEncoding.allCases.map(\.rawValue).joined(separator: ", ")))"
+                )
             }
         }
         if type == .enum {
@@ -118,7 +122,9 @@ extension ContentMapping {
         }
         let canBeMissing = field.source.map { !$0.alwaysPresent || type == .enum } ?? false
         if !field.optional && canBeMissing && field.defaultValue == nil {
-            if type == .enum && field.values.values.allSatisfy({ $0 != nil }) && field.values.count == OrderStatus.known.count {
+            if type == .enum && field.values.values.allSatisfy({ $0 != nil })
+                && field.values.count == OrderStatus.known.count
+            {
                 // Every status maps to a case: never missing.
             } else {
                 r.problem(
@@ -130,7 +136,8 @@ extension ContentMapping {
         return field
     }
 
-    private static func readEnum(_ field: inout Field, _ object: JSONObject, at path: String, _ r: ConfigurationReader) {
+    private static func readEnum(_ field: inout Field, _ object: JSONObject, at path: String, _ r: ConfigurationReader)
+    {
         if let list = r.array(object, "cases", at: path) {
             var cases: [String] = []
             for (index, item) in list.enumerated() {
@@ -161,7 +168,9 @@ extension ContentMapping {
             switch table[key] {
             case .string(let value)?:
                 if let cases = field.cases, !cases.contains(value) {
-                    r.problem("\(path).values.\(key)", "'\(value)' is not one of the cases (\(cases.joined(separator: ", ")))")
+                    r.problem(
+                        "\(path).values.\(key)", "'\(value)' is not one of the cases (\(cases.joined(separator: ", ")))"
+                    )
                 }
                 field.values[status] = .some(value)
             case .null?:

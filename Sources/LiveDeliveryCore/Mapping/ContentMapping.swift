@@ -8,11 +8,11 @@ import Foundation
 /// Encoding follows what ActivityKit's default `JSONDecoder` expects: keys are the Swift property
 /// names, a `Date` is seconds since 2001-01-01 (`dateEncoding: "unixSeconds"` is for apps that
 /// model times as `Int` epochs), a `ClosedRange<Date>` is `[lower, upper]`.
-public struct ContentMapping: Sendable, Hashable {
+package struct ContentMapping: Sendable, Hashable {
     /// Where a field's value comes from.
-    public struct Source: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
+    package struct Source: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        package let rawValue: String
+        package init(rawValue: String) { self.rawValue = rawValue }
 
         enum Kind: Hashable, Sendable { case string, int, status, date, dateRange, bool }
 
@@ -33,24 +33,24 @@ public struct ContentMapping: Sendable, Hashable {
             (Source(rawValue: "eta.known"), .bool, true),
         ]
 
-        public static var known: [Source] { table.map(\.0) }
+        package static var known: [Source] { table.map(\.0) }
         var kind: Kind? { Self.table.first { $0.0 == self }?.1 }
         var alwaysPresent: Bool { Self.table.first { $0.0 == self }?.always ?? false }
-        public var description: String { rawValue }
+        package var description: String { rawValue }
     }
 
-    public enum FieldType: String, Sendable, Hashable, CaseIterable {
+    package enum FieldType: String, Sendable, Hashable, CaseIterable {
         case string, int, double, bool, date, dateRange, `enum`
     }
 
-    public enum DateEncoding: String, Sendable, Hashable, CaseIterable {
+    package enum DateEncoding: String, Sendable, Hashable, CaseIterable {
         /// Swift's `Date` with a default `JSONDecoder`: seconds since 2001-01-01, a number.
         case referenceDate
         /// Whole seconds since 1970 (for `Int` epoch properties).
         case unixSeconds
     }
 
-    public enum DefaultValue: Sendable, Hashable {
+    package enum DefaultValue: Sendable, Hashable {
         case string(String)
         case int(Int)
         case double(Double)
@@ -61,33 +61,33 @@ public struct ContentMapping: Sendable, Hashable {
         case rangeAfterUpdate(Double, Double)
     }
 
-    public struct Field: Sendable, Hashable {
+    package struct Field: Sendable, Hashable {
         /// The Swift property name (the JSON key).
-        public var name: String
+        package var name: String
         /// nil: the field always takes its default (a constant).
-        public var source: Source?
-        public var type: FieldType
+        package var source: Source?
+        package var type: FieldType
         /// Optional fields are left out when the source has no value.
-        public var optional: Bool
-        public var defaultValue: DefaultValue?
-        public var dateEncoding: DateEncoding
+        package var optional: Bool
+        package var defaultValue: DefaultValue?
+        package var dateEncoding: DateEncoding
         /// For `enum`: status → case. A nil case means "the case of the newest non-terminal status"
         /// (so a cancelled order keeps the step it had reached).
-        public var values: [OrderStatus: String?]
+        package var values: [OrderStatus: String?]
         /// For `enum`: the app enum's cases, when listed; every value must be one of them.
-        public var cases: [String]?
+        package var cases: [String]?
     }
 
     /// `attributes-type`: the Swift `ActivityAttributes` type name.
-    public var attributesType: String
-    public var attributes: [Field]
-    public var contentState: [Field]
+    package var attributesType: String
+    package var attributes: [Field]
+    package var contentState: [Field]
 
     /// Builds `attributes` for a start.
-    public func attributes(for record: OrderRecord) -> JSONObject { build(attributes, record) }
+    package func attributes(for record: OrderRecord) -> JSONObject { build(attributes, record) }
 
     /// Builds `content-state`: the full state, every time.
-    public func contentState(for record: OrderRecord) -> JSONObject { build(contentState, record) }
+    package func contentState(for record: OrderRecord) -> JSONObject { build(contentState, record) }
 
     private func build(_ fields: [Field], _ record: OrderRecord) -> JSONObject {
         var object = JSONObject()

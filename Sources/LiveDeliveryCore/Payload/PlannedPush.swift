@@ -1,62 +1,62 @@
-public import Foundation
+package import Foundation
 
 /// Exactly what to POST to `/3/device/<token>` on the APNs host of ``environment``.
 ///
 /// `description` and ``redactedPath`` show only a token prefix; ``path`` and `Codable` carry
 /// the full token (the worker needs it to send and to store the push in its outbox).
-public struct PlannedPush: Hashable, Sendable, Codable, CustomStringConvertible {
-    public enum Kind: String, Hashable, Sendable, Codable {
+package struct PlannedPush: Hashable, Sendable, Codable, CustomStringConvertible {
+    package enum Kind: String, Hashable, Sendable, Codable {
         case start, update, end
     }
 
-    public struct Header: Hashable, Sendable, Codable {
-        public var name: String
-        public var value: String
+    package struct Header: Hashable, Sendable, Codable {
+        package var name: String
+        package var value: String
 
-        public init(name: String, value: String) {
+        package init(name: String, value: String) {
             self.name = name
             self.value = value
         }
     }
 
-    public var orderID: String
+    package var orderID: String
     /// The activity's stable key in ``OrderState`` (the outbox key: one pending push per activity).
-    public var activityKey: String
+    package var activityKey: String
     /// ActivityKit's id, once the app has reported it (nil for a start).
-    public var activityID: String?
-    public var kind: Kind
-    public var deviceToken: DeviceToken
-    public var environment: APNsEnvironment
-    public var bundleID: String
+    package var activityID: String?
+    package var kind: Kind
+    package var deviceToken: DeviceToken
+    package var environment: APNsEnvironment
+    package var bundleID: String
     /// The `apns-id` header: deterministic, so replaying a step produces the same id.
-    public var apnsID: String
+    package var apnsID: String
     /// 10 or 5.
-    public var priority: Int
+    package var priority: Int
     /// `aps.timestamp` (Unix seconds).
-    public var timestamp: Int
+    package var timestamp: Int
     /// Do not send before this moment (it is ``timestamp``): `aps.timestamp` is never in the future.
-    public var notBefore: Date
+    package var notBefore: Date
     /// The `apns-expiration` header value (Unix seconds).
-    public var expiration: Int
+    package var expiration: Int
     /// `apns-push-type`, `apns-topic`, `apns-priority`, `apns-expiration`, `apns-id`, in that order.
-    public var headers: [Header]
+    package var headers: [Header]
     /// The request body, compact UTF-8 JSON, at most ``Policy/maxPayloadBytes``.
-    public var payload: [UInt8]
-    public var alert: AlertContent?
+    package var payload: [UInt8]
+    package var alert: AlertContent?
     /// The policy step the content shows.
-    public var step: String
+    package var step: String
     /// The status shown and the key of the event that set it (never older than a previous push).
-    public var status: OrderStatus
-    public var statusKey: EventKey
+    package var status: OrderStatus
+    package var statusKey: EventKey
     /// One line: why this push exists.
-    public var reason: String
+    package var reason: String
     /// What the push shows (``OrderTracker/record(_:for:in:now:)`` stores it as sent).
-    public var mark: ActivityState.ContentMark
+    package var mark: ActivityState.ContentMark
     /// The W3C `traceparent` of the event that planned the push, when its message carried one: the
     /// APNs request is logged and traced under it, wherever and whenever it is sent.
-    public var traceParent: String?
+    package var traceParent: String?
 
-    public init(
+    package init(
         orderID: String, activityKey: String, activityID: String?, kind: Kind, deviceToken: DeviceToken,
         environment: APNsEnvironment, bundleID: String, apnsID: String, priority: Int, timestamp: Int,
         notBefore: Date, expiration: Int, headers: [Header], payload: [UInt8], alert: AlertContent?, step: String,
@@ -84,12 +84,12 @@ public struct PlannedPush: Hashable, Sendable, Codable, CustomStringConvertible 
         self.mark = mark
     }
 
-    public var method: String { "POST" }
-    public var path: String { "/3/device/\(deviceToken.hex)" }
-    public var redactedPath: String { "/3/device/\(deviceToken.prefix)" }
-    public var topic: String { "\(bundleID).push-type.liveactivity" }
+    package var method: String { "POST" }
+    package var path: String { "/3/device/\(deviceToken.hex)" }
+    package var redactedPath: String { "/3/device/\(deviceToken.prefix)" }
+    package var topic: String { "\(bundleID).push-type.liveactivity" }
 
-    public var description: String {
+    package var description: String {
         "\(kind.rawValue) \(orderID)/\(activityKey) → \(redactedPath) priority \(priority) timestamp \(timestamp)"
     }
 }
@@ -102,7 +102,7 @@ extension PlannedPush {
 
     /// The payload is stored as its JSON text (a string), not as an array of byte values: a
     /// tenth of the size and of the coding cost in the outbox. An array of bytes still decodes.
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         orderID = try container.decode(String.self, forKey: .orderID)
         activityKey = try container.decode(String.self, forKey: .activityKey)
@@ -131,7 +131,7 @@ extension PlannedPush {
         traceParent = try container.decodeIfPresent(String.self, forKey: .traceParent)
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(orderID, forKey: .orderID)
         try container.encode(activityKey, forKey: .activityKey)

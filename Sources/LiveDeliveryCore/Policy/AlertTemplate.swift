@@ -6,28 +6,28 @@ import Foundation
 /// now until `eta.latest`, rounded up), `{eta_window}` (`20–30`, minutes until earliest and latest).
 /// A placeholder whose value is unknown (no courier yet, no ETA, an ETA in the past) makes the
 /// template unusable, and the next template of the list is tried.
-public struct AlertTemplate: Sendable, Hashable {
-    public enum Text: Sendable, Hashable {
+package struct AlertTemplate: Sendable, Hashable {
+    package enum Text: Sendable, Hashable {
         /// Shown as is after filling the placeholders.
         case plain(String)
         /// `{"loc-key": key, "loc-args": [args…]}`: the app's Localizable strings format it.
         case localized(key: String, args: [String])
     }
 
-    public var title: Text
-    public var subtitle: Text?
-    public var body: Text?
+    package var title: Text
+    package var subtitle: Text?
+    package var body: Text?
 
-    public init(title: Text, subtitle: Text? = nil, body: Text? = nil) {
+    package init(title: Text, subtitle: Text? = nil, body: Text? = nil) {
         self.title = title
         self.subtitle = subtitle
         self.body = body
     }
 
-    public static let placeholders = ["courier", "merchant", "order_number", "eta_minutes", "eta_window"]
+    package static let placeholders = ["courier", "merchant", "order_number", "eta_minutes", "eta_window"]
 
     /// The placeholders the template uses.
-    public var usedPlaceholders: Set<String> {
+    package var usedPlaceholders: Set<String> {
         var names = Set<String>()
         for text in [title, subtitle, body].compactMap({ $0 }) {
             switch text {
@@ -117,8 +117,8 @@ public struct AlertTemplate: Sendable, Hashable {
 }
 
 /// A filled alert, as it goes into `aps.alert`.
-public struct AlertContent: Sendable, Hashable, Codable, CustomStringConvertible {
-    public enum Text: Sendable, Hashable, Codable, CustomStringConvertible {
+package struct AlertContent: Sendable, Hashable, Codable, CustomStringConvertible {
+    package enum Text: Sendable, Hashable, Codable, CustomStringConvertible {
         case plain(String)
         case localized(key: String, args: [String])
 
@@ -132,7 +132,7 @@ public struct AlertContent: Sendable, Hashable, Codable, CustomStringConvertible
             }
         }
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .plain(let string): string
             case .localized(let key, let args): "\(key)(\(args.joined(separator: ", ")))"
@@ -140,12 +140,12 @@ public struct AlertContent: Sendable, Hashable, Codable, CustomStringConvertible
         }
     }
 
-    public var title: Text
-    public var subtitle: Text?
-    public var body: Text?
-    public var sound: String?
+    package var title: Text
+    package var subtitle: Text?
+    package var body: Text?
+    package var sound: String?
 
-    public init(title: Text, subtitle: Text? = nil, body: Text? = nil, sound: String? = nil) {
+    package init(title: Text, subtitle: Text? = nil, body: Text? = nil, sound: String? = nil) {
         self.title = title
         self.subtitle = subtitle
         self.body = body
@@ -163,7 +163,7 @@ public struct AlertContent: Sendable, Hashable, Codable, CustomStringConvertible
         return .object(object)
     }
 
-    public var description: String {
+    package var description: String {
         [title.description, subtitle?.description, body?.description].compactMap { $0 }.joined(separator: " — ")
     }
 }

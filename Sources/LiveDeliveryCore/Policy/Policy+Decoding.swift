@@ -21,7 +21,7 @@ extension Policy {
     ///
     /// A template is `{"title": T, "subtitle": T, "body": T}` (title required), where T is a string
     /// or `{"locKey": "KEY", "locArgs": ["{courier}"]}`; see ``AlertTemplate`` for placeholders.
-    public static func decode(_ bytes: [UInt8], file: String = "policy.json") throws(LiveDeliveryCoreError) -> Policy {
+    package static func decode(_ bytes: [UInt8], file: String = "policy.json") throws(LiveDeliveryCoreError) -> Policy {
         let reader = ConfigurationReader(file: file)
         var policy = Policy()
         if let root = reader.parse(bytes) {
@@ -36,7 +36,9 @@ extension Policy {
     private mutating func read(_ root: JSONObject, _ r: ConfigurationReader) {
         r.checkKeys(
             root, at: "",
-            known: ["statuses", "startOn", "alerts", "budget", "staleDate", "expiration", "sweep", "payload", "comment"])
+            known: [
+                "statuses", "startOn", "alerts", "budget", "staleDate", "expiration", "sweep", "payload", "comment",
+            ])
 
         if let table = r.object(root, "statuses", at: "") {
             for key in table.keys {
@@ -49,12 +51,15 @@ extension Policy {
                 }
                 guard let object = r.object(table, key, at: "statuses") else { continue }
                 r.checkKeys(
-                    object, at: path, known: ["step", "relevance", "alert", "essential", "texts", "dismissAfterSeconds"])
+                    object, at: path,
+                    known: ["step", "relevance", "alert", "essential", "texts", "dismissAfterSeconds"])
                 var rule = self.rule(for: status)
                 if let step = r.string(object, "step", at: path) {
                     if step.isEmpty { r.problem("\(path).step", "must not be empty") } else { rule.step = step }
                 }
-                if let relevance = r.number(object, "relevance", at: path, in: 0...10_000) { rule.relevance = relevance }
+                if let relevance = r.number(object, "relevance", at: path, in: 0...10_000) {
+                    rule.relevance = relevance
+                }
                 if let alert = r.bool(object, "alert", at: path) { rule.alert = alert }
                 if let essential = r.bool(object, "essential", at: path) { rule.essential = essential }
                 if let texts = Self.templates(object, "texts", at: path, r) { rule.texts = texts }

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 /// Every tunable rule of the product, in the spirit of Apple's Human Interface Guidelines: start
 /// when people expect it, alert only for essential moments, keep the stale date moving, end
@@ -6,25 +6,25 @@ public import Foundation
 ///
 /// `Policy()` holds the defaults; `Config/policy.json` may override any key (see
 /// ``Policy/decode(_:file:)`` for the key list). Durations are seconds.
-public struct Policy: Sendable, Hashable {
+package struct Policy: Sendable, Hashable {
     /// What happens when an order reaches one status.
-    public struct StatusRule: Sendable, Hashable {
+    package struct StatusRule: Sendable, Hashable {
         /// The delivery moment this status belongs to. At most one alert per step and activity;
         /// statuses that share a step (`preparing`, `ready_for_pickup`) share its alert.
-        public var step: String
+        package var step: String
         /// `relevance-score`: relative; higher for the moments that matter.
-        public var relevance: Double
+        package var relevance: Double
         /// Whether reaching this step alerts (lights the screen, plays a sound).
-        public var alert: Bool
+        package var alert: Bool
         /// An essential alert keeps priority 10 when the hourly budget is spent; others fall back to 5.
-        public var essential: Bool
+        package var essential: Bool
         /// Alert texts, tried in order; the first whose placeholders all have values is used. They
         /// also serve as the start alert when a push-to-start begins at this status.
-        public var texts: [AlertTemplate]
+        package var texts: [AlertTemplate]
         /// For terminal statuses: how long the ended activity stays on the Lock Screen (≤ 4 h).
-        public var dismissAfter: TimeInterval?
+        package var dismissAfter: TimeInterval?
 
-        public init(
+        package init(
             step: String, relevance: Double, alert: Bool = false, essential: Bool = false,
             texts: [AlertTemplate] = [], dismissAfter: TimeInterval? = nil
         ) {
@@ -38,57 +38,57 @@ public struct Policy: Sendable, Hashable {
     }
 
     /// Thresholds of the sweeper (``OrderTracker/sweep(_:context:now:)``).
-    public struct Sweep: Sendable, Hashable {
+    package struct Sweep: Sendable, Hashable {
         /// The system ends an activity 8 hours after it started.
-        public var lifetime: TimeInterval = 8 * 3600
+        package var lifetime: TimeInterval = 8 * 3600
         /// End an activity this long before the system would, with its last content.
-        public var lifetimeMargin: TimeInterval = 1800
+        package var lifetimeMargin: TimeInterval = 1800
         /// End the activities of an order that has had no event for this long.
-        public var idleTimeout: TimeInterval = 4 * 3600
+        package var idleTimeout: TimeInterval = 4 * 3600
         /// A started activity whose app never reported its update token is given up after this long.
-        public var adoptionTimeout: TimeInterval = 1800
+        package var adoptionTimeout: TimeInterval = 1800
         /// Dismissal after an end the sweeper sends (idle or lifetime).
-        public var dismissAfter: TimeInterval = 900
+        package var dismissAfter: TimeInterval = 900
 
-        public init() {}
+        package init() {}
     }
 
-    public var statuses: [OrderStatus: StatusRule]
+    package var statuses: [OrderStatus: StatusRule]
     /// The statuses at which an activity may be started remotely (push-to-start).
-    public var startOn: Set<OrderStatus>
+    package var startOn: Set<OrderStatus>
     /// The start alert when no text of the status can be filled (it may not use placeholders).
-    public var startFallback: AlertTemplate
+    package var startFallback: AlertTemplate
     /// `sound` inside alerts; nil for silent alerts.
-    public var alertSound: String?
+    package var alertSound: String?
     /// At most this many alerts per activity, start and end included.
-    public var alertCap: Int
+    package var alertCap: Int
     /// Within one step, an ETA that moves later by more than this alerts (if the step has not
     /// alerted yet: it counts as the step's one alert).
-    public var etaSlipThreshold: TimeInterval
-    public var etaSlipTexts: [AlertTemplate]
+    package var etaSlipThreshold: TimeInterval
+    package var etaSlipTexts: [AlertTemplate]
     /// The modelled per-activity budget of priority-10 pushes per rolling hour.
-    public var priority10PerHour: Int
+    package var priority10PerHour: Int
     /// `stale-date` = `eta.latest` + this, when an ETA is known…
-    public var staleAfterETA: TimeInterval
+    package var staleAfterETA: TimeInterval
     /// … else now + this; never less than now + ``staleMinimumAhead``.
-    public var staleWithoutETA: TimeInterval
-    public var staleMinimumAhead: TimeInterval
+    package var staleWithoutETA: TimeInterval
+    package var staleMinimumAhead: TimeInterval
     /// `apns-expiration` = now + this, per push kind.
-    public var startExpiration: TimeInterval
-    public var updateExpiration: TimeInterval
-    public var endExpiration: TimeInterval
-    public var sweep: Sweep
+    package var startExpiration: TimeInterval
+    package var updateExpiration: TimeInterval
+    package var endExpiration: TimeInterval
+    package var sweep: Sweep
     /// The largest payload produced; APNs refuses more than 4096 bytes.
-    public var maxPayloadBytes: Int
+    package var maxPayloadBytes: Int
     /// Add `input-push-token: 1` to starts (iOS 18+: the started activity gets an update token).
-    public var inputPushToken: Bool
+    package var inputPushToken: Bool
 
     /// The rule of a status (every known status has one).
-    public func rule(for status: OrderStatus) -> StatusRule {
+    package func rule(for status: OrderStatus) -> StatusRule {
         statuses[status] ?? StatusRule(step: status.rawValue, relevance: 50)
     }
 
-    public init() {
+    package init() {
         func t(_ title: String, _ body: String? = nil) -> AlertTemplate {
             AlertTemplate(title: .plain(title), body: body.map { .plain($0) })
         }

@@ -1,43 +1,45 @@
-public import Foundation
+package import Foundation
 
 /// One Live Activity of an order, on one device.
-public struct ActivityState: Hashable, Sendable, Codable {
+package struct ActivityState: Hashable, Sendable, Codable {
     /// Where the activity is in its life.
     ///
     /// `pending_start` (a start push is planned, not yet accepted by APNs) → `starting` (accepted;
     /// waiting for the app to report the update token) → `active` (update token on file) →
     /// `ending` (end push planned) → `ended`. Also `expired` (the system or the 8-hour limit ended
     /// it) and `failed` (token gone, start refused, never adopted). The last three are final.
-    public struct Phase: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
+    package struct Phase: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+        package let rawValue: String
+        package init(rawValue: String) { self.rawValue = rawValue }
 
-        public static let pendingStart = Phase(rawValue: "pending_start")
-        public static let starting = Phase(rawValue: "starting")
-        public static let active = Phase(rawValue: "active")
-        public static let ending = Phase(rawValue: "ending")
-        public static let ended = Phase(rawValue: "ended")
-        public static let expired = Phase(rawValue: "expired")
-        public static let failed = Phase(rawValue: "failed")
+        package static let pendingStart = Phase(rawValue: "pending_start")
+        package static let starting = Phase(rawValue: "starting")
+        package static let active = Phase(rawValue: "active")
+        package static let ending = Phase(rawValue: "ending")
+        package static let ended = Phase(rawValue: "ended")
+        package static let expired = Phase(rawValue: "expired")
+        package static let failed = Phase(rawValue: "failed")
 
-        public static let all: [Phase] = [.pendingStart, .starting, .active, .ending, .ended, .expired, .failed]
+        package static let all: [Phase] = [.pendingStart, .starting, .active, .ending, .ended, .expired, .failed]
         /// Final phases: nothing is ever pushed again.
-        public var isFinal: Bool { self == .ended || self == .expired || self == .failed }
-        public var description: String { rawValue }
+        package var isFinal: Bool { self == .ended || self == .expired || self == .failed }
+        package var description: String { rawValue }
     }
 
     /// A per-activity update token on file.
-    public struct UpdateToken: Hashable, Sendable, Codable {
-        public var token: DeviceToken
-        public var bundleID: String
-        public var environment: APNsEnvironment
+    package struct UpdateToken: Hashable, Sendable, Codable {
+        package var token: DeviceToken
+        package var bundleID: String
+        package var environment: APNsEnvironment
         /// The reporting event (a newer one rotates the token).
-        public var key: EventKey
+        package var key: EventKey
         /// When the worker received it (`now` of that step): a 410 whose timestamp is older than
         /// this does not retire the token.
-        public var receivedAt: Date
+        package var receivedAt: Date
 
-        public init(token: DeviceToken, bundleID: String, environment: APNsEnvironment, key: EventKey, receivedAt: Date) {
+        package init(
+            token: DeviceToken, bundleID: String, environment: APNsEnvironment, key: EventKey, receivedAt: Date
+        ) {
             self.token = token
             self.bundleID = bundleID
             self.environment = environment
@@ -47,17 +49,17 @@ public struct ActivityState: Hashable, Sendable, Codable {
     }
 
     /// What a planned push carried, for "did the content change", ETA slips and never-older checks.
-    public struct ContentMark: Hashable, Sendable, Codable {
+    package struct ContentMark: Hashable, Sendable, Codable {
         /// The compact JSON of `content-state`.
-        public var contentState: String
-        public var step: String
+        package var contentState: String
+        package var step: String
         /// `relevance-score`: part of the content (it orders the activities on screen).
-        public var relevance: Double
-        public var status: OrderStatus
-        public var statusKey: EventKey
-        public var eta: ETAWindow?
+        package var relevance: Double
+        package var status: OrderStatus
+        package var statusKey: EventKey
+        package var eta: ETAWindow?
 
-        public init(
+        package init(
             contentState: String, step: String, relevance: Double, status: OrderStatus, statusKey: EventKey,
             eta: ETAWindow?
         ) {
@@ -77,18 +79,18 @@ public struct ActivityState: Hashable, Sendable, Codable {
     }
 
     /// The push planned and not yet settled by ``OrderTracker/record(_:for:in:now:)``.
-    public struct PendingPush: Hashable, Sendable, Codable {
-        public var apnsID: String
-        public var kind: PlannedPush.Kind
-        public var timestamp: Int
-        public var priority: Int
+    package struct PendingPush: Hashable, Sendable, Codable {
+        package var apnsID: String
+        package var kind: PlannedPush.Kind
+        package var timestamp: Int
+        package var priority: Int
         /// The step whose alert the push carries; kept when a newer state of the same step replaces it.
-        public var alertStep: String?
+        package var alertStep: String?
         /// Which texts the alert used: `status` or `eta_slip`.
-        public var alertKind: String?
-        public var mark: ContentMark
+        package var alertKind: String?
+        package var mark: ContentMark
 
-        public init(
+        package init(
             apnsID: String, kind: PlannedPush.Kind, timestamp: Int, priority: Int, alertStep: String?,
             alertKind: String?, mark: ActivityState.ContentMark
         ) {
@@ -104,31 +106,31 @@ public struct ActivityState: Hashable, Sendable, Codable {
 
     /// Stable within the order: `device:<device_id>` for activities the worker starts, or
     /// `activity:<activity_id>` for activities the app started. The worker keys its outbox by it.
-    public var key: String
-    public var activityID: String?
-    public var deviceID: String?
-    public var phase: Phase
+    package var key: String
+    package var activityID: String?
+    package var deviceID: String?
+    package var phase: Phase
     /// Why the activity ended, expired or failed (a ``Decision/Code`` raw value or an app reason).
-    public var closeReason: String?
-    public var updateToken: UpdateToken?
+    package var closeReason: String?
+    package var updateToken: UpdateToken?
     /// The push-to-start token that started it.
-    public var startToken: PushToStartRegistration?
-    public var createdAt: Date
+    package var startToken: PushToStartRegistration?
+    package var createdAt: Date
     /// When the start was accepted or the app's activity was first seen (the 8-hour clock).
-    public var startedAt: Date?
-    public var endedAt: Date?
-    public var pending: PendingPush?
+    package var startedAt: Date?
+    package var endedAt: Date?
+    package var pending: PendingPush?
     /// The newest content planned (pending or sent).
-    public var planned: ContentMark?
+    package var planned: ContentMark?
     /// The newest content APNs accepted.
-    public var sent: ContentMark?
+    package var sent: ContentMark?
     /// The newest `aps.timestamp` used; the next is strictly greater.
-    public var lastTimestamp: Int
+    package var lastTimestamp: Int
     /// Steps that have alerted (or have an alert planned): never twice.
-    public var alertedSteps: [String]
-    public var alertCount: Int
+    package var alertedSteps: [String]
+    package var alertCount: Int
     /// Unix seconds of accepted priority-10 pushes in the last hour (the budget model).
-    public var highPriorityLog: [Int]
+    package var highPriorityLog: [Int]
 
     init(key: String, activityID: String?, deviceID: String?, phase: Phase, now: Date) {
         self.key = key
@@ -176,7 +178,7 @@ extension OrderState {
     /// older than an hour before the push's own timestamp, so the result depends on nothing but
     /// the state and the ids. Returns whether anything changed.
     @discardableResult
-    public mutating func settleDelivered(_ apnsIDs: Set<String>) -> Bool {
+    package mutating func settleDelivered(_ apnsIDs: Set<String>) -> Bool {
         guard !apnsIDs.isEmpty else { return false }
         var changed = false
         for index in activities.indices {

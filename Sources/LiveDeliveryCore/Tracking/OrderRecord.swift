@@ -1,9 +1,9 @@
 /// A value together with the key of the event that set it.
-public struct Register<Value: Hashable & Sendable & Codable>: Hashable, Sendable, Codable {
-    public var value: Value
-    public var key: EventKey
+package struct Register<Value: Hashable & Sendable & Codable>: Hashable, Sendable, Codable {
+    package var value: Value
+    package var key: EventKey
 
-    public init(value: Value, key: EventKey) {
+    package init(value: Value, key: EventKey) {
         self.value = value
         self.key = key
     }
@@ -37,21 +37,21 @@ extension Optional {
 /// events arrive in (merging is commutative, associative and idempotent). The status follows the
 /// newest event, except that a terminal status absorbs: once any terminal status is known, it is the
 /// status, and later non-terminal events cannot move the order back.
-public struct OrderRecord: Hashable, Sendable, Codable {
-    public var orderID: String
-    public var userID: String
+package struct OrderRecord: Hashable, Sendable, Codable {
+    package var orderID: String
+    package var userID: String
     /// The newest non-terminal status seen (kept even after the order ended).
-    public var latestOpen: Register<OrderStatus>?
+    package var latestOpen: Register<OrderStatus>?
     /// The newest terminal status seen.
-    public var terminal: Register<OrderStatus>?
-    public var orderNumber: Register<Int>?
-    public var merchantName: Register<String>?
-    public var courierName: Register<String>?
-    public var eta: Register<ETAWindow>?
+    package var terminal: Register<OrderStatus>?
+    package var orderNumber: Register<Int>?
+    package var merchantName: Register<String>?
+    package var courierName: Register<String>?
+    package var eta: Register<ETAWindow>?
     /// The newest event merged.
-    public var newest: EventKey
+    package var newest: EventKey
 
-    public init(_ event: OrderStatusEvent) {
+    package init(_ event: OrderStatusEvent) {
         orderID = event.orderID
         userID = event.userID
         newest = event.key
@@ -59,10 +59,10 @@ public struct OrderRecord: Hashable, Sendable, Codable {
     }
 
     /// The order's status: the terminal one if any, else the newest.
-    public var status: OrderStatus { terminal?.value ?? latestOpen?.value ?? .placed }
+    package var status: OrderStatus { terminal?.value ?? latestOpen?.value ?? .placed }
     /// The key of the event that set ``status``.
-    public var statusKey: EventKey { terminal?.key ?? latestOpen?.key ?? newest }
-    public var isTerminal: Bool { terminal != nil }
+    package var statusKey: EventKey { terminal?.key ?? latestOpen?.key ?? newest }
+    package var isTerminal: Bool { terminal != nil }
 
     /// Merges one event; returns what changed.
     mutating func merge(_ event: OrderStatusEvent) -> Change {

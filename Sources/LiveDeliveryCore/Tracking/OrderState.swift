@@ -1,25 +1,25 @@
-public import Foundation
+package import Foundation
 
 /// Everything the worker stores for one order (as JSON, plus the indexed columns it reads from
 /// the computed properties below).
-public struct OrderState: Hashable, Sendable, Codable {
-    public var orderID: String
+package struct OrderState: Hashable, Sendable, Codable {
+    package var orderID: String
     /// nil until the first `order.status` (an `activity.token` may come first).
-    public var record: OrderRecord?
+    package var record: OrderRecord?
     /// One per device, in creation order.
-    public var activities: [ActivityState]
+    package var activities: [ActivityState]
     /// The push-to-start tokens of the order's user that the order has been offered.
-    public var pushToStartTokens: [PushToStartRegistration]
+    package var pushToStartTokens: [PushToStartRegistration]
     /// Recently applied event ids (bounded; duplicates are also harmless by construction).
-    public var seenEventIDs: Set<String>
-    public var createdAt: Date
+    package var seenEventIDs: Set<String>
+    package var createdAt: Date
     /// When an event last changed the order's record (the idle clock).
-    public var lastChangeAt: Date
+    package var lastChangeAt: Date
     /// When ``OrderTracker/sweep(_:context:now:)`` has something to do next, if ever.
-    public var nextSweepAt: Date?
+    package var nextSweepAt: Date?
 
     /// A new, empty order (what the worker passes when it has nothing stored yet).
-    public init(orderID: String, now: Date) {
+    package init(orderID: String, now: Date) {
         self.orderID = orderID
         self.activities = []
         self.pushToStartTokens = []
@@ -28,18 +28,18 @@ public struct OrderState: Hashable, Sendable, Codable {
         self.lastChangeAt = now
     }
 
-    public static let seenEventIDLimit = 512
+    package static let seenEventIDLimit = 512
 
     /// The newest order event applied (indexed column: last sequence / occurred_at).
-    public var lastEventKey: EventKey? { record?.newest }
-    public var status: OrderStatus? { record?.status }
+    package var lastEventKey: EventKey? { record?.newest }
+    package var status: OrderStatus? { record?.status }
 
     /// The order is finished and nothing is left to send: the worker may archive it.
-    public var isSettled: Bool {
+    package var isSettled: Bool {
         (record?.isTerminal ?? false) && activities.allSatisfy { $0.phase.isFinal && $0.pending == nil }
     }
 
-    public func activity(_ key: String) -> ActivityState? { activities.first { $0.key == key } }
+    package func activity(_ key: String) -> ActivityState? { activities.first { $0.key == key } }
 
     mutating func remember(_ eventID: String) {
         seenEventIDs.insert(eventID)
@@ -53,15 +53,15 @@ public struct OrderState: Hashable, Sendable, Codable {
 }
 
 /// What the worker knows beyond one order, passed into each step.
-public struct TrackingContext: Sendable, Hashable {
+package struct TrackingContext: Sendable, Hashable {
     /// The push-to-start tokens on file for the order's user (all devices). They are merged into
     /// the order so that a later status can still start an activity.
-    public var pushToStartTokens: [PushToStartRegistration]
+    package var pushToStartTokens: [PushToStartRegistration]
     /// Devices that must not be started now (the worker's per-device start limit across orders).
     /// Their start waits; a later event or sweep tries again.
-    public var startRefusedDevices: Set<String>
+    package var startRefusedDevices: Set<String>
 
-    public init(pushToStartTokens: [PushToStartRegistration] = [], startRefusedDevices: Set<String> = []) {
+    package init(pushToStartTokens: [PushToStartRegistration] = [], startRefusedDevices: Set<String> = []) {
         self.pushToStartTokens = pushToStartTokens
         self.startRefusedDevices = startRefusedDevices
     }

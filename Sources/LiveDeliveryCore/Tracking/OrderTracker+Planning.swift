@@ -171,7 +171,8 @@ extension OrderTracker {
                         "priority 10: it alerts"
                             + (essential
                                 ? " (essential)"
-                                : " (budget: \(budgetUsed(activity, now: now)) of \(policy.priority10PerHour) used this hour)")))
+                                : " (budget: \(budgetUsed(activity, now: now)) of \(policy.priority10PerHour) used this hour)")
+                    ))
             } else {
                 notes.append(
                     Decision(
@@ -220,7 +221,8 @@ extension OrderTracker {
             .end, &activity, &step, record: record, content: content, mark: mark, now: now, alert: alert,
             alertStep: alertStep, alertKind: alertKind, priority: 10, attributes: nil, fallbackAlert: nil,
             dismissAfter: dismissAfter, notes: notes,
-            reason: (sweep.map { "\($0.rawValue): " } ?? "") + why + "; final content, dismissed \(dismissLabel(dismissAfter)) after the end")
+            reason: (sweep.map { "\($0.rawValue): " } ?? "") + why
+                + "; final content, dismissed \(dismissLabel(dismissAfter)) after the end")
         if activity.pending?.kind == .end { activity.phase = .ending }
     }
 
@@ -233,7 +235,8 @@ extension OrderTracker {
             return "ETA known"
         }
         if previous.contentState == mark.contentState && previous.relevance != mark.relevance {
-            return "\(previous.status) → \(mark.status): relevance \(JSONValue.format(previous.relevance)) → \(JSONValue.format(mark.relevance))"
+            return
+                "\(previous.status) → \(mark.status): relevance \(JSONValue.format(previous.relevance)) → \(JSONValue.format(mark.relevance))"
         }
         return previous.status != mark.status ? "\(previous.status) → \(mark.status)" : "details changed"
     }
@@ -253,15 +256,19 @@ extension OrderTracker {
                 notes.append(
                     Decision(
                         .alertNoText, activity: key,
-                        "no alert text of \(kind == "eta_slip" ? "alerts.etaSlip" : "statuses.\(record.status)") can be filled; no alert"))
+                        "no alert text of \(kind == "eta_slip" ? "alerts.etaSlip" : "statuses.\(record.status)") can be filled; no alert"
+                    ))
                 return nil
             }
             return alert
         }
         // A newer state replacing a pending push of the same step keeps that push's alert.
-        if let pending = activity.pending, let step = pending.alertStep, step == mark.step, let kind = pending.alertKind {
+        if let pending = activity.pending, let step = pending.alertStep, step == mark.step, let kind = pending.alertKind
+        {
             notes.append(
-                Decision(.alert, activity: key, "alert kept: it replaces a pending push whose \(step) alert is not confirmed"))
+                Decision(
+                    .alert, activity: key, "alert kept: it replaces a pending push whose \(step) alert is not confirmed"
+                ))
             return (render(kind), step, kind)
         }
         var kind: String?
@@ -275,7 +282,8 @@ extension OrderTracker {
                 notes.append(
                     Decision(
                         .noAlert, activity: key,
-                        "no alert: the ETA moved \(minutes(slip)), within the \(minutes(policy.etaSlipThreshold)) threshold"))
+                        "no alert: the ETA moved \(minutes(slip)), within the \(minutes(policy.etaSlipThreshold)) threshold"
+                    ))
                 return (nil, nil, nil)
             }
         }
@@ -283,12 +291,14 @@ extension OrderTracker {
             notes.append(
                 Decision(
                     .noAlert, activity: key,
-                    rule.alert ? "no alert: still \(mark.step)" : "no alert: \(record.status) is not an alerting moment"))
+                    rule.alert ? "no alert: still \(mark.step)" : "no alert: \(record.status) is not an alerting moment"
+                ))
             return (nil, nil, nil)
         }
         if activity.alertedSteps.contains(mark.step) {
             notes.append(
-                Decision(.alertAlreadySent, activity: key, "no alert: \(mark.step) has alerted already (once per step)"))
+                Decision(.alertAlreadySent, activity: key, "no alert: \(mark.step) has alerted already (once per step)")
+            )
             return (nil, nil, nil)
         }
         if activity.alertCount >= policy.alertCap {
@@ -303,7 +313,8 @@ extension OrderTracker {
             kind == "eta_slip"
                 ? Decision(
                     .alertETASlip, activity: key,
-                    "alert: the ETA slipped more than \(minutes(policy.etaSlipThreshold)) (\(mark.step) has not alerted yet)")
+                    "alert: the ETA slipped more than \(minutes(policy.etaSlipThreshold)) (\(mark.step) has not alerted yet)"
+                )
                 : Decision(.alert, activity: key, "alert: reaching \(mark.step) is an alerting moment"))
         return (alert, mark.step, kind)
     }
@@ -352,7 +363,8 @@ extension OrderTracker {
             var stale =
                 record.eta.map { $0.value.latest.addingTimeInterval(policy.staleAfterETA) }
                 ?? now.addingTimeInterval(policy.staleWithoutETA)
-            stale = max(stale, Date(timeIntervalSince1970: Double(timestamp)).addingTimeInterval(policy.staleMinimumAhead))
+            stale = max(
+                stale, Date(timeIntervalSince1970: Double(timestamp)).addingTimeInterval(policy.staleMinimumAhead))
             staleDate = Int(stale.timeIntervalSince1970.rounded(.up))
         }
         var dismissalDate: Int?
@@ -369,7 +381,8 @@ extension OrderTracker {
         let finalAlert: AlertContent?
         switch builder.build(maxBytes: policy.maxPayloadBytes) {
         case .refused(let why):
-            step.decisions.append(Decision(.payloadRefused, activity: activity.key, "\(kind.rawValue) not sent: \(why)"))
+            step.decisions.append(
+                Decision(.payloadRefused, activity: activity.key, "\(kind.rawValue) not sent: \(why)"))
             return
         case .built(let bytes, let kept, let trimNotes):
             payload = bytes
@@ -429,7 +442,8 @@ extension OrderTracker {
         step.decisions.append(
             Decision(
                 code, activity: key,
-                "\(kind.rawValue): \(reason) (priority \(priority)" + (finalAlert.map { ", alert \"\($0)\"" } ?? "") + ")"))
+                "\(kind.rawValue): \(reason) (priority \(priority)" + (finalAlert.map { ", alert \"\($0)\"" } ?? "")
+                    + ")"))
         step.decisions += decisions
     }
 }

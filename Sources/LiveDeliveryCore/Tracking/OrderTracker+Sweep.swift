@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 extension OrderTracker {
     // MARK: - Sweep
@@ -6,12 +6,13 @@ extension OrderTracker {
     /// Time-based decisions: end activities nearing the 8-hour limit or idle too long, give up
     /// starts the app never adopted, end activities of finished orders that are still up, and try
     /// waiting starts again. Call it when ``OrderState/nextSweepAt`` has passed.
-    public func sweep(_ state: OrderState, context: TrackingContext = TrackingContext(), now: Date) -> Step {
+    package func sweep(_ state: OrderState, context: TrackingContext = TrackingContext(), now: Date) -> Step {
         var step = Step(state: state)
         for registration in context.pushToStartTokens { _ = merge(registration, into: &step.state) }
         let sweep = policy.sweep
         var sweepEnds: [String: Decision.Code] = [:]
-        let idle = step.state.record.map { !$0.isTerminal } ?? false
+        let idle =
+            step.state.record.map { !$0.isTerminal } ?? false
             && now >= step.state.lastChangeAt.addingTimeInterval(sweep.idleTimeout)
 
         for index in step.state.activities.indices {
@@ -31,7 +32,8 @@ extension OrderTracker {
                     step.decisions.append(
                         Decision(
                             .sweepTerminalNotEnded, activity: activity.key,
-                            "the end was not accepted (\(activity.closeReason ?? "no end pending")); sending it once more"))
+                            "the end was not accepted (\(activity.closeReason ?? "no end pending")); sending it once more"
+                        ))
                     activity.closeReason = Decision.Code.sweepTerminalNotEnded.rawValue
                 }
             case .starting:
@@ -70,7 +72,7 @@ extension OrderTracker {
     ///   received after the 410's timestamp, or has been replaced since.
     /// - retryLater: the push stays pending; call ``retry(_:now:)`` before sending again.
     /// - dropped: the push is given up; a start fails, an end counts as ended.
-    public func record(_ outcome: PushOutcome, for push: PlannedPush, in state: OrderState, now: Date) -> Step {
+    package func record(_ outcome: PushOutcome, for push: PlannedPush, in state: OrderState, now: Date) -> Step {
         var step = Step(state: state)
         guard let index = step.state.activities.firstIndex(where: { $0.key == push.activityKey }) else {
             step.decisions.append(
@@ -119,7 +121,8 @@ extension OrderTracker {
             step.decisions.append(
                 Decision(
                     .pushAccepted, activity: key,
-                    "\(push.kind.rawValue) accepted (apns-id \(push.apnsID))" + (isCurrent ? "" : "; a newer push is still pending")
+                    "\(push.kind.rawValue) accepted (apns-id \(push.apnsID))"
+                        + (isCurrent ? "" : "; a newer push is still pending")
                         + "; the activity is \(activity.phase)"))
 
         case .tokenRejected(let reason, let unregisteredAt):
@@ -197,7 +200,7 @@ extension OrderTracker {
     /// Rebuilds every pending push for sending now: a fresh strictly increasing timestamp, the
     /// newest content, the same alert if the step is the same. Call it before resending a push
     /// that got `retryLater`.
-    public func retry(_ state: OrderState, now: Date) -> Step {
+    package func retry(_ state: OrderState, now: Date) -> Step {
         var step = Step(state: state)
         let keys = Set(state.activities.filter { $0.pending != nil }.map(\.key))
         reconcile(&step, context: TrackingContext(), now: now, announce: false, rebuild: keys)

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 /// The tracking state machine: pure, deterministic, clock injected.
 ///
@@ -13,19 +13,19 @@ public import Foundation
 /// 3. `record(outcome, for: push, in: state, now:)` with what APNs said; on `retryLater`, call
 ///    `retry(state, now:)` before sending again (fresh timestamp, newest content);
 /// 4. `sweep(state, context:now:)` when ``OrderState/nextSweepAt`` has passed.
-public struct OrderTracker: Sendable {
-    public let configuration: TrackingConfiguration
+package struct OrderTracker: Sendable {
+    package let configuration: TrackingConfiguration
     var policy: Policy { configuration.policy }
     var mapping: ContentMapping { configuration.mapping }
 
-    public init(configuration: TrackingConfiguration) {
+    package init(configuration: TrackingConfiguration) {
         self.configuration = configuration
     }
 
     // MARK: - Events
 
     /// Applies one event to an order. Older and duplicate events change nothing that matters.
-    public func apply(
+    package func apply(
         _ event: InboundEvent, to state: OrderState, context: TrackingContext = TrackingContext(), now: Date
     ) -> Step {
         var step = Step(state: state)
@@ -36,7 +36,8 @@ public struct OrderTracker: Sendable {
         }
         if state.seenEventIDs.contains(event.eventID) {
             step.decisions.append(
-                Decision(.duplicateEvent, "event \(event.eventID) was already applied; nothing changes, nothing is sent"))
+                Decision(
+                    .duplicateEvent, "event \(event.eventID) was already applied; nothing changes, nothing is sent"))
             return step
         }
         step.state.remember(event.eventID)
@@ -88,7 +89,8 @@ public struct OrderTracker: Sendable {
             step.decisions.append(
                 Decision(
                     .olderEventFilledDetails,
-                    "\(label) is older than \(record.newest) but carries details newer events left out: \(describeDetails(old, record))"))
+                    "\(label) is older than \(record.newest) but carries details newer events left out: \(describeDetails(old, record))"
+                ))
         } else {
             step.decisions.append(
                 Decision(.olderEvent, "\(label) is older than \(record.newest); nothing changes, nothing is sent"))
@@ -153,7 +155,8 @@ public struct OrderTracker: Sendable {
                 && (activities[$0].phase == .pendingStart || activities[$0].phase == .starting
                     || activities[$0].closeReason == Decision.Code.startWithdrawn.rawValue)
         }
-        let match = e.deviceID.map { device in waiting.first { activities[$0].deviceID == device } }
+        let match =
+            e.deviceID.map { device in waiting.first { activities[$0].deviceID == device } }
             ?? (waiting.count == 1 ? waiting.first : nil)
         if let index = match {
             activities[index].activityID = e.activityID

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 // Memberwise initializers, for code outside the core that reads stored states and pushes back
 // without `Codable` (the worker's field-by-field decoder). Each takes every stored property, in
@@ -6,7 +6,7 @@ public import Foundation
 // being silently left at a default.
 
 extension OrderRecord {
-    public init(
+    package init(
         orderID: String, userID: String, latestOpen: Register<OrderStatus>?, terminal: Register<OrderStatus>?,
         orderNumber: Register<Int>?, merchantName: Register<String>?, courierName: Register<String>?,
         eta: Register<ETAWindow>?, newest: EventKey
@@ -24,7 +24,7 @@ extension OrderRecord {
 }
 
 extension OrderState {
-    public init(
+    package init(
         orderID: String, record: OrderRecord?, activities: [ActivityState],
         pushToStartTokens: [PushToStartRegistration], seenEventIDs: Set<String>, createdAt: Date,
         lastChangeAt: Date, nextSweepAt: Date?
@@ -41,7 +41,7 @@ extension OrderState {
 }
 
 extension ActivityState {
-    public init(
+    package init(
         key: String, activityID: String?, deviceID: String?, phase: Phase, closeReason: String?,
         updateToken: UpdateToken?, startToken: PushToStartRegistration?, createdAt: Date, startedAt: Date?,
         endedAt: Date?, pending: PendingPush?, planned: ContentMark?, sent: ContentMark?, lastTimestamp: Int,

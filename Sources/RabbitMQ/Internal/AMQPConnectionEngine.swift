@@ -96,7 +96,9 @@ final class AMQPConnectionEngine {
         logger.debug("AMQP connection open")
     }
 
-    private static func open(_ connection: amqp_connection_state_t, _ configuration: AMQPConfiguration)
+    private static func open(
+        _ connection: amqp_connection_state_t, _ configuration: AMQPConfiguration
+    )
         throws(RabbitMQError)
     {
         let socket: OpaquePointer?
@@ -234,7 +236,9 @@ final class AMQPConnectionEngine {
 
     private func handle(_ frame: amqp_frame_t) {
         guard Int32(frame.frame_type) == AMQP_FRAME_METHOD else {
-            logger.debug("AMQP ignoring content frame outside a message", metadata: [RabbitMQLoggingKeys.channel: "\(frame.channel)"])
+            logger.debug(
+                "AMQP ignoring content frame outside a message",
+                metadata: [RabbitMQLoggingKeys.channel: "\(frame.channel)"])
             return
         }
         let method = frame.payload.method
@@ -263,7 +267,8 @@ final class AMQPConnectionEngine {
             guard let message = readMessage(channel: channel, context: "basic.return") else { return }
             var fullKey = key
             fullKey.body = message.body
-            if channel != publishChannel || !confirms.markReturned(fullKey, replyCode: replyCode, replyText: replyText) {
+            if channel != publishChannel || !confirms.markReturned(fullKey, replyCode: replyCode, replyText: replyText)
+            {
                 logger.debug("AMQP unmatched basic.return", metadata: [RabbitMQLoggingKeys.replyCode: "\(replyCode)"])
             }
         case CShims_amqp_BASIC_ACK, CShims_amqp_BASIC_NACK:
@@ -286,29 +291,37 @@ final class AMQPConnectionEngine {
                     completion(.failure(RabbitMQError(code: .publishNacked, context: "basic.nack")))
                 case .returned(let replyCode, let replyText):
                     completion(
-                        .failure(RabbitMQError(code: .unroutable, replyCode: replyCode, replyText: replyText,
-                            context: "basic.return")))
+                        .failure(
+                            RabbitMQError(
+                                code: .unroutable, replyCode: replyCode, replyText: replyText,
+                                context: "basic.return")))
                 }
             }
         case CShims_amqp_BASIC_CANCEL:
             guard let consumer = consumers[channel], consumer.active else { return }
             consumer.active = false
-            logger.debug("AMQP consumer cancelled by the broker", metadata: [
-                RabbitMQLoggingKeys.queue: "\(consumer.queue)", RabbitMQLoggingKeys.consumerTag: "\(consumer.tag)",
-            ])
+            logger.debug(
+                "AMQP consumer cancelled by the broker",
+                metadata: [
+                    RabbitMQLoggingKeys.queue: "\(consumer.queue)", RabbitMQLoggingKeys.consumerTag: "\(consumer.tag)",
+                ])
             consumer.continuation.finish(
                 throwing: RabbitMQError(code: .consumerCancelled, context: "basic.cancel from the broker"))
         case CShims_amqp_CHANNEL_CLOSE, CShims_amqp_CONNECTION_CLOSE:
             handleClose(method, channel: channel, context: nil)
         case CShims_amqp_CONNECTION_BLOCKED, CShims_amqp_CONNECTION_UNBLOCKED:
-            logger.debug("AMQP connection flow control", metadata: ["amqp.blocked": "\(method.id == CShims_amqp_CONNECTION_BLOCKED)"])
+            logger.debug(
+                "AMQP connection flow control",
+                metadata: ["amqp.blocked": "\(method.id == CShims_amqp_CONNECTION_BLOCKED)"])
         default:
             logger.debug("AMQP ignoring method", metadata: ["amqp.method": "\(method.id)"])
         }
     }
 
     /// Reads the header and body frames that follow `basic.deliver`/`basic.return`, copying them out.
-    private func readMessage(channel: UInt16, context: String) -> (properties: RabbitMQMessageProperties, body: [UInt8])? {
+    private func readMessage(
+        channel: UInt16, context: String
+    ) -> (properties: RabbitMQMessageProperties, body: [UInt8])? {
         var message = amqp_message_t()
         let reply = amqp_read_message(connection, channel, &message, 0)
         switch reply.reply_type {
@@ -352,9 +365,11 @@ final class AMQPConnectionEngine {
     }
 
     private func channelClosed(_ channel: UInt16, error: RabbitMQError) {
-        logger.debug("AMQP channel closed by the broker", metadata: [
-            RabbitMQLoggingKeys.channel: "\(channel)", RabbitMQLoggingKeys.error: "\(error)",
-        ])
+        logger.debug(
+            "AMQP channel closed by the broker",
+            metadata: [
+                RabbitMQLoggingKeys.channel: "\(channel)", RabbitMQLoggingKeys.error: "\(error)",
+            ])
         openChannels.remove(channel)
         if rpcChannel == channel { rpcChannel = nil }
         if publishChannel == channel {
@@ -466,7 +481,9 @@ final class AMQPConnectionEngine {
             consumerCount: Int(ok.pointee.consumer_count))
     }
 
-    func bindQueue(_ queue: String, exchange: String, routingKey: String, arguments: [String: AMQPValue], bind: Bool)
+    func bindQueue(
+        _ queue: String, exchange: String, routingKey: String, arguments: [String: AMQPValue], bind: Bool
+    )
         throws(RabbitMQError)
     {
         let channel = try topologyChannel()
@@ -517,10 +534,12 @@ final class AMQPConnectionEngine {
             guard let ok else { throw RabbitMQError(code: .protocolError, context: "basic.consume") }
             let tag = String(amqpBytes: ok.pointee.consumer_tag)
             consumers[channel] = Consumer(queue: queue, tag: tag, continuation: continuation)
-            logger.debug("AMQP consumer started", metadata: [
-                RabbitMQLoggingKeys.queue: "\(queue)", RabbitMQLoggingKeys.channel: "\(channel)",
-                RabbitMQLoggingKeys.consumerTag: "\(tag)",
-            ])
+            logger.debug(
+                "AMQP consumer started",
+                metadata: [
+                    RabbitMQLoggingKeys.queue: "\(queue)", RabbitMQLoggingKeys.channel: "\(channel)",
+                    RabbitMQLoggingKeys.consumerTag: "\(tag)",
+                ])
             return (channel, tag)
         } catch {
             closeChannelQuietly(channel)
@@ -597,7 +616,8 @@ final class AMQPConnectionEngine {
             completion(.failure(error))
             return
         }
-        let returnKey = request.mandatory
+        let returnKey =
+            request.mandatory
             ? PublishConfirmTracker<PublishCompletion>.ReturnKey(
                 exchange: request.exchange, routingKey: request.routingKey, body: request.body) : nil
         _ = confirms.register(completion, returnKey: returnKey)

@@ -56,7 +56,9 @@ final class AMQPConnectionThread: Sendable {
         logger[metadataKey: RabbitMQLoggingKeys.host] = "\(configuration.host)"
         logger[metadataKey: RabbitMQLoggingKeys.port] = "\(configuration.port)"
         logger[metadataKey: RabbitMQLoggingKeys.vhost] = "\(configuration.vhost)"
-        if let name = configuration.connectionName { logger[metadataKey: RabbitMQLoggingKeys.connectionName] = "\(name)" }
+        if let name = configuration.connectionName {
+            logger[metadataKey: RabbitMQLoggingKeys.connectionName] = "\(name)"
+        }
         self.logger = logger
     }
 
@@ -142,7 +144,7 @@ final class AMQPConnectionThread: Sendable {
         }
     }
 
-    /// Closes without waiting (used from `deinit` of the public types).
+    /// Closes without waiting (used from `deinit` of the module's `package` types).
     func closeInBackground() {
         state.withLock { state in
             guard !state.terminated, !state.closeRequested else { return }

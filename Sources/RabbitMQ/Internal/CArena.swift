@@ -47,7 +47,8 @@ final class CArena {
             .bindMemory(to: amqp_table_entry_t.self, capacity: dictionary.count)
         // Sorted keys: deterministic encoding (and x-arguments compare equal on redeclare either way).
         for (index, key) in dictionary.keys.sorted().enumerated() {
-            entries.advanced(by: index).initialize(to: amqp_table_entry_t(key: bytes(key), value: field(dictionary[key]!)))
+            entries.advanced(by: index).initialize(
+                to: amqp_table_entry_t(key: bytes(key), value: field(dictionary[key]!)))
         }
         return amqp_table_t(num_entries: Int32(dictionary.count), entries: entries)
     }
@@ -97,7 +98,9 @@ final class CArena {
     func properties(_ properties: RabbitMQMessageProperties) -> amqp_basic_properties_t {
         var result = amqp_basic_properties_t()
         var flags: amqp_flags_t = 0
-        func set(_ value: String?, _ flag: amqp_flags_t, _ keyPath: WritableKeyPath<amqp_basic_properties_t, amqp_bytes_t>) {
+        func set(
+            _ value: String?, _ flag: amqp_flags_t, _ keyPath: WritableKeyPath<amqp_basic_properties_t, amqp_bytes_t>
+        ) {
             guard let value else { return }
             result[keyPath: keyPath] = bytes(value)
             flags |= flag

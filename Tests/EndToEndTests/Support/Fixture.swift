@@ -1,5 +1,5 @@
-import ChildProcesses
 import APNsSimulator
+import ChildProcesses
 import Crypto
 import Foundation
 import Logging
@@ -92,7 +92,9 @@ final class Fixture: Sendable {
         var configuration = SimulatorConfiguration()
         configuration.keys = [.init(keyID: "E2EKEY0001", teamID: "E2ETEAM001", publicKey: key.publicKey)]
         configuration.contentStateShape = try ContentStateShape(
-            contentsOfFile: TestEnvironment.projectRoot.appendingPathComponent("Config/apns-sim/delivery-attributes.json").path)
+            contentsOfFile: TestEnvironment.projectRoot.appendingPathComponent(
+                "Config/apns-sim/delivery-attributes.json"
+            ).path)
         configuration.threads = 1
         let simulator = try await APNsSimulator.start(configuration, logger: logger)
 
@@ -153,7 +155,8 @@ final class Fixture: Sendable {
             name: worker, arguments: ["run"], environment: environment(worker: worker).merging(extraEnvironment) { $1 },
             logDirectory: directory)
         workers.withLock { $0.append(child) }
-        let port = try await eventuallyValue("\(worker) to write its metrics port", timeout: .seconds(120)) { () -> Int? in
+        let port = try await eventuallyValue("\(worker) to write its metrics port", timeout: .seconds(120)) {
+            () -> Int? in
             if let status = child.exitStatus { throw HarnessError("\(worker) exited \(status):\n\(child.tail())") }
             guard let text = try? String(contentsOf: portFile, encoding: .utf8) else { return nil }
             return Int(text.trimmingCharacters(in: .whitespacesAndNewlines))
@@ -161,7 +164,9 @@ final class Fixture: Sendable {
         let worker = Worker(process: child, metricsPort: port)
         guard ready else { return worker }
         try await eventually("\(worker.process.name) to be ready", timeout: .seconds(120)) {
-            if let status = child.exitStatus { throw HarnessError("\(worker.process.name) exited \(status):\n\(child.tail())") }
+            if let status = child.exitStatus {
+                throw HarnessError("\(worker.process.name) exited \(status):\n\(child.tail())")
+            }
             return try await worker.get("/readyz").status == 200
         }
         return worker
@@ -175,7 +180,8 @@ final class Fixture: Sendable {
         try await publish(events.map { ($0.type, $0.body, $0.eventID) })
     }
 
-    func publish(_ messages: [(routingKey: String, body: [UInt8], messageID: String?)], window: Int = 500) async throws {
+    func publish(_ messages: [(routingKey: String, body: [UInt8], messageID: String?)], window: Int = 500) async throws
+    {
         let endpoints = try AMQPEndpoints(urls: amqpURL)
         var remaining = messages[...]
         var attempts = 0
@@ -337,6 +343,7 @@ struct Worker: Sendable {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(metricsPort)\(path)")!)
         request.timeoutInterval = 10
         let (data, response) = try await URLSession.shared.data(for: request)
-        return Response(status: (response as? HTTPURLResponse)?.statusCode ?? 0, body: String(decoding: data, as: UTF8.self))
+        return Response(
+            status: (response as? HTTPURLResponse)?.statusCode ?? 0, body: String(decoding: data, as: UTF8.self))
     }
 }

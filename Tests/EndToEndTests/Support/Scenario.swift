@@ -95,7 +95,8 @@ struct Scenario: Sendable {
             scenario.orders.append(
                 OrderExpectation(
                     orderID: orderID, activityID: activityID, deviceToken: token,
-                    finalStatus: cancelled ? "cancelled" : "delivered", finalStep: cancelled ? "confirmed" : "delivered",
+                    finalStatus: cancelled ? "cancelled" : "delivered",
+                    finalStep: cancelled ? "confirmed" : "delivered",
                     finalDriver: finalDriver,
                     finalETA: [
                         finalETA.0.timeIntervalSince1970.rounded(.down) - appleEpoch,

@@ -25,14 +25,23 @@ extension Fixture {
     func verifyConverged(_ scenario: Scenario, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         for order in scenario.orders {
             let device = simulator.device(token: order.deviceToken)
-            let activity = try #require(device?.activities.first, "no activity for \(order.orderID)", sourceLocation: sourceLocation)
-            #expect(device?.activities.count == 1, "\(order.orderID): one activity per token", sourceLocation: sourceLocation)
+            let activity = try #require(
+                device?.activities.first, "no activity for \(order.orderID)", sourceLocation: sourceLocation)
+            #expect(
+                device?.activities.count == 1, "\(order.orderID): one activity per token",
+                sourceLocation: sourceLocation)
             #expect(activity.ended, "\(order.orderID) has not ended", sourceLocation: sourceLocation)
             let state = activity.contentState
-            #expect(state?["currentStep"]?.stringValue == order.finalStep, "\(order.orderID) step", sourceLocation: sourceLocation)
-            #expect(state?["driverName"]?.stringValue == order.finalDriver, "\(order.orderID) driver", sourceLocation: sourceLocation)
+            #expect(
+                state?["currentStep"]?.stringValue == order.finalStep, "\(order.orderID) step",
+                sourceLocation: sourceLocation)
+            #expect(
+                state?["driverName"]?.stringValue == order.finalDriver, "\(order.orderID) driver",
+                sourceLocation: sourceLocation)
             if case .array(let range)? = state?["estimatedDeliveryTime"] {
-                #expect(range.compactMap(\.numberValue) == order.finalETA, "\(order.orderID) ETA", sourceLocation: sourceLocation)
+                #expect(
+                    range.compactMap(\.numberValue) == order.finalETA, "\(order.orderID) ETA",
+                    sourceLocation: sourceLocation)
             } else {
                 Issue.record("\(order.orderID): no estimatedDeliveryTime range", sourceLocation: sourceLocation)
             }
@@ -63,11 +72,15 @@ extension Fixture {
                 let timestamp = apsTimestamp(push.payload)
                 accepted[push.apnsID] = timestamp
                 if let previous, let timestamp {
-                    #expect(timestamp > previous, "\(order.orderID): timestamp \(timestamp) after \(previous)", sourceLocation: sourceLocation)
+                    #expect(
+                        timestamp > previous, "\(order.orderID): timestamp \(timestamp) after \(previous)",
+                        sourceLocation: sourceLocation)
                 }
                 previous = timestamp ?? previous
                 if [.displayed, .started, .ended].contains(push.verdict.kind) {
-                    #expect(applied.insert(push.apnsID).inserted, "\(order.orderID): apns-id \(push.apnsID) applied twice", sourceLocation: sourceLocation)
+                    #expect(
+                        applied.insert(push.apnsID).inserted, "\(order.orderID): apns-id \(push.apnsID) applied twice",
+                        sourceLocation: sourceLocation)
                 }
             }
         }
@@ -79,12 +92,17 @@ extension Fixture {
                 return (parts[0], parts.count > 1 ? parts[1] : "")
             })
         for order in scenario.orders {
-            #expect(statuses[order.orderID] == order.finalStatus, "\(order.orderID) status in orders", sourceLocation: sourceLocation)
+            #expect(
+                statuses[order.orderID] == order.finalStatus, "\(order.orderID) status in orders",
+                sourceLocation: sourceLocation)
         }
         // Every published event exactly once (event_id is the inbox's key: a duplicate would have failed to insert).
         let published = Set(scenario.events.map(\.eventID))
         let recorded = try await inboxEventIDs().filter { published.contains($0) }
-        #expect(recorded.count == published.count, "\(published.count - Set(recorded).count) published events missing from the inbox", sourceLocation: sourceLocation)
+        #expect(
+            recorded.count == published.count,
+            "\(published.count - Set(recorded).count) published events missing from the inbox",
+            sourceLocation: sourceLocation)
         #expect(Set(recorded).count == recorded.count, "the inbox holds an event twice", sourceLocation: sourceLocation)
     }
 }

@@ -27,14 +27,19 @@ enum LiveDeliveryBinary {
             }
         }
         let root = TestEnvironment.projectRoot.appendingPathComponent(".build")
-        candidates += ["debug", "release"].map { root.appendingPathComponent($0).appendingPathComponent("livedelivery") }
+        candidates += ["debug", "release"].map {
+            root.appendingPathComponent($0).appendingPathComponent("livedelivery")
+        }
         for candidate in candidates where FileManager.default.isExecutableFile(atPath: candidate.path) {
             var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory), !isDirectory.boolValue {
+            if FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory), !isDirectory.boolValue
+            {
                 return candidate.path
             }
         }
-        throw HarnessError("the livedelivery executable was not found next to the tests; run `swift build --build-tests` (looked in \(candidates.map(\.path).prefix(3)))")
+        throw HarnessError(
+            "the livedelivery executable was not found next to the tests; run `swift build --build-tests` (looked in \(candidates.map(\.path).prefix(3)))"
+        )
     }
 }
 
