@@ -164,6 +164,15 @@ let package = Package(
             name: "HTTP2Tests",
             dependencies: ["HTTP2", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
+        // Tests that need no server (configuration, JSON, state machines, formats): `scripts/test --fast`
+        // runs these with LiveDeliveryCoreTests, APNsTests and APNsSimulatorTests, in seconds.
+        .testTarget(
+            name: "UnitTests",
+            dependencies: [
+                "LiveDelivery", "LiveDeliveryCore", "Postgres", "RabbitMQ", "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(
             name: "LiveDeliveryCoreTests",
             dependencies: ["LiveDeliveryCore", .product(name: "PropertyBased", package: "swift-property-based")]
