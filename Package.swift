@@ -149,7 +149,11 @@ let package = Package(
         ),
 
         // MARK: Tests
-        .target(name: "TestSupport"),
+        // What the test targets share: the servers' addresses, fresh databases, event bodies, traits.
+        .target(
+            name: "TestSupport",
+            dependencies: ["LiveDelivery", "Postgres", .product(name: "Logging", package: "swift-log")]
+        ),
         // Child processes with a clean signal mask, for the end-to-end tests and the benchmarks.
         .target(name: "ChildProcesses"),
         .testTarget(

@@ -11,69 +11,7 @@ import ServiceLifecycle
 import TestSupport
 import Testing
 
-let quietLogger = Logger(label: "livedelivery-test") { _ in SwiftLogNoOpLogHandler() }
-let bundleID = "com.example.delivery"
-
-/// A fresh database (`ld_test_<unique>`) on the main PostgreSQL, migrated; dropped by `drop()`.
-struct TestDatabase {
-    let name: String
-    let url: String
-    let client: PostgresClient
-    var serverURL = TestEnvironment.postgresURL
-
-    /// `options` are appended to `CREATE DATABASE` (a locale, say).
-    static func create(
-        migrate: Bool = true, serverURL: String = TestEnvironment.postgresURL, options: String = ""
-    ) async throws -> TestDatabase {
-        let name = "ld_test_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
-        let admin = PostgresClient(
-            configuration: try PostgresConfiguration(serverURL), logger: quietLogger)
-        try await admin.withConnection { try await $0.execute(unsafeSQL: "CREATE DATABASE \(name) \(options)") }
-        await admin.shutdown()
-        var components = URLComponents(string: serverURL)!
-        components.path = "/" + name
-        let url = components.string!
-        let client = PostgresClient(configuration: try PostgresConfiguration(url), logger: quietLogger)
-        if migrate {
-            try await Migrator(directory: migrationsDirectory).migrate(client: client, logger: quietLogger)
-        }
-        return TestDatabase(name: name, url: url, client: client, serverURL: serverURL)
-    }
-
-    static var migrationsDirectory: String { TestEnvironment.projectRoot.appendingPathComponent("sql").path }
-
-    func drop() async {
-        await client.shutdown()
-        guard
-            let admin = try? PostgresClient(
-                configuration: PostgresConfiguration(serverURL), logger: quietLogger)
-        else { return }
-        _ = try? await admin.withConnection {
-            try await $0.execute(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
-        }
-        await admin.shutdown()
-    }
-
-    /// Runs `body`, then drops the database whatever happened.
-    func using(_ body: () async throws -> Void) async throws {
-        do {
-            try await body()
-        } catch {
-            await drop()
-            throw error
-        }
-        await drop()
-    }
-
-    func count(_ query: PostgresQuery) async throws -> Int {
-        let rows = try await client.query(query)
-        return try rows.first.map { try $0.decode(Int.self, at: 0) } ?? 0
-    }
-
-    func strings(_ query: PostgresQuery) async throws -> [String] {
-        try await client.query(query).map { try $0.decode(String.self, at: 0) }
-    }
-}
+let bundleID = Events.bundleID
 
 /// An in-process APNs simulator with a key generated for the test, and a worker configuration
 /// pointing at it, at a fresh database and at unique broker names.
@@ -145,37 +83,6 @@ struct Harness {
         try? await simulator.shutdown()
         await database.drop()
         try? FileManager.default.removeItem(at: folder)
-    }
-}
-
-/// Event bodies (events.md).
-enum Events {
-    static func token() -> String { (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined() }
-
-    static func status(
-        _ orderID: String, _ status: String, sequence: Int, user: String = "u-1", courier: String? = nil,
-        id: String = UUID().uuidString, at: String = "2026-11-21T10:04:05Z"
-    ) -> InboundMessage {
-        var fields = [
-            "\"type\":\"order.status\"", "\"version\":1", "\"event_id\":\"\(id)\"", "\"occurred_at\":\"\(at)\"",
-            "\"order_id\":\"\(orderID)\"", "\"user_id\":\"\(user)\"", "\"sequence\":\(sequence)",
-            "\"status\":\"\(status)\"", "\"order_number\":42", "\"merchant\":{\"name\":\"Pizza Place\"}",
-        ]
-        if let courier { fields.append("\"courier\":{\"name\":\"\(courier)\"}") }
-        return InboundMessage(
-            body: Array("{\(fields.joined(separator: ","))}".utf8), routingKey: "order.status", messageID: id)
-    }
-
-    static func activityToken(
-        _ orderID: String, activity: String, token: String, id: String = UUID().uuidString,
-        at: String = "2026-11-21T10:04:06Z"
-    ) -> InboundMessage {
-        let body = """
-            {"type":"activity.token","version":1,"event_id":"\(id)","occurred_at":"\(at)","order_id":"\(orderID)",\
-            "activity_id":"\(activity)","device_id":"d-\(activity)","token":"\(token)","bundle_id":"\(bundleID)",\
-            "environment":"production"}
-            """
-        return InboundMessage(body: Array(body.utf8), routingKey: "activity.token", messageID: id)
     }
 }
 

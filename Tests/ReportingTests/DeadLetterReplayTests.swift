@@ -11,7 +11,7 @@ import Testing
 struct DeadLetterReplayTests {
     @Test("a dead-lettered event replayed twice is applied once; replayed_at is set")
     func replayTwiceAppliesOnce() async throws {
-        try await ReportDatabase.with { database in
+        try await TestDatabase.with { database in
             let pipeline = try Pipeline(database: database)
             var amqp = WorkerConfiguration.AMQP(endpoints: try AMQPEndpoints(urls: TestEnvironment.amqpURL))
             amqp.exchange = TestEnvironment.uniqueName("ld.rep.events")
@@ -96,7 +96,7 @@ struct DeadLetterReplayTests {
 
     @Test("purge deletes dead letters older than the retention age (optionally only replayed ones)")
     func purge() async throws {
-        try await ReportDatabase.with { database in
+        try await TestDatabase.with { database in
             for (index, age) in [40, 40, 1].enumerated() {
                 let body = Array("old \(index)".utf8)
                 try await database.client.query(

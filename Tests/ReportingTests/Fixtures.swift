@@ -8,75 +8,7 @@ import Synchronization
 import TestSupport
 import Testing
 
-let quietLogger = Logger(label: "livedelivery-reporting-test") { _ in SwiftLogNoOpLogHandler() }
-let testApp = "com.example.delivery"
-
-/// A fresh database `ld_rep_<unique>` on the main PostgreSQL, migrated with the project's sql/.
-struct ReportDatabase {
-    let name: String
-    let url: String
-    let client: PostgresClient
-
-    static var migrationsDirectory: String { TestEnvironment.projectRoot.appendingPathComponent("sql").path }
-
-    static func create() async throws -> ReportDatabase {
-        let name = "ld_rep_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
-        let admin = PostgresClient(
-            configuration: try PostgresConfiguration(TestEnvironment.postgresURL), logger: quietLogger)
-        do {
-            try await admin.withConnection { try await $0.execute(unsafeSQL: "CREATE DATABASE \(name)") }
-        } catch {
-            await admin.shutdown()
-            throw error
-        }
-        await admin.shutdown()
-        var components = try #require(URLComponents(string: TestEnvironment.postgresURL))
-        components.path = "/" + name
-        let url = try #require(components.string)
-        let client = PostgresClient(configuration: try PostgresConfiguration(url), logger: quietLogger)
-        let database = ReportDatabase(name: name, url: url, client: client)
-        do {
-            try await Migrator(directory: migrationsDirectory).migrate(client: client, logger: quietLogger)
-        } catch {
-            await database.drop()
-            throw error
-        }
-        return database
-    }
-
-    /// Runs `body` with a fresh database, dropped afterwards.
-    static func with<Result>(_ body: (ReportDatabase) async throws -> Result) async throws -> Result {
-        let database = try await create()
-        do {
-            let result = try await body(database)
-            await database.drop()
-            return result
-        } catch {
-            await database.drop()
-            throw error
-        }
-    }
-
-    func drop() async {
-        await client.shutdown()
-        guard
-            let admin = try? PostgresClient(
-                configuration: PostgresConfiguration(TestEnvironment.postgresURL), logger: quietLogger)
-        else { return }
-        _ = try? await admin.withConnection {
-            try await $0.execute(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
-        }
-        await admin.shutdown()
-    }
-
-    func count(_ query: PostgresQuery) async throws -> Int {
-        try await client.query(query).first.map { try $0.decode(Int.self, at: 0) } ?? 0
-    }
-
-    func strings(_ query: PostgresQuery) async throws -> [String] {
-        try await client.query(query).map { try $0.decode(String.self, at: 0) }
-    }
-}
+let testApp = Events.bundleID
 
 /// The shipped policy and content mapping (Config/).
 func shippedTracking() throws -> TrackingConfiguration {
@@ -123,14 +55,14 @@ final class ScriptedSender: PushSending {
 
 /// The worker's parts on one database, with a scripted APNs.
 struct Pipeline {
-    let database: ReportDatabase
+    let database: TestDatabase
     let tracking: TrackingConfiguration
     let sender = ScriptedSender()
     let metrics = WorkerMetrics()
     let processor: EventProcessor
     let dispatcher: PushDispatcher
 
-    init(database: ReportDatabase) throws {
+    init(database: TestDatabase) throws {
         self.database = database
         self.tracking = try shippedTracking()
         self.processor = EventProcessor(
@@ -163,35 +95,5 @@ struct Pipeline {
         Sweeper(
             configuration: WorkerConfiguration.Sweeper(), client: database.client, tracking: tracking,
             metrics: metrics, logger: quietLogger, now: now)
-    }
-}
-
-/// Event bodies (events.md).
-enum Events {
-    static func token() -> String {
-        (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
-    }
-
-    static func status(
-        _ orderID: String, _ status: String, sequence: Int, user: String = "u-rep", id: String = UUID().uuidString
-    ) -> InboundMessage {
-        let body = """
-            {"type":"order.status","version":1,"event_id":"\(id)","occurred_at":"2026-11-21T10:04:0\(sequence % 10)Z",\
-            "order_id":"\(orderID)","user_id":"\(user)","sequence":\(sequence),"status":"\(status)","order_number":42,\
-            "merchant":{"name":"Pizza Place"},"courier":{"name":"Sam"},\
-            "eta":{"earliest":"2026-11-21T10:20:00Z","latest":"2026-11-21T10:30:00Z"}}
-            """
-        return InboundMessage(body: Array(body.utf8), routingKey: "order.status", messageID: id)
-    }
-
-    static func activityToken(
-        _ orderID: String, activity: String, token: String, id: String = UUID().uuidString
-    ) -> InboundMessage {
-        let body = """
-            {"type":"activity.token","version":1,"event_id":"\(id)","occurred_at":"2026-11-21T10:04:00Z",\
-            "order_id":"\(orderID)","activity_id":"\(activity)","device_id":"d-\(activity)","token":"\(token)",\
-            "bundle_id":"\(testApp)","environment":"production"}
-            """
-        return InboundMessage(body: Array(body.utf8), routingKey: "activity.token", messageID: id)
     }
 }

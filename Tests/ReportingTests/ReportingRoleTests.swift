@@ -9,7 +9,7 @@ struct ReportingRoleTests {
     static let role = "livedelivery_reporting"
 
     /// Runs `sql` as the reporting role; returns the SQLSTATE it failed with, or nil.
-    func asReportingRole(_ database: ReportDatabase, _ sql: String) async throws -> SQLState? {
+    func asReportingRole(_ database: TestDatabase, _ sql: String) async throws -> SQLState? {
         do {
             try await database.client.withTransaction { connection in
                 try await connection.execute(unsafeSQL: "SET LOCAL ROLE \(Self.role)")
@@ -23,7 +23,7 @@ struct ReportingRoleTests {
 
     @Test("the migration creates a NOLOGIN role that can read every report_ view")
     func readsViews() async throws {
-        try await ReportDatabase.with { database in
+        try await TestDatabase.with { database in
             let role = try await database.client.query(
                 "SELECT rolcanlogin, rolsuper FROM pg_roles WHERE rolname = \(Self.role)")
             let row = try #require(role.first)
@@ -42,7 +42,7 @@ struct ReportingRoleTests {
 
     @Test("the reporting role can call every window function and read its comment; the functions are the views' rows")
     func callsWindowFunctions() async throws {
-        try await ReportDatabase.with { database in
+        try await TestDatabase.with { database in
             for report in Report.all where report.hasWindowFunction {
                 #expect(
                     try await asReportingRole(
@@ -68,7 +68,7 @@ struct ReportingRoleTests {
 
     @Test("every report view and every one of its columns has a comment the reporting role can read")
     func everyViewAndColumnIsDescribed() async throws {
-        try await ReportDatabase.with { database in
+        try await TestDatabase.with { database in
             let missing: [String] = try await database.client.withTransaction { connection in
                 try await connection.execute(unsafeSQL: "SET LOCAL ROLE \(Self.role)")
                 let rows = try await connection.query(
@@ -99,7 +99,7 @@ struct ReportingRoleTests {
 
     @Test("the role cannot read or write any table, nor write through a view")
     func cannotTouchTables() async throws {
-        try await ReportDatabase.with { database in
+        try await TestDatabase.with { database in
             let tables = try await database.strings(
                 "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1")
             #expect(tables.contains("inbox") && tables.contains("dead_letters") && tables.contains("schema_migrations"))
@@ -125,9 +125,9 @@ struct ReportingRoleTests {
 
     @Test("the migration is idempotent: running its SQL again (role and grants exist) succeeds")
     func idempotent() async throws {
-        try await ReportDatabase.with { database in
+        try await TestDatabase.with { database in
             let file = try #require(
-                try Migrator(directory: ReportDatabase.migrationsDirectory).migrations().first {
+                try Migrator(directory: TestDatabase.migrationsDirectory).migrations().first {
                     $0.name.hasSuffix("_reports.sql")
                 })
             try await database.client.withTransaction { try await $0.execute(unsafeSQL: file.sql) }
@@ -138,9 +138,9 @@ struct ReportingRoleTests {
 
     @Test("databases migrated at the same time on one server all get the views and the grants")
     func concurrentMigrations() async throws {
-        let databases = try await withThrowingTaskGroup(of: ReportDatabase.self) { group in
-            for _ in 0..<3 { group.addTask { try await ReportDatabase.create() } }
-            var databases: [ReportDatabase] = []
+        let databases = try await withThrowingTaskGroup(of: TestDatabase.self) { group in
+            for _ in 0..<3 { group.addTask { try await TestDatabase.create() } }
+            var databases: [TestDatabase] = []
             for try await database in group { databases.append(database) }
             return databases
         }

@@ -9,7 +9,7 @@ import Testing
 @Suite("Reports on a database populated by the worker's own code", .timeLimit(.minutes(3)))
 struct ReportsTests {
     func run(
-        _ name: String, _ query: ReportQuery = ReportQuery(limit: nil), on database: ReportDatabase
+        _ name: String, _ query: ReportQuery = ReportQuery(limit: nil), on database: TestDatabase
     )
         async throws -> ReportTable
     {
@@ -28,22 +28,24 @@ struct ReportsTests {
 
     @Test("every report returns the expected rows; failed-pushes retry re-plans and recovers")
     func populated() async throws {
-        try await ReportDatabase.with { database in
+        try await TestDatabase.with { database in
             let pipeline = try Pipeline(database: database)
             let orderA = TestEnvironment.uniqueName("A")
             let orderB = TestEnvironment.uniqueName("B")
 
             // A: adopted by the app, updated twice, delivered (ended).
             try await pipeline.apply(
-                Events.status(orderA, "confirmed", sequence: 1),
+                Events.status(orderA, "confirmed", sequence: 1, user: "u-rep", courier: "Sam", eta: .sample),
                 Events.activityToken(orderA, activity: "act-a", token: Events.token()))
-            try await pipeline.apply(Events.status(orderA, "out_for_delivery", sequence: 2))
-            try await pipeline.apply(Events.status(orderA, "delivered", sequence: 3))
+            try await pipeline.apply(
+                Events.status(orderA, "out_for_delivery", sequence: 2, user: "u-rep", courier: "Sam", eta: .sample))
+            try await pipeline.apply(
+                Events.status(orderA, "delivered", sequence: 3, user: "u-rep", courier: "Sam", eta: .sample))
 
             // B: its first update is refused for good (413 PayloadTooLarge).
             pipeline.sender.fail(orderB, .update, with: .payloadFault(reason: .payloadTooLarge, status: 413))
             try await pipeline.apply(
-                Events.status(orderB, "preparing", sequence: 1),
+                Events.status(orderB, "preparing", sequence: 1, user: "u-rep", courier: "Sam", eta: .sample),
                 Events.activityToken(orderB, activity: "act-b", token: Events.token()))
 
             // A malformed message.
@@ -194,7 +196,7 @@ struct ReportsTests {
 
     @Test("push outcomes of closed hours come from the rollup and equal what the attempts say, for any window")
     func pushOutcomesRollUp() async throws {
-        try await ReportDatabase.with { database in
+        try await TestDatabase.with { database in
             // 240 attempts over the last four hours, outcomes and latencies varied.
             try await database.client.query(
                 """
@@ -241,7 +243,7 @@ struct ReportsTests {
 
     @Test("sweeper-actions counts a terminal order's re-sent end once, under its own reason")
     func terminalEndResent() async throws {
-        try await ReportDatabase.with { database in
+        try await TestDatabase.with { database in
             try await database.client.query(
                 """
                 INSERT INTO timeline (order_id, activity_key, at, kind, code, message) VALUES
