@@ -24,7 +24,7 @@
 
 CREATE FUNCTION report_push_outcomes_hourly(since timestamptz, until timestamptz)
 RETURNS SETOF report_push_outcomes_hourly
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT SET work_mem = '64MB' AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT SET work_mem = '64MB' SET jit = off AS $$
 BEGIN
     RETURN QUERY EXECUTE $query$
         SELECT date_trunc('hour', p.attempted_at),
@@ -47,7 +47,7 @@ $$;
 -- found through timeline_give_ups, a recovery through the activity's later attempts.
 CREATE FUNCTION report_failed_pushes(since timestamptz, until timestamptz)
 RETURNS SETOF report_failed_pushes
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT SET work_mem = '64MB' AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT SET work_mem = '64MB' SET jit = off AS $$
 BEGIN
     RETURN QUERY EXECUTE $query$
         SELECT p.id, p.attempted_at, p.order_id, p.activity_key, p.bundle_id, p.kind, p.priority, p.status, p.outcome,
@@ -76,7 +76,7 @@ $$;
 -- The sweeper's rows in the window (timeline_sweeps); the companion rows of an action share its instant.
 CREATE FUNCTION report_sweeper_actions(since timestamptz, until timestamptz)
 RETURNS SETOF report_sweeper_actions
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT SET work_mem = '64MB' AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT SET work_mem = '64MB' SET jit = off AS $$
 BEGIN
     RETURN QUERY EXECUTE $query$
         WITH sweeps AS (
@@ -115,7 +115,7 @@ $$;
 
 CREATE FUNCTION report_duplicate_starts(since timestamptz, until timestamptz)
 RETURNS SETOF report_duplicate_starts
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT SET work_mem = '64MB' AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT SET work_mem = '64MB' SET jit = off AS $$
 BEGIN
     RETURN QUERY EXECUTE $query$
         SELECT p.bundle_id, count(*), count(DISTINCT (p.order_id, p.activity_key)),
@@ -132,7 +132,7 @@ $$;
 -- read through its key: joining the orders table whole made the planner scan all of it.
 CREATE FUNCTION report_activity_timings(since timestamptz, until timestamptz)
 RETURNS SETOF report_activity_timings
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT SET work_mem = '64MB' AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT SET work_mem = '64MB' SET jit = off AS $$
 BEGIN
     RETURN QUERY EXECUTE $query$
         WITH created AS (
@@ -161,7 +161,7 @@ $$;
 
 CREATE FUNCTION report_activity_timings_by_app(since timestamptz, until timestamptz)
 RETURNS SETOF report_activity_timings_by_app
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT SET work_mem = '64MB' AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT SET work_mem = '64MB' SET jit = off AS $$
 BEGIN
     RETURN QUERY EXECUTE $query$
         SELECT date_trunc('day', t.created_at), t.app, count(*), count(t.first_update_at), count(t.ended_at),
@@ -181,7 +181,7 @@ $$;
 -- from the window's start on, each in one pass grouped by activity.
 CREATE FUNCTION report_alerts_per_activity(since timestamptz, until timestamptz)
 RETURNS SETOF report_alerts_per_activity
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT SET work_mem = '64MB' AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT SET work_mem = '64MB' SET jit = off AS $$
 BEGIN
     RETURN QUERY EXECUTE $query$
         WITH created AS (

@@ -86,7 +86,7 @@ REVOKE EXECUTE ON FUNCTION report_rollup_push_outcomes(timestamptz, integer),
 -- [since, until) minus the rolled-up whole hours is at most two ranges, each read through its partitions.
 CREATE OR REPLACE FUNCTION report_push_outcomes_hourly(since timestamptz, until timestamptz)
 RETURNS SETOF report_push_outcomes_hourly
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT SET jit = off AS $$
 DECLARE
     rolled_from timestamptz;
     rolled_until timestamptz;
