@@ -56,10 +56,12 @@ package struct Migrator: Sendable {
         return migrations.sorted { $0.version < $1.version }
     }
 
-    /// Applies what is missing; returns the names applied now (empty when all were applied).
+    /// Applies what is missing; returns the names applied now (empty when all were applied). With
+    /// `before`, only the files numbered below it: the schema of an earlier release, for upgrade tests
+    /// and benchmarks.
     @discardableResult
-    package func migrate(client: PostgresClient, logger: Logger) async throws -> [String] {
-        let migrations = try migrations()
+    package func migrate(client: PostgresClient, logger: Logger, before version: Int? = nil) async throws -> [String] {
+        let migrations = try migrations().filter { $0.version < (version ?? .max) }
         return try await client.withConnection { connection in
             try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))")
             do {

@@ -61,7 +61,7 @@ struct ReportsBenchmark: AsyncParsableCommand {
         // The layout before sql/112, populated.
         try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(flatName)"))
         let flat = try client(flatName, logger: logger)
-        try await Migrator(directory: try migrations(before: 112)).migrate(client: flat, logger: logger)
+        try await Migrator(directory: sql).migrate(client: flat, logger: logger, before: 112)
         let populating = ContinuousClock.now
         let end = try await populate(flat)
         let populated = ContinuousClock.now - populating
@@ -218,18 +218,6 @@ struct ReportsBenchmark: AsyncParsableCommand {
         configuration.poolSize = 2
         configuration.applicationName = "livedelivery-bench"
         return PostgresClient(configuration: configuration, logger: logger)
-    }
-
-    /// A folder with the migrations older than `version`.
-    func migrations(before version: Int) throws -> String {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "bench_sql_\(UInt32.random(in: 0...UInt32.max))")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        for file in try FileManager.default.contentsOfDirectory(atPath: sql) where file.hasSuffix(".sql") {
-            guard let number = Int(file.prefix { $0.isNumber }), number < version else { continue }
-            try FileManager.default.copyItem(atPath: sql + "/" + file, toPath: folder.appendingPathComponent(file).path)
-        }
-        return folder.path
     }
 
     func median(_ body: () async throws -> some Any) async throws -> Double {
