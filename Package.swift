@@ -84,6 +84,7 @@ let package = Package(
         .target(
             name: "APNsSimulator",
             dependencies: [
+                "LiveDeliveryJSON",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -100,7 +101,7 @@ let package = Package(
         .executableTarget(
             name: "apns-sim",
             dependencies: [
-                "APNsSimulator", "LiveDeliveryCore",
+                "APNsSimulator", "LiveDeliveryCore", "LiveDeliveryJSON",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -108,11 +109,13 @@ let package = Package(
         ),
 
         // MARK: Product modules
-        .target(name: "LiveDeliveryCore"),
+        // The one JSON value, parser (a token tape), writer and string escaper: core, worker, apns-sim, logs.
+        .target(name: "LiveDeliveryJSON", exclude: ["README.md"]),
+        .target(name: "LiveDeliveryCore", dependencies: ["LiveDeliveryJSON"]),
         .target(
             name: "LiveDelivery",
             dependencies: [
-                "LiveDeliveryCore", "RabbitMQ", "Postgres", "APNs",
+                "LiveDeliveryCore", "LiveDeliveryJSON", "RabbitMQ", "Postgres", "APNs",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -129,7 +132,7 @@ let package = Package(
         .executableTarget(
             name: "livedelivery",
             dependencies: [
-                "LiveDelivery", "LiveDeliveryCore", "RabbitMQ",
+                "LiveDelivery", "LiveDeliveryCore", "LiveDeliveryJSON", "RabbitMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -139,7 +142,7 @@ let package = Package(
         .executableTarget(
             name: "livedelivery-bench",
             dependencies: [
-                "RabbitMQ", "Postgres", "HTTP2", "LiveDeliveryCore", "LiveDelivery",
+                "RabbitMQ", "Postgres", "HTTP2", "LiveDeliveryCore", "LiveDeliveryJSON", "LiveDelivery",
                 "APNs", "APNsSimulator", "ChildProcesses",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -173,13 +176,16 @@ let package = Package(
         .testTarget(
             name: "UnitTests",
             dependencies: [
-                "LiveDelivery", "LiveDeliveryCore", "Postgres", "RabbitMQ", "TestSupport",
+                "LiveDelivery", "LiveDeliveryCore", "LiveDeliveryJSON", "Postgres", "RabbitMQ", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
             name: "LiveDeliveryCoreTests",
-            dependencies: ["LiveDeliveryCore", .product(name: "PropertyBased", package: "swift-property-based")]
+            dependencies: [
+                "LiveDeliveryCore", "LiveDeliveryJSON",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
         ),
         .testTarget(
             name: "APNsTests",
@@ -213,7 +219,7 @@ let package = Package(
         .testTarget(
             name: "APNsSimulatorTests",
             dependencies: [
-                "APNsSimulator", "TestSupport",
+                "APNsSimulator", "LiveDeliveryJSON", "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -227,7 +233,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "APNsSimulator", "ChildProcesses", "Postgres", "RabbitMQ", "TestSupport",
+                "APNsSimulator", "ChildProcesses", "LiveDeliveryJSON", "Postgres", "RabbitMQ", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftCSV", package: "SwiftCSV"),

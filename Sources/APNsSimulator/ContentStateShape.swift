@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryJSON
 
 /// The app's ActivityKit types, described well enough to tell whether a push would decode on the device
 /// with a default `JSONDecoder` (the check APNs itself never makes).
@@ -111,8 +112,9 @@ package struct ContentStateShape: Sendable, Hashable, Codable {
 
             func accepts(_ value: JSONValue) -> Bool {
                 switch (self, value) {
-                case (.string, .string), (.bool, .bool), (.double, .number), (.date, .number): return true
-                case (.int, .number(let number)): return Int(exactly: number) != nil
+                case (.string, .string), (.bool, .bool), (.double, .int), (.double, .double), (.date, .int),
+                    (.date, .double), (.int, .int):
+                    return true
                 case (.enumeration(let cases), .string(let string)): return cases.contains(string)
                 case (.dateRange, .array(let bounds)):
                     guard bounds.count == 2, let lower = bounds[0].numberValue, let upper = bounds[1].numberValue

@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryJSON
 
 /// The phones behind the tokens: which activity each token drives, what it shows, and what it dropped.
 ///

@@ -1,4 +1,5 @@
 package import Foundation
+package import LiveDeliveryJSON
 
 /// What the simulated phone made of a push. APNs answers 200 for most of these; only the device knows.
 package struct DeviceVerdict: Sendable, Hashable, Codable {

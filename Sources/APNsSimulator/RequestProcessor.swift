@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryJSON
 import NIOCore
 
 /// One request's pseudo-headers and headers, as received.
@@ -183,7 +184,8 @@ final class RequestProcessor: Sendable {
         // Body.
         guard body.readableBytes > 0 else { return answer(400, "PayloadEmpty") }
         guard body.readableBytes <= Self.maxPayloadBytes else { return answer(413, "PayloadTooLarge") }
-        guard let payload = JSONValue.parse(body.readableBytesView), case .object = payload
+        guard let payload = JSONValue.parse(body.readableBytesView, allowingTrailingCommas: false),
+            case .object = payload
         else { return answer(400, "BadRequestPayload") }
 
         let push = DeviceModel.Push(

@@ -55,14 +55,8 @@ struct Delivered: Sendable {
 enum OrderStore {
     static let notifyChannel = "livedelivery_outbox"
 
-    /// A `json` parameter, written by ``JSONStreamEncoder`` (an order's state is encoded twice per
-    /// event; `JSONEncoder` made that the largest cost of a worker). `json`, not `jsonb`: the
-    /// columns are `json`, and the server only checks the text.
-    static func json<Value: Encodable>(_ value: Value) throws -> PostgresJSONText {
-        PostgresJSONText(bytes: try JSONStreamEncoder.encode(value))
-    }
-
-    /// An order's state, written field by field (``StoredJSON``).
+    /// An order's state as a `json` parameter, written field by field (``StoredJSON``). `json`, not
+    /// `jsonb`: the columns are `json`, and the server only checks the text.
     static func json(_ state: OrderState) throws -> PostgresJSONText {
         PostgresJSONText(bytes: try StoredJSON.encode(state))
     }
@@ -72,9 +66,14 @@ enum OrderStore {
         PostgresJSONText(bytes: try StoredJSON.encode(push))
     }
 
-    /// A stored document, read with ``JSONTapeDecoder`` (`JSONDecoder` was a third of a worker's CPU).
-    static func decode<Value: Decodable>(_ type: Value.Type, from json: PostgresJSON) throws -> Value {
-        try JSONTapeDecoder.decode(type, from: json.bytes)
+    /// A push-to-start registration, written field by field (``StoredJSON``).
+    static func json(_ registration: PushToStartRegistration) throws -> PostgresJSONText {
+        PostgresJSONText(bytes: try StoredJSON.encode(registration))
+    }
+
+    /// A stored registration, read field by field (``StoredJSON``).
+    static func decodeRegistration(_ json: PostgresJSON) throws -> PushToStartRegistration {
+        try StoredJSON.decodeRegistration(json.bytes)
     }
 
     /// A stored state, read field by field (``StoredJSON``).
@@ -211,8 +210,7 @@ enum OrderStore {
     static func pushToStartTokens(from rows: PostgresRows) throws -> [String: [PushToStartRegistration]] {
         var tokens: [String: [PushToStartRegistration]] = [:]
         for row in rows {
-            let registration = try decode(
-                PushToStartRegistration.self, from: try row.decode(PostgresJSON.self, "registration"))
+            let registration = try decodeRegistration(try row.decode(PostgresJSON.self, "registration"))
             tokens[try row.decode(String.self, "user_id"), default: []].append(registration)
         }
         return tokens

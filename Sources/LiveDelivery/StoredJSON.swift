@@ -1,49 +1,57 @@
 import Foundation
 import LiveDeliveryCore
+import LiveDeliveryJSON
 
-/// The two documents the worker writes on every event, an order's state and a planned push, written
-/// field by field rather than through `Codable`.
+/// The documents the worker keeps in PostgreSQL `json` columns (an order's state, a planned push, a
+/// push-to-start registration), written and read field by field with the JSON module's writer and
+/// tape rather than through `Codable`.
 ///
-/// ``JSONStreamEncoder`` writes any `Encodable`, but each nested value still goes through the
-/// `Encoder` protocol: a container box, generic metadata looked up at run time, a witness call per
-/// field. For these two documents that was a fifth of a worker's CPU. The output here is byte for
-/// byte what ``JSONStreamEncoder`` writes for them (same keys, same order, nil fields left out, dates
-/// as seconds since 2001); a test compares the two on every state and push of the example deliveries,
-/// so a field added to a core type without being added here fails it. The rare alert content still
-/// goes through `Codable`.
+/// An order's state is written twice and read twice per event, and a push is read per claim:
+/// `JSONEncoder` and `JSONDecoder` were each about a third of a worker's CPU, and a streaming
+/// `Encoder` still a fifth (a container box, generic metadata looked up at run time, a witness call
+/// per field). The text is what `JSONEncoder` writes for the same value, up to key order and number
+/// spelling: the same keys, nil fields left out, dates as seconds since 2001, enums with associated
+/// values as their synthesized `Codable` writes them. So `JSONDecoder` reads these documents, and
+/// these readers read what `JSONEncoder` writes; tests check both ways on every state and push of
+/// the example deliveries, so a field added to a core type without being added here fails them.
 enum StoredJSON {
     static func encode(_ state: OrderState) throws -> [UInt8] {
-        let writer = JSONByteWriter()
+        let writer = JSONWriter(capacity: 4096)
         try write(state, to: writer)
         return writer.bytes
     }
 
     static func encode(_ push: PlannedPush) throws -> [UInt8] {
-        let writer = JSONByteWriter()
+        let writer = JSONWriter(capacity: 2048)
         try write(push, to: writer)
-        if writer.unsupported { return try JSONStreamEncoder.encode(push) }
+        return writer.bytes
+    }
+
+    static func encode(_ registration: PushToStartRegistration) throws -> [UInt8] {
+        let writer = JSONWriter()
+        try write(registration, to: writer)
         return writer.bytes
     }
 
     // MARK: Documents
 
-    static func write(_ state: OrderState, to writer: JSONByteWriter) throws {
-        var object = Object(writer)
+    static func write(_ state: OrderState, to writer: JSONWriter) throws {
+        var object = JSONWriter.Object(writer)
         object.string("orderID", state.orderID)
         try object.member("record", ifPresent: state.record) { try write($0, to: writer) }
-        try object.member("activities") { try writeArray(state.activities, to: writer) { try write($0, to: writer) } }
+        try object.member("activities") { try writer.writeArray(state.activities) { try write($0, to: writer) } }
         try object.member("pushToStartTokens") {
-            try writeArray(state.pushToStartTokens, to: writer) { try write($0, to: writer) }
+            try writer.writeArray(state.pushToStartTokens) { try write($0, to: writer) }
         }
-        object.member("seenEventIDs") { writeArray(state.seenEventIDs, to: writer) { writer.writeString($0) } }
+        object.member("seenEventIDs") { writer.writeArray(state.seenEventIDs) { writer.writeString($0) } }
         try object.date("createdAt", state.createdAt)
         try object.date("lastChangeAt", state.lastChangeAt)
         try object.member("nextSweepAt", ifPresent: state.nextSweepAt) { try writeDate($0, to: writer) }
         object.close()
     }
 
-    static func write(_ push: PlannedPush, to writer: JSONByteWriter) throws {
-        var object = Object(writer)
+    static func write(_ push: PlannedPush, to writer: JSONWriter) throws {
+        var object = JSONWriter.Object(writer)
         object.string("orderID", push.orderID)
         object.string("activityKey", push.activityKey)
         object.string("activityID", ifPresent: push.activityID)
@@ -57,15 +65,15 @@ enum StoredJSON {
         try object.date("notBefore", push.notBefore)
         object.int("expiration", push.expiration)
         object.member("headers") {
-            writeArray(push.headers, to: writer) { header in
-                var object = Object(writer)
+            writer.writeArray(push.headers) { header in
+                var object = JSONWriter.Object(writer)
                 object.string("name", header.name)
                 object.string("value", header.value)
                 object.close()
             }
         }
         object.string("payload", String(decoding: push.payload, as: UTF8.self))
-        try object.member("alert", ifPresent: push.alert) { try writer.encodeValue($0, parent: nil, key: nil) }
+        object.member("alert", ifPresent: push.alert) { write($0, to: writer) }
         object.string("step", push.step)
         object.string("status", push.status.rawValue)
         try object.member("statusKey") { try write(push.statusKey, to: writer) }
@@ -77,8 +85,8 @@ enum StoredJSON {
 
     // MARK: Parts
 
-    private static func write(_ record: OrderRecord, to writer: JSONByteWriter) throws {
-        var object = Object(writer)
+    private static func write(_ record: OrderRecord, to writer: JSONWriter) throws {
+        var object = JSONWriter.Object(writer)
         object.string("orderID", record.orderID)
         object.string("userID", record.userID)
         let status = { (register: Register<OrderStatus>) in
@@ -87,7 +95,7 @@ enum StoredJSON {
         try object.member("latestOpen", ifPresent: record.latestOpen, status)
         try object.member("terminal", ifPresent: record.terminal, status)
         try object.member("orderNumber", ifPresent: record.orderNumber) {
-            try write($0, to: writer) { writer.writeRaw(String($0)) }
+            try write($0, to: writer) { writer.writeInt($0) }
         }
         try object.member("merchantName", ifPresent: record.merchantName) {
             try write($0, to: writer) { writer.writeString($0) }
@@ -101,38 +109,38 @@ enum StoredJSON {
     }
 
     private static func write<Value>(
-        _ register: Register<Value>, to writer: JSONByteWriter, value: (Value) throws -> Void
+        _ register: Register<Value>, to writer: JSONWriter, value: (Value) throws -> Void
     ) throws {
-        var object = Object(writer)
+        var object = JSONWriter.Object(writer)
         try object.member("value") { try value(register.value) }
         try object.member("key") { try write(register.key, to: writer) }
         object.close()
     }
 
-    private static func write(_ key: EventKey, to writer: JSONByteWriter) throws {
-        var object = Object(writer)
+    private static func write(_ key: EventKey, to writer: JSONWriter) throws {
+        var object = JSONWriter.Object(writer)
         object.int("sequence", ifPresent: key.sequence)
         try object.date("occurredAt", key.occurredAt)
         object.string("eventID", key.eventID)
         object.close()
     }
 
-    private static func write(_ eta: ETAWindow, to writer: JSONByteWriter) throws {
-        var object = Object(writer)
+    private static func write(_ eta: ETAWindow, to writer: JSONWriter) throws {
+        var object = JSONWriter.Object(writer)
         try object.date("earliest", eta.earliest)
         try object.date("latest", eta.latest)
         object.close()
     }
 
-    private static func write(_ activity: ActivityState, to writer: JSONByteWriter) throws {
-        var object = Object(writer)
+    private static func write(_ activity: ActivityState, to writer: JSONWriter) throws {
+        var object = JSONWriter.Object(writer)
         object.string("key", activity.key)
         object.string("activityID", ifPresent: activity.activityID)
         object.string("deviceID", ifPresent: activity.deviceID)
         object.string("phase", activity.phase.rawValue)
         object.string("closeReason", ifPresent: activity.closeReason)
         try object.member("updateToken", ifPresent: activity.updateToken) { token in
-            var inner = Object(writer)
+            var inner = JSONWriter.Object(writer)
             inner.string("token", token.token.hex)
             inner.string("bundleID", token.bundleID)
             inner.string("environment", token.environment.rawValue)
@@ -145,7 +153,7 @@ enum StoredJSON {
         try object.member("startedAt", ifPresent: activity.startedAt) { try writeDate($0, to: writer) }
         try object.member("endedAt", ifPresent: activity.endedAt) { try writeDate($0, to: writer) }
         try object.member("pending", ifPresent: activity.pending) { pending in
-            var inner = Object(writer)
+            var inner = JSONWriter.Object(writer)
             inner.string("apnsID", pending.apnsID)
             inner.string("kind", pending.kind.rawValue)
             inner.int("timestamp", pending.timestamp)
@@ -158,27 +166,27 @@ enum StoredJSON {
         try object.member("planned", ifPresent: activity.planned) { try write($0, to: writer) }
         try object.member("sent", ifPresent: activity.sent) { try write($0, to: writer) }
         object.int("lastTimestamp", activity.lastTimestamp)
-        object.member("alertedSteps") { writeArray(activity.alertedSteps, to: writer) { writer.writeString($0) } }
+        object.member("alertedSteps") { writer.writeArray(activity.alertedSteps) { writer.writeString($0) } }
         object.int("alertCount", activity.alertCount)
         object.member("highPriorityLog") {
-            writeArray(activity.highPriorityLog, to: writer) { writer.writeRaw(String($0)) }
+            writer.writeArray(activity.highPriorityLog) { writer.writeInt($0) }
         }
         object.close()
     }
 
-    private static func write(_ mark: ActivityState.ContentMark, to writer: JSONByteWriter) throws {
-        var object = Object(writer)
+    private static func write(_ mark: ActivityState.ContentMark, to writer: JSONWriter) throws {
+        var object = JSONWriter.Object(writer)
         object.string("contentState", mark.contentState)
         object.string("step", mark.step)
-        try object.member("relevance") { try writer.writeDouble(mark.relevance, path: { [Field("relevance")] }) }
+        try object.double("relevance", mark.relevance)
         object.string("status", mark.status.rawValue)
         try object.member("statusKey") { try write(mark.statusKey, to: writer) }
         try object.member("eta", ifPresent: mark.eta) { try write($0, to: writer) }
         object.close()
     }
 
-    private static func write(_ registration: PushToStartRegistration, to writer: JSONByteWriter) throws {
-        var object = Object(writer)
+    private static func write(_ registration: PushToStartRegistration, to writer: JSONWriter) throws {
+        var object = JSONWriter.Object(writer)
         object.string("userID", registration.userID)
         object.string("deviceID", registration.deviceID)
         object.string("token", registration.token.hex)
@@ -189,108 +197,53 @@ enum StoredJSON {
         object.close()
     }
 
-    // MARK: Writing
-
-    private static func writeDate(_ date: Date, to writer: JSONByteWriter) throws {
-        try writer.writeDouble(date.timeIntervalSinceReferenceDate, path: { [Field("date")] })
+    /// As `AlertContent`'s synthesized `Codable` writes it; each text as its enum case's:
+    /// `{"plain":{"_0":…}}` or `{"localized":{"key":…,"args":[…]}}`.
+    private static func write(_ alert: AlertContent, to writer: JSONWriter) {
+        func text(_ text: AlertContent.Text) {
+            var object = JSONWriter.Object(writer)
+            switch text {
+            case .plain(let string):
+                object.member("plain") {
+                    var plain = JSONWriter.Object(writer)
+                    plain.string("_0", string)
+                    plain.close()
+                }
+            case .localized(let key, let args):
+                object.member("localized") {
+                    var localized = JSONWriter.Object(writer)
+                    localized.string("key", key)
+                    localized.member("args") { writer.writeArray(args) { writer.writeString($0) } }
+                    localized.close()
+                }
+            }
+            object.close()
+        }
+        var object = JSONWriter.Object(writer)
+        object.member("title") { text(alert.title) }
+        object.member("subtitle", ifPresent: alert.subtitle, text)
+        object.member("body", ifPresent: alert.body, text)
+        object.string("sound", ifPresent: alert.sound)
+        object.close()
     }
 
-    private static func writeArray<Elements: Sequence>(
-        _ elements: Elements, to writer: JSONByteWriter, _ element: (Elements.Element) throws -> Void
-    ) rethrows {
-        writer.bytes.append(UInt8(ascii: "["))
-        var first = true
-        for value in elements {
-            if !first { writer.bytes.append(UInt8(ascii: ",")) }
-            first = false
-            try element(value)
-        }
-        writer.bytes.append(UInt8(ascii: "]"))
+    private static func writeDate(_ date: Date, to writer: JSONWriter) throws {
+        try writer.writeDouble(date.timeIntervalSinceReferenceDate, path: [JSONPathKey("date")])
     }
+}
 
-    /// An object being written: braces, the commas between members, and members left out when nil
-    /// (as `encodeIfPresent` leaves them out).
-    private struct Object {
-        let writer: JSONByteWriter
-        var empty = true
-
-        init(_ writer: JSONByteWriter) {
-            self.writer = writer
-            writer.bytes.append(UInt8(ascii: "{"))
-        }
-
-        /// A member whose value `value` writes.
-        mutating func member(_ name: StaticString, _ value: () throws -> Void) rethrows {
-            key(name)
-            try value()
-        }
-
-        /// A member written by `value` when it is present, left out when nil.
-        mutating func member<Value>(
-            _ name: StaticString, ifPresent present: Value?, _ value: (Value) throws -> Void
-        )
-            rethrows
-        {
-            guard let present else { return }
-            key(name)
-            try value(present)
-        }
-
-        mutating func string(_ name: StaticString, _ value: String) {
-            key(name)
-            writer.writeString(value)
-        }
-
-        mutating func string(_ name: StaticString, ifPresent value: String?) {
-            if let value { string(name, value) }
-        }
-
-        mutating func int(_ name: StaticString, _ value: Int) {
-            key(name)
-            writer.writeRaw(String(value))
-        }
-
-        mutating func int(_ name: StaticString, ifPresent value: Int?) {
-            if let value { int(name, value) }
-        }
-
-        mutating func date(_ name: StaticString, _ value: Date) throws {
-            key(name)
-            try writeDate(value, to: writer)
-        }
-
-        /// A member's name (the core's property names: plain ASCII, nothing to escape) and its colon.
-        private mutating func key(_ name: StaticString) {
-            if !empty { writer.bytes.append(UInt8(ascii: ",")) }
-            empty = false
-            writer.bytes.append(UInt8(ascii: "\""))
-            name.withUTF8Buffer { writer.bytes.append(contentsOf: $0) }
-            writer.bytes.append(UInt8(ascii: "\""))
-            writer.bytes.append(UInt8(ascii: ":"))
-        }
-
-        func close() { writer.bytes.append(UInt8(ascii: "}")) }
-    }
-
-    /// A member or an element in an error's coding path.
-    struct Field: CodingKey {
-        var stringValue: String
-        var intValue: Int?
-        init(_ name: String) { stringValue = name }
-        init(index: Int) {
-            stringValue = "Index \(index)"
-            intValue = index
-        }
-        init?(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { self.init(index: intValue) }
+extension JSONWriter.Object {
+    /// A `Date` as `JSONEncoder` writes it by default: seconds since 2001.
+    mutating func date(_ name: StaticString, _ value: Date) throws {
+        try double(name, value.timeIntervalSinceReferenceDate)
     }
 }
 
 // MARK: - Reading
 
 extension StoredJSON {
-    /// An order's state, read field by field from the tape: the value `JSONDecoder` (and
-    /// ``JSONTapeDecoder``) would give, or a `DecodingError` with the field's path where they fail.
+    /// An order's state, read field by field from the tape: the value `JSONDecoder` would give, or
+    /// a `DecodingError` with the field's path where it would fail.
     static func decodeState(_ bytes: [UInt8]) throws -> OrderState {
         let tape = try JSONTape(bytes)
         return try Reading(tape: tape).state(at: 0)
@@ -302,33 +255,39 @@ extension StoredJSON {
         return try Reading(tape: tape).push(at: 0)
     }
 
+    /// A push-to-start registration, read field by field from the tape (see ``decodeState(_:)``).
+    static func decodeRegistration(_ bytes: [UInt8]) throws -> PushToStartRegistration {
+        let tape = try JSONTape(bytes)
+        return try Reading(tape: tape).registration(at: 0)
+    }
+
     /// The document types, each read from a token of the tape.
     private struct Reading {
         let tape: JSONTape
 
         func state(at index: Int) throws -> OrderState {
-            let object = try Members(tape, index)
+            let object = try JSONTape.Object(tape, index)
             return OrderState(
                 orderID: try object.string("orderID"),
                 record: try object.readIfPresent("record") { try record(at: $0) },
-                activities: try object.read("activities") { try array(at: $0) { try activity(at: $0) } },
+                activities: try object.read("activities") { try tape.array(at: $0) { try activity(at: $0) } },
                 pushToStartTokens: try object.read("pushToStartTokens") {
-                    try array(at: $0) { try registration(at: $0) }
+                    try tape.array(at: $0) { try registration(at: $0) }
                 },
                 seenEventIDs: Set(
-                    try object.read("seenEventIDs") { try array(at: $0) { index in try tape.string(at: index) } }),
+                    try object.read("seenEventIDs") { try tape.array(at: $0) { index in try tape.string(at: index) } }),
                 createdAt: try object.date("createdAt"),
                 lastChangeAt: try object.date("lastChangeAt"),
-                nextSweepAt: try object.readIfPresent("nextSweepAt") { index in try date(at: index) })
+                nextSweepAt: try object.readIfPresent("nextSweepAt") { index in try tape.date(at: index) })
         }
 
         func push(at index: Int) throws -> PlannedPush {
-            let object = try Members(tape, index)
+            let object = try JSONTape.Object(tape, index)
             var push = PlannedPush(
                 orderID: try object.string("orderID"),
                 activityKey: try object.string("activityKey"),
                 activityID: try object.stringIfPresent("activityID"),
-                kind: try object.read("kind") { index in try kind(at: index) },
+                kind: try object.read("kind") { index in try tape.rawValue(PlannedPush.Kind.self, at: index) },
                 deviceToken: try object.read("deviceToken") { index in try deviceToken(at: index) },
                 environment: APNsEnvironment(rawValue: try object.string("environment")),
                 bundleID: try object.string("bundleID"),
@@ -338,17 +297,18 @@ extension StoredJSON {
                 notBefore: try object.date("notBefore"),
                 expiration: try object.int("expiration"),
                 headers: try object.read("headers") {
-                    try array(at: $0) { index in
-                        let header = try Members(tape, index)
+                    try tape.array(at: $0) { index in
+                        let header = try JSONTape.Object(tape, index)
                         return PlannedPush.Header(name: try header.string("name"), value: try header.string("value"))
                     }
                 },
                 // Stored as JSON text; the first versions stored an array of byte values.
                 payload: try object.read("payload") { index in
                     tape.kind(at: index) == .string
-                        ? Array(try tape.string(at: index).utf8) : try tape.value([UInt8].self, at: index)
+                        ? Array(try tape.string(at: index).utf8)
+                        : try tape.array(at: index) { try tape.integer(UInt8.self, at: $0) }
                 },
-                alert: try object.readIfPresent("alert") { index in try tape.value(AlertContent.self, at: index) },
+                alert: try object.readIfPresent("alert") { try alert(at: $0) },
                 step: try object.string("step"),
                 status: OrderStatus(rawValue: try object.string("status")),
                 statusKey: try object.read("statusKey") { try eventKey(at: $0) },
@@ -359,7 +319,7 @@ extension StoredJSON {
         }
 
         private func record(at index: Int) throws -> OrderRecord {
-            let object = try Members(tape, index)
+            let object = try JSONTape.Object(tape, index)
             let status = { (index: Int) in
                 try register(at: index) { index in OrderStatus(rawValue: try tape.string(at: index)) }
             }
@@ -382,13 +342,13 @@ extension StoredJSON {
         }
 
         private func register<Value>(at index: Int, _ value: (Int) throws -> Value) throws -> Register<Value> {
-            let object = try Members(tape, index)
+            let object = try JSONTape.Object(tape, index)
             return Register(
                 value: try object.read("value", value), key: try object.read("key") { try eventKey(at: $0) })
         }
 
         private func eventKey(at index: Int) throws -> EventKey {
-            let object = try Members(tape, index)
+            let object = try JSONTape.Object(tape, index)
             return EventKey(
                 sequence: try object.readIfPresent("sequence") { index in try tape.integer(Int.self, at: index) },
                 occurredAt: try object.date("occurredAt"),
@@ -396,12 +356,12 @@ extension StoredJSON {
         }
 
         private func eta(at index: Int) throws -> ETAWindow {
-            let object = try Members(tape, index)
+            let object = try JSONTape.Object(tape, index)
             return ETAWindow(earliest: try object.date("earliest"), latest: try object.date("latest"))
         }
 
         private func activity(at index: Int) throws -> ActivityState {
-            let object = try Members(tape, index)
+            let object = try JSONTape.Object(tape, index)
             return ActivityState(
                 key: try object.string("key"),
                 activityID: try object.stringIfPresent("activityID"),
@@ -409,7 +369,7 @@ extension StoredJSON {
                 phase: ActivityState.Phase(rawValue: try object.string("phase")),
                 closeReason: try object.stringIfPresent("closeReason"),
                 updateToken: try object.readIfPresent("updateToken") { index in
-                    let token = try Members(tape, index)
+                    let token = try JSONTape.Object(tape, index)
                     return ActivityState.UpdateToken(
                         token: try token.read("token") { index in try deviceToken(at: index) },
                         bundleID: try token.string("bundleID"),
@@ -419,13 +379,13 @@ extension StoredJSON {
                 },
                 startToken: try object.readIfPresent("startToken") { try registration(at: $0) },
                 createdAt: try object.date("createdAt"),
-                startedAt: try object.readIfPresent("startedAt") { index in try date(at: index) },
-                endedAt: try object.readIfPresent("endedAt") { index in try date(at: index) },
+                startedAt: try object.readIfPresent("startedAt") { index in try tape.date(at: index) },
+                endedAt: try object.readIfPresent("endedAt") { index in try tape.date(at: index) },
                 pending: try object.readIfPresent("pending") { index in
-                    let pending = try Members(tape, index)
+                    let pending = try JSONTape.Object(tape, index)
                     return ActivityState.PendingPush(
                         apnsID: try pending.string("apnsID"),
-                        kind: try pending.read("kind") { index in try kind(at: index) },
+                        kind: try pending.read("kind") { index in try tape.rawValue(PlannedPush.Kind.self, at: index) },
                         timestamp: try pending.int("timestamp"),
                         priority: try pending.int("priority"),
                         alertStep: try pending.stringIfPresent("alertStep"),
@@ -436,16 +396,16 @@ extension StoredJSON {
                 sent: try object.readIfPresent("sent") { try mark(at: $0) },
                 lastTimestamp: try object.int("lastTimestamp"),
                 alertedSteps: try object.read("alertedSteps") {
-                    try array(at: $0) { index in try tape.string(at: index) }
+                    try tape.array(at: $0) { index in try tape.string(at: index) }
                 },
                 alertCount: try object.int("alertCount"),
                 highPriorityLog: try object.read("highPriorityLog") {
-                    try array(at: $0) { index in try tape.integer(Int.self, at: index) }
+                    try tape.array(at: $0) { index in try tape.integer(Int.self, at: index) }
                 })
         }
 
         private func mark(at index: Int) throws -> ActivityState.ContentMark {
-            let object = try Members(tape, index)
+            let object = try JSONTape.Object(tape, index)
             return ActivityState.ContentMark(
                 contentState: try object.string("contentState"),
                 step: try object.string("step"),
@@ -455,8 +415,28 @@ extension StoredJSON {
                 eta: try object.readIfPresent("eta") { try eta(at: $0) })
         }
 
-        private func registration(at index: Int) throws -> PushToStartRegistration {
-            let object = try Members(tape, index)
+        /// As `AlertContent`'s synthesized `Codable` reads it (see ``StoredJSON/write(_:to:)``).
+        private func alert(at index: Int) throws -> AlertContent {
+            func text(at index: Int) throws -> AlertContent.Text {
+                let object = try JSONTape.Object(tape, index)
+                if let plain = try object.readIfPresent("plain", { try JSONTape.Object(tape, $0) }) {
+                    return .plain(try plain.string("_0"))
+                }
+                let localized = try object.read("localized") { try JSONTape.Object(tape, $0) }
+                return .localized(
+                    key: try localized.string("key"),
+                    args: try localized.read("args") { try tape.array(at: $0) { try tape.string(at: $0) } })
+            }
+            let object = try JSONTape.Object(tape, index)
+            return AlertContent(
+                title: try object.read("title") { try text(at: $0) },
+                subtitle: try object.readIfPresent("subtitle") { try text(at: $0) },
+                body: try object.readIfPresent("body") { try text(at: $0) },
+                sound: try object.stringIfPresent("sound"))
+        }
+
+        func registration(at index: Int) throws -> PushToStartRegistration {
+            let object = try JSONTape.Object(tape, index)
             return PushToStartRegistration(
                 userID: try object.string("userID"),
                 deviceID: try object.string("deviceID"),
@@ -467,98 +447,11 @@ extension StoredJSON {
                 key: try object.read("key") { try eventKey(at: $0) })
         }
 
-        private func array<Element>(at index: Int, _ element: (Int) throws -> Element) throws -> [Element] {
-            guard tape.kind(at: index) == .array else { throw tape.mismatch([Element].self, at: index) }
-            let end = Int(tape.tokens[index].next)
-            var elements: [Element] = []
-            elements.reserveCapacity(Int(tape.tokens[index].count))
-            var item = index + 1
-            var position = 0
-            while item < end {
-                elements.append(try prefixing(Field(index: position)) { try element(item) })
-                item = Int(tape.tokens[item].next)
-                position += 1
-            }
-            return elements
-        }
-
-        private func date(at index: Int) throws -> Date {
-            Date(timeIntervalSinceReferenceDate: try tape.double(at: index))
-        }
-
-        private func kind(at index: Int) throws -> PlannedPush.Kind {
-            let text = try tape.string(at: index)
-            guard let kind = PlannedPush.Kind(rawValue: text) else {
-                throw DecodingError.dataCorrupted(
-                    .init(codingPath: [], debugDescription: "Cannot initialize Kind from invalid String value \(text)"))
-            }
-            return kind
-        }
-
         private func deviceToken(at index: Int) throws -> DeviceToken {
             guard let token = DeviceToken(hex: try tape.string(at: index)) else {
                 throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not a device token"))
             }
             return token
-        }
-    }
-
-    /// The members of one object of the tape.
-    ///
-    /// Errors get their coding path on the way out (each member and element puts its key in front),
-    /// so a read that succeeds builds no path at all.
-    private struct Members {
-        let tape: JSONTape
-        let index: Int
-
-        init(_ tape: JSONTape, _ index: Int) throws {
-            guard tape.kind(at: index) == .object else { throw tape.mismatch([String: Any].self, at: index) }
-            self.tape = tape
-            self.index = index
-        }
-
-        /// A required member: missing is `keyNotFound`, null is `valueNotFound` (from `value`).
-        func read<Value>(_ key: String, _ value: (Int) throws -> Value) throws -> Value {
-            guard let member = tape.find(key, in: index) else {
-                throw DecodingError.keyNotFound(
-                    Field(key), .init(codingPath: [], debugDescription: "No value associated with key \"\(key)\"."))
-            }
-            return try prefixing(Field(key)) { try value(member) }
-        }
-
-        /// An optional member: missing or null is nil, as `decodeIfPresent` reads it.
-        func readIfPresent<Value>(_ key: String, _ value: (Int) throws -> Value) throws -> Value? {
-            guard let member = tape.find(key, in: index), tape.kind(at: member) != .null else { return nil }
-            return try prefixing(Field(key)) { try value(member) }
-        }
-
-        func string(_ key: String) throws -> String { try read(key) { index in try tape.string(at: index) } }
-        func stringIfPresent(_ key: String) throws -> String? {
-            try readIfPresent(key) { index in try tape.string(at: index) }
-        }
-        func int(_ key: String) throws -> Int { try read(key) { index in try tape.integer(Int.self, at: index) } }
-        func date(_ key: String) throws -> Date {
-            try read(key) { index in Date(timeIntervalSinceReferenceDate: try tape.double(at: index)) }
-        }
-    }
-}
-
-/// Puts `key` in front of the coding path of a decoding error leaving `body`.
-private func prefixing<Value>(_ key: StoredJSON.Field, _ body: () throws -> Value) throws -> Value {
-    do {
-        return try body()
-    } catch let error as DecodingError {
-        func context(_ context: DecodingError.Context) -> DecodingError.Context {
-            .init(
-                codingPath: [key] + context.codingPath, debugDescription: context.debugDescription,
-                underlyingError: context.underlyingError)
-        }
-        switch error {
-        case .typeMismatch(let type, let c): throw DecodingError.typeMismatch(type, context(c))
-        case .valueNotFound(let type, let c): throw DecodingError.valueNotFound(type, context(c))
-        case .keyNotFound(let missing, let c): throw DecodingError.keyNotFound(missing, context(c))
-        case .dataCorrupted(let c): throw DecodingError.dataCorrupted(context(c))
-        @unknown default: throw error
         }
     }
 }

@@ -4,6 +4,7 @@ import ChildProcesses
 import Crypto
 import Foundation
 import LiveDeliveryCore
+import LiveDeliveryJSON
 import Logging
 import Postgres
 import RabbitMQ

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LiveDeliveryCore
+import LiveDeliveryJSON
 import Logging
 import RabbitMQ
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LiveDeliveryJSON
 import Logging
 
 enum LogFormat: String, ExpressibleByArgument, Sendable {
@@ -43,30 +44,14 @@ struct StderrLogHandler: LogHandler {
                     || value.unicodeScalars.contains {
                         $0 == " " || $0 == "\"" || $0 == "=" || $0 == "\\" || $0.value < 0x20
                     }
-                return needsQuotes ? "\(key)=\(Self.quote(value))" : "\(key)=\(value)"
+                return needsQuotes ? "\(key)=\(JSONWriter.quoted(value))" : "\(key)=\(value)"
             }.joined(separator: " ")
         case .json:
-            line = "{" + fields.map { "\(Self.quote($0)):\(Self.quote($1))" }.joined(separator: ",") + "}"
+            line = "{" + fields.map { "\(JSONWriter.quoted($0)):\(JSONWriter.quoted($1))" }.joined(separator: ",") + "}"
         }
         FileHandle.standardError.write(Data((line + "\n").utf8))
     }
 
     /// RFC 3339 in UTC with milliseconds: `2026-11-25T12:56:25.935Z`.
     static let timestamp = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
-
-    static func quote(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
-    }
 }

@@ -36,24 +36,3 @@ struct SimulatorConfigurationTests {
         }
     }
 }
-
-@Suite("apns-sim's JSON parser agrees with JSONSerialization")
-struct JSONParsingTests {
-    @Test(arguments: [
-        #"{"aps":{"event":"update","timestamp":1790000000,"content-state":{"a":[1,2.5,-3e2],"b":null,"c":true}}}"#,
-        #"{"s":"esc \" \\ \/ \n \t \u00e9 \ud83d\ude00 ünï"}"#, #"[]"#, #"{}"#, #" [ 0 , -0.5 , 1E+3 ] "#, #""x""#,
-    ])
-    func parsesValidJSON(_ text: String) throws {
-        let parsed = try #require(JSONValue.parse(Array(text.utf8)))
-        let reference = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
-        #expect(parsed == reference)
-    }
-
-    @Test(arguments: [
-        "", "{", #"{"a":}"#, #"{"a" 1}"#, "[1,]", "01", "1.", "-", #""\x""#, "tru", #"{"a":1} x"#, "\"a\u{01}\"",
-        #""\udc00""#,
-    ])
-    func refusesInvalidJSON(_ text: String) {
-        #expect(JSONValue.parse(Array(text.utf8)) == nil)
-    }
-}

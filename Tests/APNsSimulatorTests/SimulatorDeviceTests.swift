@@ -1,5 +1,6 @@
 import APNsSimulator
 import Foundation
+import LiveDeliveryJSON
 import NIOCore
 import Testing
 
@@ -84,7 +85,7 @@ struct SimulatorDeviceTests {
         #expect(update.status == 200)
         let activity = try #require(fixture.simulator.activity(id: activityID))
         #expect(activity.contentState?["currentStep"] == .string("preparing"))
-        #expect(activity.attributes?["orderNumber"] == .number(7))
+        #expect(activity.attributes?["orderNumber"] == .int(7))
         #expect(activity.startedByToken == startToken)
         #expect(fixture.simulator.pushes(activity: activityID).count == 2)
 

@@ -1,6 +1,7 @@
 import APNsSimulator
 import ChildProcesses
 import Foundation
+import LiveDeliveryJSON
 import TestSupport
 import Testing
 

@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryJSON
 import Testing
 
 @testable import LiveDeliveryCore

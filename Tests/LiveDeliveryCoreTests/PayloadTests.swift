@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryJSON
 import Testing
 
 @testable import LiveDeliveryCore
@@ -323,24 +324,5 @@ struct PushIDTests {
         #expect(uuid.uuidString.lowercased() == id)
         #expect(Array(id)[14] == "8")
         #expect("89ab".contains(Array(id)[19]))
-    }
-}
-
-@Suite("Payloads: JSON strings")
-struct JSONStringTests {
-    @Test func escapesAreExactAndPlainRunsKept() {
-        func quoted(_ text: String) -> String {
-            var out: [UInt8] = []
-            JSONValue.appendQuoted(text, to: &out)
-            return String(decoding: out, as: UTF8.self)
-        }
-        #expect(quoted("plain é 李") == "\"plain é 李\"")
-        #expect(quoted(#"{"a":"b\c"}"#) == #""{\"a\":\"b\\c\"}""#)
-        #expect(quoted("tab\tline\nret\r\u{01}\u{1F}end") == #""tab\tline\nret\r\u0001\u001fend""#)
-        #expect(quoted("\"") == #""\"""#)
-        #expect(quoted("") == "\"\"")
-        // And it reads back.
-        let text = "q\" b\\ n\n c\u{07} 🚲"
-        #expect(JSONValue.parse(Array(quoted(text).utf8)) == .string(text))
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryJSON
 import PropertyBased
 import Testing
 

@@ -1,3 +1,5 @@
+import LiveDeliveryJSON
+
 /// Reads one JSON configuration file and collects every problem with its file and key path
 /// (`content-mapping.json: contentState.driverName: unknown source 'courier.nam' (known: …)`),
 /// so that a wrong file fails at start-up with all its mistakes listed at once.
@@ -85,7 +87,7 @@ final class ConfigurationReader {
         guard range.contains(value) else {
             problem(
                 Self.join(path, key),
-                "must be between \(JSONValue.format(range.lowerBound)) and \(JSONValue.format(range.upperBound)) (is \(JSONValue.format(value)))"
+                "must be between \(JSONWriter.format(range.lowerBound)) and \(JSONWriter.format(range.upperBound)) (is \(JSONWriter.format(value)))"
             )
             return nil
         }

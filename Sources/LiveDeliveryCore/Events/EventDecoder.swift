@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryJSON
 
 /// Decodes and validates one inbound message exactly as events.md says.
 ///

@@ -1,3 +1,5 @@
+import LiveDeliveryJSON
+
 extension ContentMapping {
     /// Reads and checks `content-mapping.json`.
     ///

@@ -1,4 +1,5 @@
 import Foundation
+package import LiveDeliveryJSON
 
 /// How `attributes` and `content-state` are built from a tracked order: a declarative list of
 /// fields, each with a source, a type and (for non-optional fields whose source can be missing)

@@ -1,3 +1,5 @@
+import LiveDeliveryJSON
+
 /// Builds the `aps` dictionary of a start, update or end, and keeps it within the size limit.
 ///
 /// Key order: `timestamp`, `event`, `content-state`, `attributes-type`, `attributes`, `alert`,

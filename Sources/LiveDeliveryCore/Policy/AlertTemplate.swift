@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryJSON
 
 /// An alert text with placeholders, plain or localised.
 ///

@@ -1,3 +1,5 @@
+import LiveDeliveryJSON
+
 extension Policy {
     /// Reads `policy.json`: every key is optional and overrides the default of ``Policy/init()``.
     ///

@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryJSON
 
 extension OrderTracker {
     /// Brings every activity in line with the order's record: starts, updates, ends.
@@ -236,7 +237,7 @@ extension OrderTracker {
         }
         if previous.contentState == mark.contentState && previous.relevance != mark.relevance {
             return
-                "\(previous.status) → \(mark.status): relevance \(JSONValue.format(previous.relevance)) → \(JSONValue.format(mark.relevance))"
+                "\(previous.status) → \(mark.status): relevance \(JSONWriter.format(previous.relevance)) → \(JSONWriter.format(mark.relevance))"
         }
         return previous.status != mark.status ? "\(previous.status) → \(mark.status)" : "details changed"
     }

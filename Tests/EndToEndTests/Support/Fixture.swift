@@ -2,6 +2,7 @@ import APNsSimulator
 import ChildProcesses
 import Crypto
 import Foundation
+import LiveDeliveryJSON
 import Logging
 import Postgres
 import RabbitMQ

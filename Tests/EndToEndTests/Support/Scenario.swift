@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryJSON
 
 /// One event as published: routing key, message id and body.
 struct ScenarioEvent: Sendable, Hashable {

@@ -1,5 +1,6 @@
 import APNsSimulator
 import Foundation
+import LiveDeliveryJSON
 import Testing
 
 /// Device-side verdicts that must never happen for a correct worker: an older state after a newer one, an

@@ -1,27 +1,118 @@
 import Foundation
 import LiveDeliveryCore
+import LiveDeliveryJSON
+import TestSupport
 import Testing
 
 @testable import LiveDelivery
 
-/// The field-by-field reader of states and pushes against the `Codable` path it replaces: equal
-/// values from the same text, and failure where that path fails.
-@Suite("StoredJSON reading")
+/// The field-by-field writer and reader of the stored documents against Foundation's coders, the
+/// reference: each reads what the other writes, to equal values, and fails where the other fails.
+@Suite("StoredJSON")
 struct StoredJSONTests {
-    @Test("every state and push of the example deliveries reads back equal")
-    func examplesReadBack() throws {
-        let (states, pushes) = try JSONStreamEncoderTests.statesAndPushes()
+    /// Every state and push the core produces for the example deliveries, as the worker stores them,
+    /// and every push-to-start registration they carry.
+    static func examples() throws -> (
+        states: [OrderState], pushes: [PlannedPush], registrations: [PushToStartRegistration]
+    ) {
+        let config = TestEnvironment.projectRoot.appendingPathComponent("Config")
+        let tracking = try DefaultConfiguration.load(
+            policyJSON: Array(try Data(contentsOf: config.appendingPathComponent("policy.json"))),
+            mappingJSON: Array(try Data(contentsOf: config.appendingPathComponent("content-mapping.json"))))
+        let tracker = OrderTracker(configuration: tracking)
+        var states: [String: OrderState] = [:]
+        var registrations: [String: [PushToStartRegistration]] = [:]
+        var seen: [OrderState] = []
+        var pushes: [PlannedPush] = []
+        for file in ["examples/delivery-A-10023.jsonl", "examples/cancelled-B-20417.jsonl"] {
+            let text = try String(contentsOf: TestEnvironment.projectRoot.appendingPathComponent(file), encoding: .utf8)
+            for line in text.split(separator: "\n") {
+                guard case .success(let event) = EventDecoder.decode(Array(line.utf8)) else { continue }
+                if case .pushToStartToken(let token) = event {
+                    registrations[token.userID, default: []].append(token.registration)
+                    continue
+                }
+                guard let orderID = event.orderID else { continue }
+                let now = event.occurredAt
+                var state = states[orderID] ?? OrderState(orderID: orderID, now: now)
+                let user = state.record?.userID ?? event.userID
+                let step = tracker.apply(
+                    event, to: state,
+                    context: TrackingContext(pushToStartTokens: user.flatMap { registrations[$0] } ?? []),
+                    now: now)
+                state = step.state
+                if !step.pushes.isEmpty { seen.append(state) }  // with its pushes pending
+                for push in step.pushes {
+                    pushes.append(push)
+                    state = tracker.record(.accepted, for: push, in: state, now: max(now, push.notBefore)).state
+                }
+                states[orderID] = state
+                seen.append(state)
+            }
+        }
+        return (seen, pushes, registrations.values.flatMap { $0 })
+    }
+
+    /// The pushes with the alert texts the examples do not have: localized, with and without
+    /// arguments, and every optional part.
+    static func withEveryAlert(_ push: PlannedPush) -> [PlannedPush] {
+        let alerts: [AlertContent] = [
+            AlertContent(title: .plain("Arriving")),
+            AlertContent(
+                title: .localized(key: "ORDER_ARRIVING", args: ["Ana", "5"]),
+                subtitle: .localized(key: "SUB", args: []),
+                body: .plain("Your \"order\"\n"), sound: "default"),
+        ]
+        return alerts.map { alert in
+            var push = push
+            push.alert = alert
+            push.traceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+            return push
+        }
+    }
+
+    @Test("JSONDecoder reads what StoredJSON writes, and StoredJSON reads what JSONEncoder writes")
+    func foundationAgrees() throws {
+        let (states, pushes, registrations) = try Self.examples()
+        // What the comparison must cover to be worth anything.
+        #expect(states.count > 10 && pushes.count > 5 && !registrations.isEmpty)
+        #expect(states.contains { $0.activities.contains { $0.pending != nil } })
+        #expect(states.contains { $0.activities.contains { $0.updateToken != nil && $0.sent != nil } })
+        #expect(states.contains { $0.activities.contains { $0.startToken != nil } })
+        #expect(states.contains { !$0.pushToStartTokens.isEmpty && $0.record?.terminal != nil })
+        #expect(pushes.contains { $0.alert != nil } && pushes.contains { $0.alert == nil })
+        let decoder = JSONDecoder()
+        let encoder = JSONEncoder()
         for state in states {
-            #expect(try StoredJSON.decodeState(try StoredJSON.encode(state)) == state)
+            let bytes = try StoredJSON.encode(state)
+            #expect(try StoredJSON.decodeState(bytes) == state)
+            #expect(try decoder.decode(OrderState.self, from: Data(bytes)) == state)
+            #expect(try StoredJSON.decodeState(Array(try encoder.encode(state))) == state)
+            // The same document, key order and number spelling aside.
+            #expect(JSONValue.parse(bytes) == JSONValue.parse(Array(try encoder.encode(state))))
         }
-        for push in pushes {
-            #expect(try StoredJSON.decodePush(try StoredJSON.encode(push)) == push)
-            // The trace of the event that planned it goes with it into the outbox, and both paths read it.
-            var traced = push
-            traced.traceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-            #expect(try StoredJSON.decodePush(try StoredJSON.encode(traced)) == traced)
-            #expect(try JSONDecoder().decode(PlannedPush.self, from: Data(try StoredJSON.encode(traced))) == traced)
+        for push in pushes + pushes.flatMap(Self.withEveryAlert) {
+            let bytes = try StoredJSON.encode(push)
+            #expect(try StoredJSON.decodePush(bytes) == push)
+            #expect(try decoder.decode(PlannedPush.self, from: Data(bytes)) == push)
+            #expect(try StoredJSON.decodePush(Array(try encoder.encode(push))) == push)
+            #expect(JSONValue.parse(bytes) == JSONValue.parse(Array(try encoder.encode(push))))
         }
+        for registration in registrations {
+            let bytes = try StoredJSON.encode(registration)
+            #expect(try StoredJSON.decodeRegistration(bytes) == registration)
+            #expect(try decoder.decode(PushToStartRegistration.self, from: Data(bytes)) == registration)
+            #expect(try StoredJSON.decodeRegistration(Array(try encoder.encode(registration))) == registration)
+        }
+    }
+
+    @Test("a state with a number JSON cannot hold is refused, not written")
+    func refusesNonFiniteNumbers() throws {
+        let (states, _, _) = try Self.examples()
+        var state = try #require(states.first { $0.activities.contains { $0.sent != nil } })
+        let index = try #require(state.activities.firstIndex { $0.sent != nil })
+        state.activities[index].sent?.relevance = .nan
+        #expect(throws: EncodingError.self) { try StoredJSON.encode(state) }
     }
 
     /// Every variant of `document` with one member removed, set to null, or given a value of
@@ -53,17 +144,17 @@ struct StoredJSONTests {
     }
 
     @Test(
-        "with any member missing, null or of another type, it fails where the Codable path fails and reads the same otherwise"
+        "with any member missing, null or of another type, it fails where JSONDecoder fails and reads the same otherwise"
     )
-    func damagedDocumentsMatchTheCodablePath() throws {
-        let (states, pushes) = try JSONStreamEncoderTests.statesAndPushes()
+    func damagedDocumentsMatchJSONDecoder() throws {
+        let (states, pushes, _) = try Self.examples()
         var compared = 0
         var failed = 0
         /// Every variant of the document read both ways: equal values, or both fail.
         func compare<Value: Decodable & Equatable>(_ document: [UInt8], _ read: ([UInt8]) throws -> Value) throws {
             for variant in Self.variants(of: try #require(JSONValue.parse(document))) {
                 let bytes = variant.serialized()
-                let expected = try? JSONTapeDecoder.decode(Value.self, from: bytes)
+                let expected = try? JSONDecoder().decode(Value.self, from: Data(bytes))
                 #expect((try? read(bytes)) == expected, "\(variant.compactText)")
                 compared += 1
                 if expected == nil { failed += 1 }
@@ -72,7 +163,7 @@ struct StoredJSONTests {
         // A few of the richest documents (every variant is decoded twice).
         let richStates = states.map { try? StoredJSON.encode($0) }.compactMap { $0 }.sorted { $0.count > $1.count }
         for state in richStates.prefix(3) { try compare(state, StoredJSON.decodeState) }
-        for push in [try #require(pushes.first { $0.alert != nil }), pushes[0]] {
+        for push in [try #require(pushes.first { $0.alert != nil }), pushes[0]] + Self.withEveryAlert(pushes[0]) {
             try compare(try StoredJSON.encode(push), StoredJSON.decodePush)
         }
         #expect(compared > 1000 && failed > compared / 4 && failed < compared)
@@ -80,7 +171,7 @@ struct StoredJSONTests {
 
     @Test("an error names the field where reading failed")
     func errorsCarryThePath() throws {
-        let (states, _) = try JSONStreamEncoderTests.statesAndPushes()
+        let (states, _, _) = try Self.examples()
         let state = try #require(states.first { $0.activities.contains { $0.updateToken != nil } })
         var text = String(decoding: try StoredJSON.encode(state), as: UTF8.self)
         text = text.replacingOccurrences(of: #""receivedAt":"#, with: #""receivedAt":"soon","ignored":"#)
@@ -96,7 +187,7 @@ struct StoredJSONTests {
 
     @Test("a push stored by the first versions, with its payload as an array of bytes, still reads")
     func payloadAsByteArray() throws {
-        let (_, pushes) = try JSONStreamEncoderTests.statesAndPushes()
+        let (_, pushes, _) = try Self.examples()
         let push = try #require(pushes.first)
         guard case .object(let object) = try #require(JSONValue.parse(try StoredJSON.encode(push))) else {
             Issue.record("a push is not an object")
