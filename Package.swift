@@ -176,7 +176,7 @@ let package = Package(
         .testTarget(
             name: "UnitTests",
             dependencies: [
-                "LiveDelivery", "LiveDeliveryCore", "LiveDeliveryJSON", "Postgres", "RabbitMQ", "TestSupport",
+                "APNs", "LiveDelivery", "LiveDeliveryCore", "LiveDeliveryJSON", "Postgres", "RabbitMQ", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -336,11 +336,12 @@ struct Backoff {
 
     mutating func reset() { attempt = 0 }
 
-    /// `min(maximum, base · 2^attempt)` scaled by a random factor in [0.5, 1].
-    static func delay(attempt: Int, base: Duration, maximum: Duration) -> Duration {
+    /// `min(maximum, base · 2^attempt)` scaled by `jitter`, a random factor in [0.5, 1] unless given.
+    static func delay(
+        attempt: Int, base: Duration, maximum: Duration, jitter: Double = .random(in: 0.5...1.0)
+    ) -> Duration {
         let exponential = base.seconds * pow(2, Double(min(attempt, 30)))
-        let capped = min(maximum.seconds, exponential)
-        return .milliseconds(Int64(capped * Double.random(in: 0.5...1.0) * 1000))
+        return .milliseconds(Int64(min(maximum.seconds, exponential) * jitter * 1000))
     }
 }
 

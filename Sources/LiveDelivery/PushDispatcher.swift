@@ -397,46 +397,6 @@ package final class PushDispatcher: Service {
         }
     }
 
-    /// What the core makes of one answer, and when to send again.
-    private func interpret(_ sent: Sent, logger: Logger) -> (outcome: PushOutcome?, retryDelay: Duration?) {
-        let claim = sent.claim
-        switch sent.outcome {
-        case .delivered:
-            return (.accepted, nil)
-        case .tokenGone(let reason, let unregisteredAt):
-            logger.info("token gone", metadata: [LiveDeliveryLoggingKeys.apnsReason: "\(reason)"])
-            return (.tokenRejected(reason: reason.rawValue, unregisteredAt: unregisteredAt), nil)
-        case .payloadFault(let reason, let status):
-            logger.error(
-                "APNs refused the push as malformed; dropped",
-                metadata: [
-                    LiveDeliveryLoggingKeys.apnsReason: "\(reason)",
-                    LiveDeliveryLoggingKeys.apnsStatus: "\(status)",
-                ])
-            return (.dropped(reason: "\(status) \(reason.rawValue)"), nil)
-        case .retryLater(let reason, _, let after):
-            guard claim.attempts < configuration.maxAttempts else {
-                logger.warning(
-                    "push given up after retries",
-                    metadata: [
-                        LiveDeliveryLoggingKeys.apnsReason: "\(reason)",
-                        LiveDeliveryLoggingKeys.attempt: "\(claim.attempts)",
-                    ])
-                return (.dropped(reason: "retries exhausted: \(reason.rawValue)"), nil)
-            }
-            let backoff = Backoff.delay(
-                attempt: claim.attempts - 1, base: configuration.backoffBase, maximum: configuration.backoffMax)
-            return (.retryLater(reason: reason.rawValue), max(backoff, min(after, configuration.backoffMax)))
-        case .refreshAuth(let reason):
-            guard claim.attempts < configuration.maxAttempts else {
-                return (.dropped(reason: "retries exhausted: \(reason.rawValue)"), nil)
-            }
-            return (.retryLater(reason: reason.rawValue), .zero)
-        case .configurationFault:
-            return (nil, nil)
-        }
-    }
-
     /// Records a group of answers in one transaction with a fixed number of statements: the
     /// orders locked in sorted order, every attempt, the core's outcome per push (several pushes
     /// of one order applied in turn to the same state), the outbox rows deleted or released, and
@@ -496,20 +456,24 @@ package final class PushDispatcher: Service {
                         logger[metadataKey: LiveDeliveryLoggingKeys.traceParent] = "\(trace.parentID)"
                     }
                 }
-                if case .configurationFault(let reason, let status) = answer.outcome,
-                    paused.insert(push.bundleID).inserted
-                {
-                    try await pause(push.bundleID, reason: reason.rawValue, status: status, on: connection)
-                    logger.error(
-                        "APNs configuration fault: sending for this app is paused; its pushes are kept",
-                        metadata: [
-                            LiveDeliveryLoggingKeys.bundleID: "\(push.bundleID)",
-                            LiveDeliveryLoggingKeys.apnsReason: "\(reason)",
-                            LiveDeliveryLoggingKeys.apnsStatus: "\(status.map { String($0) } ?? "")",
-                            LiveDeliveryLoggingKeys.delay: "\(configuration.pause)",
-                        ])
+                let settlement = PushSettlement.settle(
+                    answer.outcome, attempts: claim.attempts, rules: PushSettlement.Rules(configuration),
+                    jitter: Double.random(in: 0.5...1.0))
+                var note = settlement.note
+                if let pause = settlement.pause {
+                    // Once per app and group: the first of its answers pauses it and says so.
+                    if paused.insert(push.bundleID).inserted {
+                        try await self.pause(push.bundleID, reason: pause.reason, status: pause.status, on: connection)
+                        note?.metadata[LiveDeliveryLoggingKeys.bundleID] = push.bundleID
+                    } else {
+                        note = nil
+                    }
                 }
-                let (coreOutcome, retryDelay) = interpret(answer, logger: logger)
+                if let note {
+                    logger.log(level: note.level, "\(note.message)", metadata: note.metadata.mapValues { "\($0)" })
+                }
+                let coreOutcome = settlement.outcome
+                let retryDelay = settlement.retryAfter
 
                 var resend = false
                 if let coreOutcome, let state = changes[claim.orderID]?.state ?? stored[claim.orderID] {
@@ -532,15 +496,19 @@ package final class PushDispatcher: Service {
                 guard let current = outbox[Outbox.Key(orderID: claim.orderID, activityKey: claim.activityKey)] else {
                     continue
                 }
-                if current.generation == claim.generation && coreOutcome != nil && !resend {
+                switch PushSettlement.row(
+                    claimed: claim.generation, current: current.generation, recorded: coreOutcome != nil, resend: resend
+                )
+                {
+                case .delete:
                     settled.append(current.row)
                     if case .delivered = answer.outcome, push.kind == .update {
                         deliveredUpdates[claim.orderID, default: []].insert(push.apnsID)
                     } else {
                         otherAnswers.insert(claim.orderID)
                     }
-                } else {
-                    released.append((current.row, current.generation != claim.generation, coreOutcome == nil))
+                case .release(let replaced, let uncounted):
+                    released.append((current.row, replaced, uncounted))
                     otherAnswers.insert(claim.orderID)
                 }
             }

@@ -135,7 +135,7 @@ struct PublishCommand: AsyncParsableCommand {
         } catch {
             progress.finish()
             printError("cannot connect to \(endpoints): \(error)")
-            throw ExitCode.failure
+            throw AdminExitCode.unreachable
         }
         progress.finish()
         let elapsed = ContinuousClock.now - started

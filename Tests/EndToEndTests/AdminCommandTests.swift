@@ -123,7 +123,7 @@ struct AdminCommandTests {
         }
     }
 
-    @Test("exit statuses: 3 for an unreachable server (status still prints the database part), 2, 64")
+    @Test("exit statuses: 3 for an unreachable server (publish too; status still prints the database part), 2, 64")
     func exitStatuses() async throws {
         try await Fixture.with("admin-exit") { fixture in
             var environment = fixture.environment(worker: "admin")
@@ -137,6 +137,11 @@ struct AdminCommandTests {
             #expect(object["events_queue"] is NSNull)
             #expect((object["broker_error"] as? String)?.contains("unreachable") == true)
             #expect(!status.stdout.contains("guest"), "no secrets in the output")
+            let examples = TestEnvironment.projectRoot.appendingPathComponent("examples/delivery-A-10023.jsonl").path
+            let publish = try await AdminRun.livedelivery(["publish", examples], environment: environment)
+            #expect(publish.status == 3, "\(publish.stdout)\(publish.stderr)")
+            #expect(publish.stderr.contains("cannot connect"), "\(publish.stderr)")
+            #expect(!publish.stderr.contains("guest:guest"), "no secrets: \(publish.stderr)")
 
             environment["LIVEDELIVERY_POSTGRES_URL"] =
                 "postgresql://nobody:secret@127.0.0.1:1/nothing?connect_timeout=2"
