@@ -555,6 +555,7 @@ final class BenchEnvironment: @unchecked Sendable {
         }
         let processed: PostgresQuery = "SELECT count(*) FROM inbox WHERE processed_at >= \(since)"
         let walBefore = try await walPosition()
+        let rowsBefore = try await rowsWritten()
         try await publish(messages)
         try await startWorkers()
         let clock = ContinuousClock()
@@ -591,6 +592,7 @@ final class BenchEnvironment: @unchecked Sendable {
         let cachedReads = await metric(#"livedelivery_state_reads_total{source="cache"}"#)
         let fetchedReads = await metric(#"livedelivery_state_reads_total{source="database"}"#)
         try await stopWorkers()
+        let rows = try await rowsWritten(after: rowsBefore)
         let counted = Double(messages.count - already)
         // The whole server's WAL: the events that were processed before the clock started count here too.
         print(
@@ -598,6 +600,13 @@ final class BenchEnvironment: @unchecked Sendable {
                 format:
                     "         (WAL: %.1f kB per event, %.1f MB in all: what a standby receives and an archive keeps)",
                 walBytes / Double(messages.count) / 1000, walBytes / 1e6))
+        // Row versions: every insert, update (HOT or not) and delete, by table (partitions under their parent).
+        let perTable = rows.filter { $0.value > 0 }.sorted { $0.key < $1.key }
+            .map { "\($0.key) " + String(format: "%.2f", $0.value / Double(messages.count)) }
+        print(
+            "         (rows written: "
+                + String(format: "%.2f", rows.values.reduce(0, +) / Double(messages.count))
+                + " per event: \(perTable.joined(separator: ", ")))")
         print(
             String(
                 format:
@@ -782,6 +791,38 @@ final class BenchEnvironment: @unchecked Sendable {
             }.start()
         }
         return (clock.now - start).seconds
+    }
+
+    /// Rows inserted, updated and deleted so far in the bench's database, by table (a partition
+    /// counts under its parent), from PostgreSQL's statistics.
+    func rowsWritten() async throws -> [String: Double] {
+        let query: PostgresQuery = """
+            SELECT coalesce(parent.relname, s.relname)::text,
+                   sum(s.n_tup_ins + s.n_tup_upd + s.n_tup_del)::float8
+            FROM pg_stat_user_tables AS s
+            LEFT JOIN pg_inherits AS i ON i.inhrelid = s.relid
+            LEFT JOIN pg_class AS parent ON parent.oid = i.inhparent
+            GROUP BY 1
+            """
+        var rows: [String: Double] = [:]
+        for row in try await database.query(query) {
+            rows[try row.decode(String.self, at: 0)] = try row.decode(Double.self, at: 1)
+        }
+        return rows
+    }
+
+    /// The rows written since `before`, once the stopped workers' statistics have reached the
+    /// server: a backend reports its counts as it exits, moments after its client has gone, so the
+    /// counts are read until two readings 100 ms apart agree (at most 5 s).
+    func rowsWritten(after before: [String: Double]) async throws -> [String: Double] {
+        var previous = try await rowsWritten()
+        for _ in 0..<50 {
+            try await Task.sleep(for: .milliseconds(100))
+            let current = try await rowsWritten()
+            if current == previous { break }
+            previous = current
+        }
+        return Dictionary(uniqueKeysWithValues: previous.map { ($0.key, $0.value - (before[$0.key] ?? 0)) })
     }
 
     /// The server's current WAL position.
