@@ -48,8 +48,8 @@ GAUGES = {
     "livedelivery_pushes_pending",  # {app}
     "livedelivery_push_oldest_due_age_seconds",  # {app}
     "livedelivery_apps_paused",  # {app}
-    "livedelivery_queue_messages",  # {queue}
-    "livedelivery_queue_consumers",  # {queue}
+    "livedelivery_queue_messages",  # {queue,role}
+    "livedelivery_queue_consumers",  # {queue,role}
 }
 PROMETHEUS = {"up"}  # written by Prometheus for every target
 

@@ -79,7 +79,9 @@ struct MetricsSampler: Service {
             messages[queue] = Double(info.messageCount)
             consumers[queue] = Double(info.consumerCount)
         }
-        metrics.setSampled("livedelivery_queue_messages", label: "queue", messages)
-        metrics.setSampled("livedelivery_queue_consumers", label: "queue", consumers)
+        // The role names the queue for the alerts and the dashboard, whatever amqp.queue calls it.
+        let role = { (queue: String) in [("role", queue == amqp.queue ? "events" : "dead_letter")] }
+        metrics.setSampled("livedelivery_queue_messages", label: "queue", messages, more: role)
+        metrics.setSampled("livedelivery_queue_consumers", label: "queue", consumers, more: role)
     }
 }

@@ -28,7 +28,7 @@ import Synchronization
 /// Gauges of the whole deployment, sampled by every worker (``MetricsSampler``): the same value on each
 /// worker, so aggregate them with `max`, never `sum`: `livedelivery_pushes_pending{app}`,
 /// `livedelivery_push_oldest_due_age_seconds{app}`, `livedelivery_apps_paused{app}`,
-/// `livedelivery_queue_messages{queue}`, `livedelivery_queue_consumers{queue}`.
+/// `livedelivery_queue_messages{queue,role}`, `livedelivery_queue_consumers{queue,role}`.
 package final class WorkerMetrics: Sendable {
     package let registry: PrometheusCollectorRegistry
     let factory: PrometheusMetricsFactory
@@ -92,14 +92,17 @@ package final class WorkerMetrics: Sendable {
     ]
 
     /// Sets one value per label (`label` = key) of a sampled gauge; keys seen before and absent now go to 0.
-    func setSampled(_ name: String, label: String, _ values: [String: Double]) {
+    func setSampled(
+        _ name: String, label: String, _ values: [String: Double],
+        more: (String) -> [(String, String)] = { _ in [] }
+    ) {
         let gone = sampledLabels.withLock { known in
             let gone = (known[name] ?? []).subtracting(values.keys)
             known[name, default: []].formUnion(values.keys)
             return gone
         }
-        for (key, value) in values { gauge(name, [(label, key)]).set(to: value) }
-        for key in gone { gauge(name, [(label, key)]).set(to: 0) }
+        for (key, value) in values { gauge(name, [(label, key)] + more(key)).set(to: value) }
+        for key in gone { gauge(name, [(label, key)] + more(key)).set(to: 0) }
     }
 
     func eventAgeAtPush(app: String, seconds: Double) {

@@ -42,8 +42,9 @@ struct PrometheusTests {
                 try await fixture.startWorker("w1", extraEnvironment: environment),
                 try await fixture.startWorker("w2", extraEnvironment: environment),
             ]
+            // The test's workers use queue names of their own: the rules and panels select queues by role.
             let prometheus = try await RunningPrometheus.start(
-                in: fixture.directory, targets: workers.map(\.metricsPort), queue: fixture.queue)
+                in: fixture.directory, targets: workers.map(\.metricsPort))
             do {
                 // The load: deliveries, APNs refusing a few pushes (retried) and one app's topic (paused),
                 // a malformed event (dead-lettered, rejected), and orders left idle (swept).
@@ -115,7 +116,6 @@ struct PrometheusTests {
                 of: "$instance", with: ".*"
             )
             .replacingOccurrences(of: "$app", with: ".*")
-            .replacingOccurrences(of: "$events_queue", with: "livedelivery.events")
         }
     }
 }
@@ -134,10 +134,9 @@ struct RunningPrometheus {
         var evaluated: Bool
     }
 
-    static func start(in directory: URL, targets: [Int], queue: String) async throws -> RunningPrometheus {
+    static func start(in directory: URL, targets: [Int]) async throws -> RunningPrometheus {
         let port = try freePort()
         let targetList = targets.map { "'127.0.0.1:\($0)'" }.joined(separator: ", ")
-        // The test's workers use queue names of their own; the rules and the dashboard name the defaults.
         let config = """
             global:
               scrape_interval: 1s
@@ -147,11 +146,6 @@ struct RunningPrometheus {
               - job_name: livedelivery
                 static_configs:
                   - targets: [\(targetList)]
-                metric_relabel_configs:
-                  - source_labels: [queue]
-                    regex: '\(NSRegularExpression.escapedPattern(for: queue))(\\.dead-letter)?'
-                    target_label: queue
-                    replacement: 'livedelivery.events$1'
             """
         let configFile = directory.appendingPathComponent("prometheus.yml")
         try config.write(to: configFile, atomically: true, encoding: .utf8)

@@ -77,7 +77,7 @@ struct RunTests {
                 try await eventually("the deployment's gauges are sampled") {
                     let text = try await get(port, "/metrics").body
                     // The age is recorded with the push's outcome, moments after APNs answered.
-                    return text.contains("livedelivery_queue_consumers{queue=\"\(queue)\"} 1")
+                    return text.contains("livedelivery_queue_consumers{queue=\"\(queue)\",role=\"events\"} 1")
                         && text.contains("livedelivery_event_age_at_push_seconds_count{app=\"com.example.delivery\"}")
                         && text.contains("livedelivery_pushes_pending{app=\"com.example.delivery\"} 0")
                         && text.contains("livedelivery_apps_paused{app=\"com.example.delivery\"} 0")
