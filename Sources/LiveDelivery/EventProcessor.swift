@@ -321,7 +321,8 @@ package final class EventProcessor: Sendable {
 
         // 6. Write every changed order at once (set-based, in a stable order).
         let written = changes.values.filter { $0.changed || !$0.decisions.isEmpty }
-        let stateWrites = try await OrderStore.write(Array(written), kind: "event", handover: handover, on: connection)
+        let stateWrites = try await OrderStore.write(
+            Array(written), kind: "event", handover: handover, now: now, on: connection)
         outcome.pushesPlanned += written.reduce(0) { $0 + $1.pushes.count }
         if logger.logLevel <= .debug {
             for change in written {

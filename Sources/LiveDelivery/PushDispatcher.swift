@@ -115,7 +115,7 @@ package final class PushDispatcher: Service {
         // once per poll (rows that came due, missed notifications).
         var claimDue = ContinuousClock.now
         // Each claim is sent at once; its answer goes to the recorder.
-        func start(_ claims: [Claim], _ sends: inout DiscardingTaskGroup) {
+        func start(_ claims: [Outbox.Claim], _ sends: inout DiscardingTaskGroup) {
             for claim in claims {
                 sends.addTask { answers.append(await self.send(claim)) }
             }
@@ -172,7 +172,7 @@ package final class PushDispatcher: Service {
 
     /// LISTEN for new outbox rows; every notification (and every re-LISTEN) wakes the loop.
     private func listen() async {
-        for await _ in client.notifications(channel: OrderStore.notifyChannel) {
+        for await _ in client.notifications(channel: Outbox.notifyChannel) {
             wantClaim()
         }
     }
@@ -183,17 +183,9 @@ package final class PushDispatcher: Service {
         wakeup.signal()
     }
 
-    struct Claim: Sendable {
-        var orderID: String
-        var activityKey: String
-        var generation: Int64
-        var attempts: Int
-        var push: PlannedPush
-    }
-
     /// A push and APNs' answer.
     struct Sent: Sendable {
-        var claim: Claim
+        var claim: Outbox.Claim
         var outcome: APNsOutcome
         var latency: Duration
     }
@@ -224,34 +216,12 @@ package final class PushDispatcher: Service {
 
     /// Leases up to `limit` due rows of apps not paused: free rows oldest first, then (when
     /// `expired`) rows whose lease expired because their worker died.
-    private func claim(limit: Int, expired includeExpired: Bool = true) async throws -> [Claim] {
+    private func claim(limit: Int, expired includeExpired: Bool = true) async throws -> [Outbox.Claim] {
         var claims = try await lease(.free, limit: limit)
         if includeExpired && claims.count < limit {
             claims += try await lease(.expired, limit: limit - claims.count)
         }
         return claims
-    }
-
-    /// The rows a claim leases, each through its own partial index.
-    enum Lease {
-        /// Free rows, oldest first.
-        case free
-        /// Rows whose lease expired because their worker died.
-        case expired
-
-        var predicate: String {
-            switch self {
-            case .free: "d.lease_until IS NULL"
-            case .expired: "d.lease_until IS NOT NULL AND d.lease_until < now()"
-            }
-        }
-
-        var order: String {
-            switch self {
-            case .free: "d.not_before"
-            case .expired: "d.lease_until"
-            }
-        }
     }
 
     /// Leases up to `limit` due rows of the `lease` kind.
@@ -260,13 +230,13 @@ package final class PushDispatcher: Service {
     /// hand) is not sent and not deleted: it is logged as an error, counted, and stays leased, so it
     /// comes back once per lease period until someone fixes it or a newer event replaces it. The rest
     /// of the batch goes out: one bad row used to fail every claim it was part of.
-    private func lease(_ lease: Lease, limit: Int) async throws -> [Claim] {
+    private func lease(_ lease: Outbox.Lease, limit: Int) async throws -> [Outbox.Claim] {
         let rows = try await client.query(
-            Self.leaseQuery(lease, workerID: workerID, seconds: configuration.lease.seconds, limit: limit))
-        var claims: [Claim] = []
+            Outbox.leaseQuery(lease, workerID: workerID, seconds: configuration.lease.seconds, limit: limit))
+        var claims: [Outbox.Claim] = []
         for row in rows {
             do {
-                claims.append(try Self.claim(row))
+                claims.append(try Outbox.claim(row))
             } catch {
                 metrics.unreadableOutboxRow()
                 logger.error(
@@ -281,43 +251,7 @@ package final class PushDispatcher: Service {
         return claims
     }
 
-    /// The claim statement, planned every run (see ``Outbox``): a generic plan made while the outbox
-    /// held a few rows reads it whole (a sequential scan and a sort of every free row, then another
-    /// scan for the `ctid`s), and kept once a backlog fills the outbox it would make every claim read
-    /// the whole backlog.
-    ///
-    /// The rows are picked by `ctid` from an array the subquery builds, not by a join with it: a
-    /// generic plan for a join assumed a tenth of the outbox behind `LIMIT $n`. With 945k pending rows
-    /// it hashed the subquery and scanned the whole outbox, and one claim ran for minutes while every
-    /// push waited. A TID scan has no such choice to make.
-    static func leaseQuery(_ lease: Lease, workerID: String, seconds: Double, limit: Int) -> PostgresQuery {
-        let query: PostgresQuery = """
-            UPDATE outbox AS o
-            SET lease_owner = \(workerID), lease_until = now() + make_interval(secs => \(seconds)),
-                attempts = o.attempts + 1
-            WHERE o.ctid = ANY (ARRAY(
-                SELECT d.ctid FROM outbox AS d
-                WHERE \(unsafeRaw: lease.predicate) AND d.not_before <= now()
-                  AND NOT EXISTS (SELECT 1 FROM app_pauses AS p
-                                  WHERE p.bundle_id = d.bundle_id AND p.paused_until > now())
-                ORDER BY \(unsafeRaw: lease.order)
-                LIMIT \(limit)
-                FOR UPDATE SKIP LOCKED))
-            RETURNING o.order_id, o.activity_key, o.generation, o.attempts, o.push
-            """
-        return query.planned(.everyRun)
-    }
-
-    private static func claim(_ row: PostgresRow) throws -> Claim {
-        Claim(
-            orderID: try row.decode(String.self, "order_id"),
-            activityKey: try row.decode(String.self, "activity_key"),
-            generation: try row.decode(Int64.self, "generation"),
-            attempts: try row.decode(Int.self, "attempts"),
-            push: try OrderStore.decodePush(try row.decode(PostgresJSON.self, "push")))
-    }
-
-    private func send(_ claim: Claim) async -> Sent {
+    private func send(_ claim: Outbox.Claim) async -> Sent {
         let push = claim.push
         // The event's trace, when its message carried one: a span of the request, and its log line.
         var span: (any Span)?
@@ -334,7 +268,7 @@ package final class PushDispatcher: Service {
         let started = ContinuousClock.now
         let outcome = await sender.send(push)
         let latency = ContinuousClock.now - started
-        let outcomeName = Self.outcomeName(outcome)
+        let outcomeName = PushAttempts.outcomeName(outcome)
         metrics.push(
             app: push.bundleID, kind: push.kind.rawValue, outcome: outcomeName, reason: outcome.reason?.rawValue ?? "",
             latency: latency)
@@ -386,17 +320,6 @@ package final class PushDispatcher: Service {
         return false
     }
 
-    static func outcomeName(_ outcome: APNsOutcome) -> String {
-        switch outcome {
-        case .delivered: "delivered"
-        case .tokenGone: "token_gone"
-        case .retryLater: "retry_later"
-        case .refreshAuth: "refresh_auth"
-        case .configurationFault: "configuration_fault"
-        case .payloadFault: "payload_fault"
-        }
-    }
-
     /// Records a group of answers in one transaction with a fixed number of statements: the
     /// orders locked in sorted order, every attempt, the core's outcome per push (several pushes
     /// of one order applied in turn to the same state), the outbox rows deleted or released, and
@@ -407,31 +330,18 @@ package final class PushDispatcher: Service {
         let (released, written, ages) = try await client.withTransaction { connection in
             // One round trip: the orders' locks (and states), the outbox rows' locks, and every attempt.
             let orders = OrderStore.ExistingLock(sent.map(\.claim.orderID), cache: states)
-            let attempts = sent.map(AttemptRow.init)
+            let attempts = sent.map { PushAttempts.Row($0.claim, outcome: $0.outcome, latency: $0.latency) }
             let locked = try await connection.pipeline([
                 orders.query,
                 Outbox.lockQuery(sent.map { Outbox.Key(orderID: $0.claim.orderID, activityKey: $0.claim.activityKey) }),
-                """
-                INSERT INTO push_attempts (order_id, activity_key, kind, bundle_id, priority, generation, apns_id,
-                                           status, outcome, reason, latency_ms, worker_id)
-                SELECT r.order_id, r.activity_key, r.kind, r.bundle_id, r.priority, r.generation, r.apns_id::uuid,
-                       r.status, r.outcome, r.reason, r.latency_ms, \(workerID)
-                FROM unnest(\(attempts.map(\.order_id))::text[], \(attempts.map(\.activity_key))::text[],
-                            \(attempts.map(\.kind))::text[], \(attempts.map(\.bundle_id))::text[],
-                            \(attempts.map(\.priority))::integer[], \(attempts.map(\.generation))::bigint[],
-                            \(attempts.map(\.apns_id))::text[], \(PostgresNullableArray(attempts.map(\.status)))::integer[],
-                            \(attempts.map(\.outcome))::text[], \(PostgresNullableArray(attempts.map(\.reason)))::text[],
-                            \(attempts.map(\.latency_ms))::double precision[])
-                    AS r(order_id, activity_key, kind, bundle_id, priority, generation, apns_id, status, outcome, reason,
-                         latency_ms)
-                """,
+                PushAttempts.insertQuery(attempts, workerID: workerID),
             ])
             let stored = try orders.states(from: locked[0]).compactMapValues { $0 }
             let outbox = try Outbox.locked(from: locked[1])
 
             var changes: [String: OrderChange] = [:]
             var settled: [String] = []
-            var released: [(row: String, replaced: Bool, uncounted: Bool)] = []
+            var released: [Outbox.Released] = []
             var paused = Set<String>()
             // The ids of delivered updates by order, and the orders with any other answer (never folded).
             var deliveredUpdates: [String: Set<String>] = [:]
@@ -508,7 +418,7 @@ package final class PushDispatcher: Service {
                         otherAnswers.insert(claim.orderID)
                     }
                 case .release(let replaced, let uncounted):
-                    released.append((current.row, replaced, uncounted))
+                    released.append(Outbox.Released(row: current.row, replaced: replaced, uncounted: uncounted))
                     otherAnswers.insert(claim.orderID)
                 }
             }
@@ -530,59 +440,15 @@ package final class PushDispatcher: Service {
             // The outbox rows deleted or released go in the same round trip as the orders' writes.
             var outboxWrites: [PostgresQuery] = []
             if !settled.isEmpty { outboxWrites.append(Outbox.deleteQuery(settled)) }
-            if !released.isEmpty {
-                // By the rows locked above; the `ANY` gives the planner a TID scan of the outbox, whatever
-                // it believes about the outbox's size.
-                let rows = released.map(\.row)
-                let release: PostgresQuery = """
-                    UPDATE outbox AS o SET lease_owner = NULL, lease_until = NULL,
-                        attempts = CASE WHEN k.replaced THEN 0
-                                        WHEN k.uncounted THEN greatest(o.attempts - 1, 0)
-                                        ELSE o.attempts END
-                    FROM unnest(\(rows)::text[]::tid[], \(released.map(\.replaced))::boolean[],
-                                \(released.map(\.uncounted))::boolean[]) AS k(row, replaced, uncounted)
-                    WHERE o.ctid = ANY (\(rows)::text[]::tid[]) AND o.ctid = k.row
-                    """
-                outboxWrites.append(release.planned(.everyRun))
-            }
+            if !released.isEmpty { outboxWrites.append(Outbox.releaseQuery(released)) }
             let written = try await OrderStore.write(
-                Array(changes.values), kind: "outcome", delivered: delivered, leading: outboxWrites, on: connection)
+                Array(changes.values), kind: "outcome", delivered: delivered, leading: outboxWrites, now: now,
+                on: connection)
             return (!released.isEmpty, written, ages)
         }
         states.store(written)
         for age in ages { metrics.eventAgeAtPush(app: age.app, seconds: age.seconds) }
         return released
-    }
-
-    // swift-format-ignore: AlwaysUseLowerCamelCase
-    // (the properties are named after the table's columns)
-    /// One `push_attempts` row (the columns of an `unnest`).
-    private struct AttemptRow {
-        var order_id: String
-        var activity_key: String
-        var kind: String
-        var bundle_id: String
-        var priority: Int
-        var generation: Int64
-        var apns_id: String
-        var status: Int?
-        var outcome: String
-        var reason: String?
-        var latency_ms: Double
-
-        init(_ sent: Sent) {
-            order_id = sent.claim.orderID
-            activity_key = sent.claim.activityKey
-            kind = sent.claim.push.kind.rawValue
-            bundle_id = sent.claim.push.bundleID
-            priority = sent.claim.push.priority
-            generation = sent.claim.generation
-            apns_id = sent.claim.push.apnsID
-            status = sent.outcome.status
-            outcome = PushDispatcher.outcomeName(sent.outcome)
-            reason = sent.outcome.reason?.rawValue
-            latency_ms = sent.latency.seconds * 1000
-        }
     }
 
     private func pause(
@@ -591,14 +457,7 @@ package final class PushDispatcher: Service {
         async throws
     {
         try await connection.query(
-            """
-            INSERT INTO app_pauses (bundle_id, reason, status, paused_by, paused_until)
-            VALUES (\(bundleID), \(reason), \(status), \(workerID),
-                    now() + make_interval(secs => \(configuration.pause.seconds)))
-            ON CONFLICT (bundle_id) DO UPDATE SET
-                reason = EXCLUDED.reason, status = EXCLUDED.status, paused_by = EXCLUDED.paused_by,
-                paused_at = now(), paused_until = EXCLUDED.paused_until
-            """)
+            AppPauses.pauseQuery(bundleID, reason: reason, status: status, by: workerID, for: configuration.pause))
         metrics.paused(app: bundleID, reason: reason)
         health.update { snapshot in
             if !snapshot.pausedApps.contains(bundleID) { snapshot.pausedApps.append(bundleID) }

@@ -21,7 +21,7 @@ final class PushHandoff: Sendable {
     private struct State {
         /// The dispatcher's in-flight count while its claim loop runs; nil before and after.
         var answers: Answers?
-        var queue: [PushDispatcher.Claim] = []
+        var queue: [Outbox.Claim] = []
         /// A caller is in ``waitForRoom(_:)``.
         var waiting = false
     }
@@ -84,7 +84,7 @@ final class PushHandoff: Sendable {
 
     /// After commit: queues the pushes leased with `reserved` slots and gives back the slots they
     /// did not use. A dispatcher that has stopped meanwhile gets nothing: the rows' leases expire.
-    func deliver(_ claims: [PushDispatcher.Claim], reserved: Int) {
+    func deliver(_ claims: [Outbox.Claim], reserved: Int) {
         let answers = state.withLock { state -> Answers? in
             guard let answers = state.answers else { return nil }
             state.queue += claims
@@ -116,7 +116,7 @@ final class PushHandoff: Sendable {
     }
 
     /// The pushes handed over since the last call; their slots are already counted in flight.
-    func take() -> [PushDispatcher.Claim] {
+    func take() -> [Outbox.Claim] {
         state.withLock { state in
             defer { state.queue.removeAll() }
             return state.queue
@@ -124,7 +124,7 @@ final class PushHandoff: Sendable {
     }
 
     /// The claim loop has ended: no more reservations; returns what was handed and not yet taken.
-    func close() -> [PushDispatcher.Claim] {
+    func close() -> [Outbox.Claim] {
         state.withLock { state in
             state.answers = nil
             defer { state.queue.removeAll() }
@@ -138,7 +138,7 @@ final class PushHandoff: Sendable {
 final class Handover: Sendable {
     private struct State {
         var reserved = 0
-        var claims: [PushDispatcher.Claim] = []
+        var claims: [Outbox.Claim] = []
     }
 
     private let state = Mutex(State())
@@ -157,7 +157,7 @@ final class Handover: Sendable {
         return slots
     }
 
-    func leased(_ claims: [PushDispatcher.Claim]) {
+    func leased(_ claims: [Outbox.Claim]) {
         state.withLock { $0.claims += claims }
     }
 

@@ -171,7 +171,7 @@ package final class Sweeper: Service {
                             LiveDeliveryLoggingKeys.decision: "\(decision.code)",
                         ])
                 }
-                try await OrderStore.write(change, kind: "sweep", sweepColumn: .exact, on: connection)
+                try await OrderStore.write(change, kind: "sweep", sweepColumn: .exact, now: now, on: connection)
             }
             return summary
         }

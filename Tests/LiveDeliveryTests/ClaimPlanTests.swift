@@ -39,10 +39,10 @@ struct ClaimPlanTests {
         let database = try await TestDatabase.create()
         try await database.using {
             let client = database.client
-            func plans() async throws -> [(PushDispatcher.Lease, String)] {
-                var plans: [(PushDispatcher.Lease, String)] = []
-                for lease in [PushDispatcher.Lease.free, .expired] {
-                    let query = PushDispatcher.leaseQuery(lease, workerID: "w", seconds: 60, limit: 250)
+            func plans() async throws -> [(Outbox.Lease, String)] {
+                var plans: [(Outbox.Lease, String)] = []
+                for lease in [Outbox.Lease.free, .expired] {
+                    let query = Outbox.leaseQuery(lease, workerID: "w", seconds: 60, limit: 250)
                     #expect(query.planning == .everyRun)
                     let rows = try await client.query(
                         PostgresQuery(unsafeSQL: "EXPLAIN " + query.sql, binds: query.binds).planned(.everyRun))

@@ -158,14 +158,14 @@ struct HandoffTests {
     @Test("slots: a reservation is bounded by the free slots, and what a transaction does not use is given back")
     func slots() async throws {
         // One real claim, copied under other order ids.
-        var handed: PushDispatcher.Claim?
+        var handed: Outbox.Claim?
         try await withWorker { _, worker in
             worker.dispatcher.handoff.open(Answers())
             _ = try await trackedOrder(worker)
             handed = worker.dispatcher.handoff.take().first
         }
         let sample = try #require(handed)
-        func claim(_ orderID: String) -> PushDispatcher.Claim {
+        func claim(_ orderID: String) -> Outbox.Claim {
             var claim = sample
             claim.orderID = orderID
             return claim

@@ -51,7 +51,7 @@ struct StateCacheTests {
             let written = try await database.client.withTransaction { connection in
                 _ = try await OrderStore.lockOrders([orderID], on: connection)
                 return try await OrderStore.write(
-                    [OrderChange(original: nil, state: stored)], kind: "event", on: connection)
+                    [OrderChange(original: nil, state: stored)], kind: "event", now: Date(), on: connection)
             }
             #expect(written.map(\.orderID) == [orderID])
             let version = try #require(written.first?.version)

@@ -86,7 +86,7 @@ package struct FailedPushStore: Sendable {
                     Self.retryDecision, activity: activityKey,
                     "an operator retried failed push \(id): the newest state is planned again if it was not delivered"))
             change.merge(tracker.sweep(state, context: context, now: now))
-            try await OrderStore.write(change, kind: "sweep", on: connection)
+            try await OrderStore.write(change, kind: "sweep", now: now, on: connection)
             let planned = change.orderedPushes.filter { $0.activityKey == activityKey }.map(\.kind.rawValue)
             logger.info(
                 "failed push retried",

@@ -41,7 +41,7 @@ struct OrderChange: Sendable {
 }
 
 /// An order whose only change is APNs' acceptance of its activities' current updates: the state read
-/// (`original`), the same state with those updates settled, and their ids (see ``OrderStore/write(_:kind:handover:delivered:leading:on:)``).
+/// (`original`), the same state with those updates settled, and their ids (see ``OrderStore/write(_:kind:handover:delivered:leading:sweepColumn:now:on:)``).
 struct Delivered: Sendable {
     var original: OrderState
     var settled: OrderState
@@ -53,8 +53,6 @@ struct Delivered: Sendable {
 /// The one write path of an order (consumer, dispatcher and sweeper), inside the caller's
 /// transaction and under the order's row lock.
 enum OrderStore {
-    static let notifyChannel = "livedelivery_outbox"
-
     /// An order's state as a `json` parameter, written field by field (``StoredJSON``). `json`, not
     /// `jsonb`: the columns are `json`, and the server only checks the text.
     static func json(_ state: OrderState) throws -> PostgresJSONText {
@@ -219,10 +217,10 @@ enum OrderStore {
     /// Writes everything a change implies; returns the state written, if it changed (see below).
     @discardableResult
     static func write(
-        _ change: OrderChange, kind: String, sweepColumn: SweepColumn = .keepEarlier,
+        _ change: OrderChange, kind: String, sweepColumn: SweepColumn = .keepEarlier, now: Date,
         on connection: PostgresConnection
     ) async throws -> [OrderStateCache.Written] {
-        try await write([change], kind: kind, sweepColumn: sweepColumn, on: connection)
+        try await write([change], kind: kind, sweepColumn: sweepColumn, now: now, on: connection)
     }
 
     /// How a write sets `orders.next_sweep_at`, the time the sweeper next looks at the order.
@@ -261,7 +259,8 @@ enum OrderStore {
     @discardableResult
     static func write(
         _ changes: [OrderChange], kind: String, handover: Handover? = nil, delivered: [Delivered] = [],
-        leading: [PostgresQuery] = [], sweepColumn: SweepColumn = .keepEarlier, on connection: PostgresConnection
+        leading: [PostgresQuery] = [], sweepColumn: SweepColumn = .keepEarlier, now: Date,
+        on connection: PostgresConnection
     ) async throws -> [OrderStateCache.Written] {
         let changes = changes.sorted { $0.state.orderID < $1.state.orderID }
         // Withdrawn pushes first (the order rows are locked already, so this waits on no one new).
@@ -303,7 +302,7 @@ enum OrderStore {
         }
         let activityChanges =
             changed.map { ($0.original, $0.state) } + delivered.map { (Optional($0.original), $0.settled) }
-        if let activities = activitiesQuery(activityChanges) {
+        if let activities = Activities.writeQuery(activityChanges) {
             statements.append(activities)
         }
         var deliveredIndex: Int?
@@ -322,7 +321,7 @@ enum OrderStore {
         }
         let pushes = try changes.flatMap { change in
             try change.orderedPushes.map { push in
-                try OutboxRow(
+                try Outbox.Row(
                     orderID: change.state.orderID, push: push,
                     notBefore: max(push.notBefore, change.notBefore[push.activityKey] ?? push.notBefore))
             }
@@ -331,7 +330,6 @@ enum OrderStore {
         var slots = 0
         if !pushes.isEmpty {
             // Due pushes first: a slot reserved for a push that must wait is only given back.
-            let now = Date()
             let due = pushes.indices.filter { pushes[$0].notBefore <= now }
             slots = handover?.reserve(upTo: due.count) ?? 0
             var lease = [Bool](repeating: false, count: pushes.count)
@@ -341,40 +339,8 @@ enum OrderStore {
             // the rows left to claim rides in the same statement: one round trip fewer.
             handedIndex = statements.count
             statements.append(
-                """
-                WITH written AS (
-                    INSERT INTO outbox (order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push,
-                                        reason, not_before, lease_owner, lease_until, attempts)
-                    SELECT r.order_id, r.activity_key, r.kind, r.bundle_id, r.environment, r.priority,
-                           r.apns_id::uuid, r.push, r.reason, r.not_before,
-                           CASE WHEN l.leased THEN \(handover?.workerID ?? "") END,
-                           CASE WHEN l.leased
-                                THEN statement_timestamp() + make_interval(secs => \(handover?.leaseSeconds ?? 0)) END,
-                           CASE WHEN l.leased THEN 1 ELSE 0 END
-                    FROM unnest(\(pushes.map(\.orderID))::text[], \(pushes.map(\.activityKey))::text[],
-                                \(pushes.map(\.kind))::text[], \(pushes.map(\.bundleID))::text[],
-                                \(pushes.map(\.environment))::text[], \(pushes.map(\.priority))::integer[],
-                                \(pushes.map(\.apnsID))::text[], \(pushes.map(\.push))::json[],
-                                \(pushes.map(\.reason))::text[], \(pushes.map(\.notBefore))::timestamptz[],
-                                \(lease)::boolean[])
-                        AS r(order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push, reason,
-                             not_before, lease)
-                    CROSS JOIN LATERAL (
-                        SELECT r.lease AND r.not_before <= statement_timestamp()
-                               AND NOT EXISTS (SELECT 1 FROM app_pauses AS p
-                                               WHERE p.bundle_id = r.bundle_id AND p.paused_until > now()) AS leased
-                    ) AS l
-                    ON CONFLICT (order_id, activity_key) DO UPDATE SET
-                        kind = EXCLUDED.kind, bundle_id = EXCLUDED.bundle_id, environment = EXCLUDED.environment,
-                        priority = EXCLUDED.priority, apns_id = EXCLUDED.apns_id, push = EXCLUDED.push,
-                        reason = EXCLUDED.reason, not_before = EXCLUDED.not_before,
-                        generation = outbox.generation + 1, updated_at = now()
-                    RETURNING order_id, activity_key, generation = 1 AND lease_owner IS NOT NULL AS handed
-                )
-                SELECT order_id, activity_key FROM written WHERE handed
-                UNION ALL
-                SELECT NULL, NULL FROM (SELECT pg_notify(\(notifyChannel), '') FROM written WHERE NOT handed LIMIT 1) AS n
-                """)
+                Outbox.writeQuery(
+                    pushes, lease: lease, owner: handover?.workerID ?? "", leaseSeconds: handover?.leaseSeconds ?? 0))
         }
         for registration in changes.flatMap(\.retired) {
             statements.append(
@@ -385,16 +351,7 @@ enum OrderStore {
                 """)
         }
         let decisions = changes.flatMap { change in change.decisions.map { (change.state.orderID, $0) } }
-        if !decisions.isEmpty {
-            statements.append(
-                """
-                INSERT INTO timeline (order_id, activity_key, kind, code, message)
-                SELECT o, NULLIF(k, ''), \(kind), c, m
-                FROM unnest(\(decisions.map(\.0))::text[], \(decisions.map { $0.1.activityKey ?? "" })::text[],
-                            \(decisions.map(\.1.code.rawValue))::text[],
-                            \(decisions.map(\.1.message))::text[]) AS t(o, k, c, m)
-                """)
-        }
+        if let timeline = Timeline.insertQuery(decisions, kind: kind) { statements.append(timeline) }
 
         guard !statements.isEmpty else { return [] }
         let results = try await connection.pipeline(statements)
@@ -416,14 +373,14 @@ enum OrderStore {
             for push in pushes {
                 planned[Outbox.Key(orderID: push.orderID, activityKey: push.activityKey)] = push.planned
             }
-            var claims: [PushDispatcher.Claim] = []
+            var claims: [Outbox.Claim] = []
             for row in results[handedIndex] {
                 guard let orderID = try row.decode(String?.self, "order_id"),
                     let activityKey = try row.decode(String?.self, "activity_key"),
                     let push = planned[Outbox.Key(orderID: orderID, activityKey: activityKey)]
                 else { continue }
                 claims.append(
-                    PushDispatcher.Claim(
+                    Outbox.Claim(
                         orderID: orderID, activityKey: activityKey, generation: 1, attempts: 1, push: push))
             }
             handover.leased(claims)
@@ -458,133 +415,6 @@ enum OrderStore {
             lastEventID = record?.newest.eventID
             nextSweepAt = state.nextSweepAt
         }
-    }
-
-    /// One outbox row (the columns of an `unnest`).
-    private struct OutboxRow {
-        var orderID: String
-        var activityKey: String
-        var kind: String
-        var bundleID: String
-        var environment: String
-        var priority: Int
-        var apnsID: String
-        var push: PostgresJSONText
-        var reason: String
-        var notBefore: Date
-        var planned: PlannedPush
-
-        init(orderID: String, push: PlannedPush, notBefore: Date) throws {
-            self.orderID = orderID
-            activityKey = push.activityKey
-            kind = push.kind.rawValue
-            bundleID = push.bundleID
-            environment = push.environment.rawValue
-            priority = push.priority
-            apnsID = push.apnsID
-            self.push = try OrderStore.json(push)
-            reason = push.reason
-            self.notBefore = notBefore
-            planned = push
-        }
-    }
-
-    /// The activity projection rows (the columns of an `unnest`).
-    private struct ActivityRow: Equatable {
-        var orderID: String
-        var activityKey: String
-        var activityID: String?
-        var deviceID: String?
-        var bundleID: String?
-        var environment: String?
-        var state: String
-        var endReason: String?
-        var tokenPrefix: String?
-        var tokenReceivedAt: Date?
-        var lastSentTimestamp: Int?
-        var lastSentContent: String?
-        var lastSentStep: String?
-        var relevanceScore: Double?
-        var alertCount: Int
-        var pendingKind: String?
-        var startedAt: Date?
-        var endedAt: Date?
-
-        init(orderID: String, _ activity: ActivityState) {
-            let target =
-                activity.updateToken.map { ($0.token, $0.bundleID, $0.environment) }
-                ?? activity.startToken.map { ($0.token, $0.bundleID, $0.environment) }
-            self.orderID = orderID
-            activityKey = activity.key
-            activityID = activity.activityID
-            deviceID = activity.deviceID
-            bundleID = target?.1
-            environment = target?.2.rawValue
-            state = activity.phase.rawValue
-            endReason = activity.closeReason
-            tokenPrefix = target?.0.prefix
-            tokenReceivedAt = activity.updateToken?.receivedAt
-            lastSentTimestamp = activity.lastTimestamp == 0 ? nil : activity.lastTimestamp
-            lastSentContent = activity.sent?.contentState
-            lastSentStep = activity.sent?.step
-            relevanceScore = activity.sent?.relevance
-            alertCount = activity.alertCount
-            pendingKind = activity.pending?.kind.rawValue
-            startedAt = activity.startedAt
-            endedAt = activity.endedAt
-        }
-    }
-
-    /// The statement writing the activity rows of changed states; nil when there is none to write. A row
-    /// whose columns the change leaves as they were (an ended activity beside a live one, say) is not
-    /// written again.
-    static func activitiesQuery(_ changes: [(original: OrderState?, state: OrderState)]) -> PostgresQuery? {
-        let rows = changes.flatMap { original, state in
-            state.activities.compactMap { activity -> ActivityRow? in
-                let row = ActivityRow(orderID: state.orderID, activity)
-                if let before = original?.activity(activity.key), ActivityRow(orderID: state.orderID, before) == row {
-                    return nil
-                }
-                return row
-            }
-        }
-        guard !rows.isEmpty else { return nil }
-        return """
-            INSERT INTO activities (order_id, activity_key, activity_id, device_id, bundle_id, environment, state,
-                                    end_reason, token_prefix, token_received_at, last_sent_timestamp,
-                                    last_sent_content, last_sent_step, relevance_score, alert_count, pending_kind,
-                                    started_at, ended_at)
-            SELECT r.order_id, r.activity_key, r.activity_id, r.device_id, r.bundle_id, r.environment, r.state,
-                   r.end_reason, r.token_prefix, r.token_received_at, r.last_sent_timestamp,
-                   r.last_sent_content::jsonb, r.last_sent_step, r.relevance_score, r.alert_count, r.pending_kind,
-                   r.started_at, r.ended_at
-            FROM unnest(\(rows.map(\.orderID))::text[], \(rows.map(\.activityKey))::text[],
-                        \(PostgresNullableArray(rows.map(\.activityID)))::text[],
-                        \(PostgresNullableArray(rows.map(\.deviceID)))::text[],
-                        \(PostgresNullableArray(rows.map(\.bundleID)))::text[],
-                        \(PostgresNullableArray(rows.map(\.environment)))::text[], \(rows.map(\.state))::text[],
-                        \(PostgresNullableArray(rows.map(\.endReason)))::text[],
-                        \(PostgresNullableArray(rows.map(\.tokenPrefix)))::text[],
-                        \(PostgresNullableArray(rows.map(\.tokenReceivedAt)))::timestamptz[],
-                        \(PostgresNullableArray(rows.map(\.lastSentTimestamp)))::bigint[],
-                        \(PostgresNullableArray(rows.map(\.lastSentContent)))::text[],
-                        \(PostgresNullableArray(rows.map(\.lastSentStep)))::text[],
-                        \(PostgresNullableArray(rows.map(\.relevanceScore)))::double precision[],
-                        \(rows.map(\.alertCount))::integer[], \(PostgresNullableArray(rows.map(\.pendingKind)))::text[],
-                        \(PostgresNullableArray(rows.map(\.startedAt)))::timestamptz[],
-                        \(PostgresNullableArray(rows.map(\.endedAt)))::timestamptz[])
-                AS r(order_id, activity_key, activity_id, device_id, bundle_id, environment, state, end_reason,
-                     token_prefix, token_received_at, last_sent_timestamp, last_sent_content, last_sent_step,
-                     relevance_score, alert_count, pending_kind, started_at, ended_at)
-            ON CONFLICT (order_id, activity_key) DO UPDATE SET
-                activity_id = EXCLUDED.activity_id, device_id = EXCLUDED.device_id, bundle_id = EXCLUDED.bundle_id,
-                environment = EXCLUDED.environment, state = EXCLUDED.state, end_reason = EXCLUDED.end_reason,
-                token_prefix = EXCLUDED.token_prefix, token_received_at = EXCLUDED.token_received_at,
-                last_sent_timestamp = EXCLUDED.last_sent_timestamp, last_sent_content = EXCLUDED.last_sent_content,
-                last_sent_step = EXCLUDED.last_sent_step, relevance_score = EXCLUDED.relevance_score,
-                alert_count = EXCLUDED.alert_count, pending_kind = EXCLUDED.pending_kind,
-                started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at, updated_at = now()
-            """
     }
 }
 

@@ -1,0 +1,106 @@
+import Foundation
+import LiveDeliveryCore
+import Postgres
+
+/// The `activities` table: a projection of each activity in the order's state, for the reports and
+/// for people (the state itself is the order's `state` document). Written with the order, in the
+/// same statement pipeline (``OrderStore/write(_:kind:handover:delivered:leading:sweepColumn:now:on:)``).
+enum Activities {
+    /// The activity projection rows (the columns of an `unnest`).
+    private struct Row: Equatable {
+        var orderID: String
+        var activityKey: String
+        var activityID: String?
+        var deviceID: String?
+        var bundleID: String?
+        var environment: String?
+        var state: String
+        var endReason: String?
+        var tokenPrefix: String?
+        var tokenReceivedAt: Date?
+        var lastSentTimestamp: Int?
+        var lastSentContent: String?
+        var lastSentStep: String?
+        var relevanceScore: Double?
+        var alertCount: Int
+        var pendingKind: String?
+        var startedAt: Date?
+        var endedAt: Date?
+
+        init(orderID: String, _ activity: ActivityState) {
+            let target =
+                activity.updateToken.map { ($0.token, $0.bundleID, $0.environment) }
+                ?? activity.startToken.map { ($0.token, $0.bundleID, $0.environment) }
+            self.orderID = orderID
+            activityKey = activity.key
+            activityID = activity.activityID
+            deviceID = activity.deviceID
+            bundleID = target?.1
+            environment = target?.2.rawValue
+            state = activity.phase.rawValue
+            endReason = activity.closeReason
+            tokenPrefix = target?.0.prefix
+            tokenReceivedAt = activity.updateToken?.receivedAt
+            lastSentTimestamp = activity.lastTimestamp == 0 ? nil : activity.lastTimestamp
+            lastSentContent = activity.sent?.contentState
+            lastSentStep = activity.sent?.step
+            relevanceScore = activity.sent?.relevance
+            alertCount = activity.alertCount
+            pendingKind = activity.pending?.kind.rawValue
+            startedAt = activity.startedAt
+            endedAt = activity.endedAt
+        }
+    }
+
+    /// The statement writing the activity rows of changed states; nil when there is none to write. A row
+    /// whose columns the change leaves as they were (an ended activity beside a live one, say) is not
+    /// written again.
+    static func writeQuery(_ changes: [(original: OrderState?, state: OrderState)]) -> PostgresQuery? {
+        let rows = changes.flatMap { original, state in
+            state.activities.compactMap { activity -> Row? in
+                let row = Row(orderID: state.orderID, activity)
+                if let before = original?.activity(activity.key), Row(orderID: state.orderID, before) == row {
+                    return nil
+                }
+                return row
+            }
+        }
+        guard !rows.isEmpty else { return nil }
+        return """
+            INSERT INTO activities (order_id, activity_key, activity_id, device_id, bundle_id, environment, state,
+                                    end_reason, token_prefix, token_received_at, last_sent_timestamp,
+                                    last_sent_content, last_sent_step, relevance_score, alert_count, pending_kind,
+                                    started_at, ended_at)
+            SELECT r.order_id, r.activity_key, r.activity_id, r.device_id, r.bundle_id, r.environment, r.state,
+                   r.end_reason, r.token_prefix, r.token_received_at, r.last_sent_timestamp,
+                   r.last_sent_content::jsonb, r.last_sent_step, r.relevance_score, r.alert_count, r.pending_kind,
+                   r.started_at, r.ended_at
+            FROM unnest(\(rows.map(\.orderID))::text[], \(rows.map(\.activityKey))::text[],
+                        \(PostgresNullableArray(rows.map(\.activityID)))::text[],
+                        \(PostgresNullableArray(rows.map(\.deviceID)))::text[],
+                        \(PostgresNullableArray(rows.map(\.bundleID)))::text[],
+                        \(PostgresNullableArray(rows.map(\.environment)))::text[], \(rows.map(\.state))::text[],
+                        \(PostgresNullableArray(rows.map(\.endReason)))::text[],
+                        \(PostgresNullableArray(rows.map(\.tokenPrefix)))::text[],
+                        \(PostgresNullableArray(rows.map(\.tokenReceivedAt)))::timestamptz[],
+                        \(PostgresNullableArray(rows.map(\.lastSentTimestamp)))::bigint[],
+                        \(PostgresNullableArray(rows.map(\.lastSentContent)))::text[],
+                        \(PostgresNullableArray(rows.map(\.lastSentStep)))::text[],
+                        \(PostgresNullableArray(rows.map(\.relevanceScore)))::double precision[],
+                        \(rows.map(\.alertCount))::integer[], \(PostgresNullableArray(rows.map(\.pendingKind)))::text[],
+                        \(PostgresNullableArray(rows.map(\.startedAt)))::timestamptz[],
+                        \(PostgresNullableArray(rows.map(\.endedAt)))::timestamptz[])
+                AS r(order_id, activity_key, activity_id, device_id, bundle_id, environment, state, end_reason,
+                     token_prefix, token_received_at, last_sent_timestamp, last_sent_content, last_sent_step,
+                     relevance_score, alert_count, pending_kind, started_at, ended_at)
+            ON CONFLICT (order_id, activity_key) DO UPDATE SET
+                activity_id = EXCLUDED.activity_id, device_id = EXCLUDED.device_id, bundle_id = EXCLUDED.bundle_id,
+                environment = EXCLUDED.environment, state = EXCLUDED.state, end_reason = EXCLUDED.end_reason,
+                token_prefix = EXCLUDED.token_prefix, token_received_at = EXCLUDED.token_received_at,
+                last_sent_timestamp = EXCLUDED.last_sent_timestamp, last_sent_content = EXCLUDED.last_sent_content,
+                last_sent_step = EXCLUDED.last_sent_step, relevance_score = EXCLUDED.relevance_score,
+                alert_count = EXCLUDED.alert_count, pending_kind = EXCLUDED.pending_kind,
+                started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at, updated_at = now()
+            """
+    }
+}
