@@ -109,11 +109,9 @@ package final class PushDispatcher: Service {
 
     private func claimLoop(_ answers: Answers, sends: inout DiscardingTaskGroup) async {
         var backoff = Backoff(base: .milliseconds(100), maximum: .seconds(5))
-        // Expired leases are rare (a worker died) and wait a lease length anyway: looked for once per poll.
-        var expiredDue = ContinuousClock.now
-        // The outbox is read when a wake-up asks for it, after a full claim (more may be due), and
-        // once per poll (rows that came due, missed notifications).
-        var claimDue = ContinuousClock.now
+        var schedule = ClaimSchedule(
+            concurrency: configuration.concurrency, batchSize: configuration.batchSize, poll: configuration.poll,
+            now: ContinuousClock.now)
         // Each claim is sent at once; its answer goes to the recorder.
         func start(_ claims: [Outbox.Claim], _ sends: inout DiscardingTaskGroup) {
             for claim in claims {
@@ -125,37 +123,31 @@ package final class PushDispatcher: Service {
         defer { start(handoff.close(), &sends) }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             start(handoff.take(), &sends)
-            if !claimWanted.exchange(false, ordering: .acquiringAndReleasing) && ContinuousClock.now < claimDue {
-                await wakeup.wait(timeout: claimDue - ContinuousClock.now)
-                continue
-            }
-            let room = configuration.concurrency - answers.inFlight
-            guard room > 0 else {
+            let wanted = claimWanted.exchange(false, ordering: .acquiringAndReleasing)
+            switch schedule.next(wanted: wanted, inFlight: answers.inFlight, now: .now) {
+            case .wait(let until):
+                await wakeup.wait(timeout: until - ContinuousClock.now)
+            case .waitForRoom:
                 claimWanted.store(true, ordering: .releasing)
                 await answers.room.wait(timeout: configuration.poll)
-                continue
-            }
-            let limit = min(room, configuration.batchSize)
-            do {
-                let expired = ContinuousClock.now >= expiredDue
-                if expired { expiredDue = .now + configuration.poll }
-                let claims = try await claim(limit: limit, expired: expired)
-                health.update { $0.database = true }
-                backoff.reset()
-                answers.add(inFlight: claims.count)
-                start(claims, &sends)
-                if claims.count < limit {
-                    claimDue = .now + configuration.poll
-                } else {
+            case .claim(let limit, let expired):
+                do {
+                    let claims = try await claim(limit: limit, expired: expired)
+                    health.update { $0.database = true }
+                    backoff.reset()
+                    answers.add(inFlight: claims.count)
+                    start(claims, &sends)
+                    if schedule.claimed(claims.count, limit: limit, now: .now) {
+                        claimWanted.store(true, ordering: .releasing)
+                    }
+                } catch {
+                    health.update { $0.database = false }
                     claimWanted.store(true, ordering: .releasing)
+                    logger.warning(
+                        "dispatcher cannot reach the database; retrying",
+                        metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
+                    await sleepUnlessShuttingDown(backoff.next())
                 }
-            } catch {
-                health.update { $0.database = false }
-                claimWanted.store(true, ordering: .releasing)
-                logger.warning(
-                    "dispatcher cannot reach the database; retrying",
-                    metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
-                await sleepUnlessShuttingDown(backoff.next())
             }
         }
     }
