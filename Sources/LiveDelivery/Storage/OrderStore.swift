@@ -59,11 +59,6 @@ enum OrderStore {
         PostgresJSONText(bytes: try StoredJSON.encode(state))
     }
 
-    /// A planned push, written field by field (``StoredJSON``).
-    static func json(_ push: PlannedPush) throws -> PostgresJSONText {
-        PostgresJSONText(bytes: try StoredJSON.encode(push))
-    }
-
     /// A push-to-start registration, written field by field (``StoredJSON``).
     static func json(_ registration: PushToStartRegistration) throws -> PostgresJSONText {
         PostgresJSONText(bytes: try StoredJSON.encode(registration))
@@ -77,11 +72,6 @@ enum OrderStore {
     /// A stored state, read field by field (``StoredJSON``).
     static func decodeState(_ json: PostgresJSON?) throws -> OrderState? {
         try json.map { try StoredJSON.decodeState($0.bytes) }
-    }
-
-    /// A stored push, read field by field (``StoredJSON``).
-    static func decodePush(_ json: PostgresJSON) throws -> PlannedPush {
-        try StoredJSON.decodePush(json.bytes)
     }
 
     /// Locks the orders (creating empty rows first, all in sorted order so that concurrent
