@@ -249,7 +249,7 @@ struct ReportsBenchmark: AsyncParsableCommand {
 
     /// Synthetic history ending now, evenly over `days`: per activity six attempts (start, four
     /// updates, end; 95 % delivered, 3 % retried, 1 % token gone, 0.5 % payload faults), each with a
-    /// timeline decision and outcome and an inbox row; one activity in 200 swept. In chunks of a
+    /// timeline row for its event and one for its outcome, and an inbox row; one activity in 200 swept. In chunks of a
     /// million attempts, each its own transaction. Returns the end of the history.
     func populate(_ client: PostgresClient) async throws -> Date {
         let end = Date()
@@ -306,17 +306,18 @@ struct ReportsBenchmark: AsyncParsableCommand {
                         WHEN r < 995 THEN 'PayloadTooLarge' END,
                    5 + (i % 97) * 0.3, 'bench', t
             FROM (\(series)) AS g;
-            INSERT INTO timeline (order_id, activity_key, at, kind, code, message)
-            SELECT 'o-' || a, 'device:d' || a, t, k.kind, k.code, k.code
+            INSERT INTO timeline (order_id, at, kind, activity_keys, codes, messages)
+            SELECT 'o-' || a, t, k.kind, ARRAY['device:d' || a], ARRAY[k.code], ARRAY[k.code]
             FROM (\(series)) AS g
             CROSS JOIN LATERAL (VALUES
                 ('event', 'update_planned'),
                 ('outcome', CASE WHEN r < 950 THEN 'push_accepted' WHEN r < 980 THEN 'push_retry'
                                  WHEN r < 990 THEN 'token_gone' WHEN r < 995 THEN 'push_dropped' ELSE 'push_retry' END)
             ) AS k(kind, code);
-            INSERT INTO timeline (order_id, activity_key, at, kind, code, message)
-            SELECT 'o-' || a, 'device:d' || a, t, 'sweep', k.code, k.code
-            FROM (\(series)) AS g CROSS JOIN (VALUES ('sweep_lifetime'), ('end_planned')) AS k(code)
+            INSERT INTO timeline (order_id, at, kind, activity_keys, codes, messages)
+            SELECT 'o-' || a, t, 'sweep', ARRAY['device:d' || a, 'device:d' || a], '{sweep_lifetime,end_planned}',
+                   '{sweep_lifetime,end_planned}'
+            FROM (\(series)) AS g
             WHERE i % 1200 = 5;
             INSERT INTO inbox (event_id, event_type, order_id, user_id, occurred_at, processed_at)
             SELECT 'e-' || i, 'order.status', 'o-' || a, 'u-' || (a % 100000), t, t FROM (\(series)) AS g

@@ -291,7 +291,7 @@ struct SweeperTests {
                     "ending"
                 ])
             #expect(
-                try await harness.database.strings("SELECT code FROM timeline WHERE kind = 'sweep'").contains(
+                try await harness.database.strings("SELECT code FROM timeline_decisions WHERE kind = 'sweep'").contains(
                     "sweep_lifetime"))
             // Nothing is due again right away.
             #expect(try await sweeper.sweepOnce() == 0)

@@ -202,7 +202,7 @@ struct LifecycleTests {
                         == ["ended \(reason)"])
                 #expect(
                     try await harness.database.strings(
-                        "SELECT code FROM timeline WHERE order_id = \(order) AND kind = 'sweep'"
+                        "SELECT code FROM timeline_decisions WHERE order_id = \(order) AND kind = 'sweep'"
                     ).contains(reason))
             }
             #expect(
@@ -311,7 +311,7 @@ struct LifecycleTests {
             #expect(harness.simulator.pushes(token: first).count == 1)
             #expect(acceptedPushes(harness, token: rotated).count == 1)
             #expect(
-                try await harness.database.strings("SELECT code FROM timeline WHERE order_id = \(order)").contains(
+                try await harness.database.strings("SELECT code FROM timeline_decisions WHERE order_id = \(order)").contains(
                     "token_rotated"))
 
             harness.simulator.markUnregistered(token: rotated)
@@ -329,7 +329,7 @@ struct LifecycleTests {
             ])
             #expect(try await harness.database.count("SELECT count(*) FROM outbox") == 0)
             #expect(
-                try await harness.database.strings("SELECT code FROM timeline WHERE order_id = \(order)").contains(
+                try await harness.database.strings("SELECT code FROM timeline_decisions WHERE order_id = \(order)").contains(
                     "token_for_final_activity"))
             #expect(harness.simulator.pushes(token: late).isEmpty)
             #expect(harness.simulator.pushes(token: first).count == 1)
@@ -359,7 +359,7 @@ struct LifecycleTests {
                     "SELECT state || ' ' || coalesce(pending_kind, '-') FROM activities WHERE order_id = \(held)")
                     == ["pending_start -"])
             #expect(
-                try await harness.database.strings("SELECT code FROM timeline WHERE order_id = \(held)").contains(
+                try await harness.database.strings("SELECT code FROM timeline_decisions WHERE order_id = \(held)").contains(
                     "start_device_refused"))
 
             // Past the window the sweeper plans the held start.

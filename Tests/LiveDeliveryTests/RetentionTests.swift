@@ -36,8 +36,8 @@ struct RetentionTests {
                     """)
                 try await client.query(
                     """
-                    INSERT INTO timeline (order_id, kind, code, message, at)
-                    VALUES (\(order), 'event', 'old', 'old', now() - interval '8 days')
+                    INSERT INTO timeline (order_id, kind, activity_keys, codes, messages, at)
+                    VALUES (\(order), 'event', '{NULL}', '{old}', '{old}', now() - interval '8 days')
                     """)
             }
             let round = try #require(try await worker.retention.runOnce())

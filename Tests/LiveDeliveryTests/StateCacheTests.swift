@@ -134,7 +134,7 @@ struct StateCacheTests {
                     == ["delivered"])
             #expect(
                 try await harness.database.count(
-                    "SELECT count(*) FROM timeline WHERE order_id = \(order) AND code = 'push_accepted'") == 0)
+                    "SELECT count(*) FROM timeline_decisions WHERE order_id = \(order) AND code = 'push_accepted'") == 0)
 
             // A reader with no cache settles it as the worker's cache holds it.
             let read = try await harness.database.client.withTransaction { connection in

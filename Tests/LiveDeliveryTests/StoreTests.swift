@@ -172,6 +172,100 @@ struct MigrationTests {
         }
     }
 
+    @Test(
+        """
+        115 folds a live deployment's decisions into one timeline row per write; the reports, their window \
+        functions and an admin's own view show the same rows
+        """
+    )
+    func timelineOneRowPerWrite() async throws {
+        let database = try await TestDatabase.create(migrate: false)
+        try await database.using {
+            try await Self.migrate(database, before: 115)
+            // Three writes of one order (an event with an alert, a give-up recorded with its attempt, a
+            // sweep that ends the activity) and an operator's retry of another, as the previous release
+            // wrote them: one row per decision.
+            try await database.client.withTransaction { connection in
+                try await connection.execute(
+                    unsafeSQL: """
+                        INSERT INTO orders (order_id, user_id) VALUES ('o-1', 'u-1'), ('o-2', 'u-2');
+                        INSERT INTO activities (order_id, activity_key, bundle_id, state, created_at)
+                        VALUES ('o-1', 'device:d1', 'com.example.pizza', 'ended', now() - interval '1 hour'),
+                               ('o-2', 'device:d2', 'com.example.pizza', 'active', now() - interval '1 hour');
+                        INSERT INTO push_attempts (order_id, activity_key, kind, bundle_id, priority, generation, apns_id,
+                                                   status, outcome, reason, latency_ms, worker_id, attempted_at)
+                        VALUES ('o-1', 'device:d1', 'update', 'com.example.pizza', 10, 1, gen_random_uuid(), 413,
+                                'payload_fault', 'PayloadTooLarge', 1.0, 'w', now() - interval '40 minutes');
+                        INSERT INTO timeline (order_id, activity_key, kind, code, message, at) VALUES
+                            ('o-1', NULL, 'event', 'status_changed', 'placed → out_for_delivery', now() - interval '50 minutes'),
+                            ('o-1', 'device:d1', 'event', 'update_planned', 'update', now() - interval '50 minutes'),
+                            ('o-1', 'device:d1', 'event', 'alert', 'alert: on_the_way', now() - interval '50 minutes'),
+                            ('o-1', 'device:d1', 'event', 'priority', 'priority 10', now() - interval '50 minutes'),
+                            ('o-1', 'device:d1', 'outcome', 'push_dropped', 'dropped: PayloadTooLarge', now() - interval '40 minutes'),
+                            ('o-1', 'device:d1', 'sweep', 'sweep_lifetime', 'lifetime', now() - interval '30 minutes'),
+                            ('o-1', 'device:d1', 'sweep', 'end_planned', 'end', now() - interval '30 minutes'),
+                            ('o-2', NULL, 'sweep', 'operator_retry', 'retry', now() - interval '20 minutes'),
+                            ('o-2', 'device:d2', 'sweep', 'update_planned', 'update', now() - interval '20 minutes');
+                        CREATE VIEW admin_alerts AS SELECT order_id, activity_key, code, message FROM timeline WHERE code = 'alert';
+                        """)
+            }
+            let window = "now() - interval '1 day', now() + interval '1 day'"
+            let reports = [
+                "SELECT concat_ws(' ', source, activity_key, code, detail) FROM report_order_timeline ORDER BY order_id, at, rank, sort_id",
+                "SELECT concat_ws(' ', id, decision, message) FROM report_failed_pushes ORDER BY id",
+                "SELECT concat_ws(' ', id, decision, message) FROM report_failed_pushes(\(window)) ORDER BY id",
+                "SELECT concat_ws(' ', app, reason, actions, orders) FROM report_sweeper_actions ORDER BY 1",
+                "SELECT concat_ws(' ', app, reason, actions, orders) FROM report_sweeper_actions(\(window)) ORDER BY 1",
+                "SELECT concat_ws(' ', activity_key, alerts_planned, first_alert_at) FROM report_alerts_per_activity ORDER BY 1",
+                "SELECT concat_ws(' ', activity_key, alerts_planned, first_alert_at) FROM report_alerts_per_activity(\(window)) ORDER BY 1",
+                "SELECT concat_ws(' ', order_id, activity_key, code, message) FROM admin_alerts",
+            ]
+            var before: [[String]] = []
+            for report in reports { before.append(try await database.strings(PostgresQuery(unsafeSQL: report))) }
+
+            let applied = try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
+                client: database.client, logger: quietLogger)
+            #expect(applied == ["115_timeline_one_row_per_write.sql"])
+            for (report, rows) in zip(reports, before) {
+                #expect(try await database.strings(PostgresQuery(unsafeSQL: report)) == rows, "\(report)")
+            }
+            #expect(before[0].count == 10 && before[1].count == 1 && before[3].count == 2 && before[7].count == 1)
+            #expect(
+                try await database.strings(
+                    "SELECT concat_ws(' ', order_id, kind, array_to_string(codes, ',')) FROM timeline ORDER BY id")
+                    == [
+                        "o-1 event status_changed,update_planned,alert,priority", "o-1 outcome push_dropped",
+                        "o-1 sweep sweep_lifetime,end_planned", "o-2 sweep operator_retry,update_planned",
+                    ])
+            // The views were replaced in place: the reporting role's grant stays.
+            #expect(
+                try await database.count(
+                    "SELECT count(*) FROM information_schema.role_table_grants WHERE grantee = 'livedelivery_reporting' AND table_name = 'report_order_timeline'"
+                )
+                    == 1)
+        }
+    }
+
+    @Test("115 stops, changing nothing and naming it, when a materialized view reads the timeline")
+    func timelineBehindAMaterializedView() async throws {
+        let database = try await TestDatabase.create(migrate: false)
+        try await database.using {
+            try await Self.migrate(database, before: 115)
+            try await database.client.query(
+                "CREATE MATERIALIZED VIEW codes_per_day AS SELECT date_trunc('day', at) AS day, code, count(*) FROM timeline GROUP BY 1, 2")
+            let error = await #expect(throws: LiveDeliveryError.self) {
+                try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
+                    client: database.client, logger: quietLogger)
+            }
+            #expect(error?.message.contains("public.codes_per_day; drop them, migrate, then create them again") == true)
+            #expect(try await database.count("SELECT count(*) FROM schema_migrations WHERE version = 115") == 0)
+            #expect(
+                try await database.count(
+                    "SELECT count(*) FROM information_schema.columns WHERE table_name = 'timeline' AND column_name = 'code'")
+                    == 1)
+        }
+    }
+
     @Test("a migration changed after it was applied is refused")
     func changedFile() async throws {
         let database = try await TestDatabase.create()

@@ -137,7 +137,7 @@ struct ReportsTests {
             #expect(recovered.first?["recovered_at"] != nil)
             #expect(
                 try await database.count(
-                    "SELECT count(*) FROM timeline WHERE order_id = \(orderB) AND code = 'operator_retry'") == 1)
+                    "SELECT count(*) FROM timeline_decisions WHERE order_id = \(orderB) AND code = 'operator_retry'") == 1)
             #expect(try await store.list(unrecoveredOnly: true).rows.isEmpty)
 
             // sweeper-actions: nine hours later the sweeper ends B (lifetime); A has nothing left to do.
@@ -246,10 +246,10 @@ struct ReportsTests {
         try await TestDatabase.with { database in
             try await database.client.query(
                 """
-                INSERT INTO timeline (order_id, activity_key, at, kind, code, message) VALUES
-                    ('o-1', 'device:d1', now(), 'sweep', 'sweep_terminal_not_ended', 'not ended'),
-                    ('o-1', 'device:d1', now(), 'sweep', 'end_planned', 'end planned'),
-                    ('o-2', 'device:d2', now(), 'sweep', 'end_planned', 'end planned')
+                INSERT INTO timeline (order_id, at, kind, activity_keys, codes, messages) VALUES
+                    ('o-1', now(), 'sweep', '{device:d1,device:d1}', '{sweep_terminal_not_ended,end_planned}',
+                     '{not ended,end planned}'),
+                    ('o-2', now(), 'sweep', '{device:d2}', '{end_planned}', '{end planned}')
                 """)
             let sweeps = records(try await run("sweeper-actions", on: database))
             #expect(sweeps.count == 2)
