@@ -323,13 +323,14 @@ package final class PushDispatcher: Service {
             // One round trip: the orders' locks (and states), the outbox rows' locks, and every attempt.
             let orders = OrderStore.ExistingLock(sent.map(\.claim.orderID), cache: states)
             let attempts = sent.map { PushAttempts.Row($0.claim, outcome: $0.outcome, latency: $0.latency) }
-            let locked = try await connection.pipeline([
-                orders.query,
-                Outbox.lockQuery(sent.map { Outbox.Key(orderID: $0.claim.orderID, activityKey: $0.claim.activityKey) }),
-                PushAttempts.insertQuery(attempts, workerID: workerID),
-            ])
-            let stored = try orders.states(from: locked[0]).compactMapValues { $0 }
-            let outbox = try Outbox.locked(from: locked[1])
+            let locked = try await connection.pipeline(
+                orders.queries + [
+                    Outbox.lockQuery(
+                        sent.map { Outbox.Key(orderID: $0.claim.orderID, activityKey: $0.claim.activityKey) }),
+                    PushAttempts.insertQuery(attempts, workerID: workerID),
+                ])
+            let stored = try orders.states(from: locked[0], accepted: locked[1]).compactMapValues { $0 }
+            let outbox = try Outbox.locked(from: locked[2])
 
             var changes: [String: OrderChange] = [:]
             var settled: [String] = []
@@ -415,7 +416,7 @@ package final class PushDispatcher: Service {
                 }
             }
             // A delivered current update changes nothing but its activity: the order's state is not
-            // written again, only the update's id, which the next read settles (see `sql/108`).
+            // written again: the update's id goes to the activity's row, and every read settles it (`sql/116`).
             var delivered: [Delivered] = []
             for (orderID, ids) in deliveredUpdates.sorted(by: { $0.key < $1.key }) where !otherAnswers.contains(orderID)
             {

@@ -95,18 +95,23 @@ package final class Sweeper: Service {
         return try await client.withTransaction { connection in
             let rows = try await connection.query(
                 """
-                SELECT order_id, user_id, state, array_to_string(delivered, ',') AS delivered FROM orders
+                SELECT order_id, user_id, state FROM orders
                 WHERE next_sweep_at <= \(now) AND state IS NOT NULL
                 ORDER BY next_sweep_at
                 LIMIT \(literal: configuration.batchSize)
                 FOR UPDATE SKIP LOCKED
                 """)
+            let lockedIDs = try rows.map { try $0.decode(String.self, "order_id") }
+            let accepted =
+                lockedIDs.isEmpty
+                ? [:] : try OrderStore.accepted(from: try await connection.query(OrderStore.acceptedQuery(lockedIDs)))
             var states: [OrderState] = []
             var notYet: [(orderID: String, at: Date)] = []
             for row in rows {
-                guard let state = try OrderStore.state(row) else {
+                guard var state = try OrderStore.decodeState(try row.decode(PostgresJSON?.self, "state")) else {
                     continue
                 }
+                state.settleDelivered(accepted[state.orderID] ?? [])
                 // Events leave the column earlier than the state's own time (see
                 // `OrderStore.SweepColumn`): such an order is only looked at again at that time.
                 if let at = state.nextSweepAt, at > now {

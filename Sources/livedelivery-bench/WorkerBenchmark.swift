@@ -716,7 +716,7 @@ final class BenchEnvironment: @unchecked Sendable {
     }
 
     /// pgbench running the worker's per-event statements (order lock + state, activity, outbox, timeline, inbox;
-    /// then the push's attempt, the outbox delete, the activity's row and the delivered update's id, `sql/108`) on
+    /// then the push's attempt, the outbox delete, and the activity's row with the delivered update's id, `sql/116`) on
     /// the same tables. The outbox row is inserted leased, as
     /// when the consumer hands the push to its own dispatcher (every push at the latency phase's rate, about
     /// half in a backlog, where the rest are claimed).
@@ -731,18 +731,17 @@ final class BenchEnvironment: @unchecked Sendable {
         BEGIN;
         INSERT INTO inbox (event_id, event_type, order_id, user_id, occurred_at) VALUES (gen_random_uuid()::text, 'order.status', 'pgb-' || (:n)::text, 'u', now()) ON CONFLICT DO NOTHING;
         INSERT INTO orders (order_id) VALUES ('pgb-' || (:n)::text) ON CONFLICT (order_id) DO NOTHING;
-        SELECT state, array_to_string(delivered, ',') FROM orders WHERE order_id = 'pgb-' || (:n)::text FOR UPDATE;
-        UPDATE orders SET state = \(state), user_id = 'u', status = 'preparing', terminal = false, settled = false, last_sequence = :n, last_occurred_at = now(), last_event_id = 'e', next_sweep_at = CASE WHEN now() + interval '1 hour' >= next_sweep_at THEN next_sweep_at ELSE now() + interval '1 hour' END, delivered = NULL, updated_at = now() WHERE order_id = 'pgb-' || (:n)::text;
+        SELECT o.state, array_to_string(ARRAY(SELECT a.delivered_apns_id FROM activities AS a WHERE a.order_id = o.order_id AND a.delivered_apns_id IS NOT NULL), ',') FROM orders AS o WHERE o.order_id = 'pgb-' || (:n)::text FOR UPDATE;
+        UPDATE orders SET state = \(state), user_id = 'u', status = 'preparing', terminal = false, settled = false, last_sequence = :n, last_occurred_at = now(), last_event_id = 'e', next_sweep_at = CASE WHEN now() + interval '1 hour' >= next_sweep_at THEN next_sweep_at ELSE now() + interval '1 hour' END, updated_at = now() WHERE order_id = 'pgb-' || (:n)::text;
         INSERT INTO activities (order_id, activity_key, activity_id, bundle_id, environment, state, alert_count) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'a', 'com.example.pizza', 'production', 'active', 0) ON CONFLICT (order_id, activity_key) DO UPDATE SET state = EXCLUDED.state, updated_at = now();
         INSERT INTO outbox (order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push, reason, not_before, lease_owner, lease_until, attempts) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'update', 'com.example.pizza', 'production', 5, gen_random_uuid(), \(state), 'status changed', now(), 'pgbench', now() + interval '60 seconds', 1) ON CONFLICT (order_id, activity_key) DO UPDATE SET push = EXCLUDED.push, generation = outbox.generation + 1, updated_at = now() RETURNING generation = 1 AND lease_owner IS NOT NULL AS handed;
         INSERT INTO timeline (order_id, kind, activity_keys, codes, messages) VALUES ('pgb-' || (:n)::text, 'event', '{NULL,pgb-activity,pgb-activity,pgb-activity}', '{status_changed,update_planned,no_alert,priority}', '{preparing,update,no alert,priority 5}');
         COMMIT;
         BEGIN;
-        SELECT state, array_to_string(delivered, ',') FROM orders WHERE order_id = 'pgb-' || (:n)::text FOR UPDATE;
+        SELECT o.state, array_to_string(ARRAY(SELECT a.delivered_apns_id FROM activities AS a WHERE a.order_id = o.order_id AND a.delivered_apns_id IS NOT NULL), ',') FROM orders AS o WHERE o.order_id = 'pgb-' || (:n)::text FOR UPDATE;
         INSERT INTO push_attempts (order_id, activity_key, kind, bundle_id, priority, generation, apns_id, status, outcome, latency_ms, worker_id) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'update', 'com.example.pizza', 5, 1, gen_random_uuid(), 200, 'delivered', 3.0, 'pgbench');
         DELETE FROM outbox WHERE order_id = 'pgb-' || (:n)::text AND activity_key = 'pgb-activity';
-        UPDATE activities SET last_sent_content = '{"currentStep":"preparing"}', last_sent_step = 'preparing', pending_kind = NULL, updated_at = now() WHERE order_id = 'pgb-' || (:n)::text AND activity_key = 'pgb-activity';
-        UPDATE orders SET delivered = coalesce(delivered, '{}'::uuid[]) || gen_random_uuid() WHERE order_id = 'pgb-' || (:n)::text;
+        UPDATE activities SET last_sent_content = '{"currentStep":"preparing"}', last_sent_step = 'preparing', pending_kind = NULL, delivered_apns_id = gen_random_uuid(), updated_at = now() WHERE order_id = 'pgb-' || (:n)::text AND activity_key = 'pgb-activity';
         COMMIT;
 
         """.write(to: script, atomically: true, encoding: .utf8)

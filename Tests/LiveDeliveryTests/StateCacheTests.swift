@@ -89,11 +89,11 @@ struct StateCacheTests {
             // The cache holds what a read of the row gives: the accepted push is in both (in the
             // activity's row, settled on reading; the order's row is not written again for it).
             let row = try await harness.database.client.query(
-                """
-                SELECT state, array_to_string(delivered, ',') AS delivered, xmin::text::bigint AS version
-                FROM orders WHERE order_id = \(order)
-                """)
-            let stored = try OrderStore.state(row[0])
+                "SELECT state, xmin::text::bigint AS version FROM orders WHERE order_id = \(order)")
+            var stored = try OrderStore.decodeState(try row[0].decode(PostgresJSON?.self, "state"))
+            stored?.settleDelivered(
+                try OrderStore.accepted(from: try await harness.database.client.query(OrderStore.acceptedQuery([order])))[
+                    order] ?? [])
             #expect(try row[0].decode(Int64.self, "version") == held.version)
             #expect(stored == held.state)
             #expect(held.state.activities.first?.sent != nil)
@@ -101,8 +101,8 @@ struct StateCacheTests {
         }
     }
 
-    /// APNs' acceptance of an activity's current update does not rewrite the order's state: its id joins
-    /// the order's `delivered` list, and every read settles it (`sql/108`). Proven on the rows
+    /// APNs' acceptance of an activity's current update does not rewrite the order's state: its id goes
+    /// to the activity's row, and every read settles it (`sql/116`). Proven on the rows
     /// themselves, by a reader with no cache, and by a second worker's next event.
     @Test("a delivered current update leaves the order's state as it was; every later read settles it")
     func deliveredUpdateFolded() async throws {
@@ -122,7 +122,7 @@ struct StateCacheTests {
             #expect(try await harness.database.strings(stateText) == before)  // the state is as it was
             #expect(
                 try await harness.database.strings(
-                    "SELECT array_to_string(delivered, ',') FROM orders WHERE order_id = \(order)") == [pendingID])
+                    "SELECT delivered_apns_id::text FROM activities WHERE order_id = \(order)") == [pendingID])
             #expect(
                 try await harness.database.strings(
                     """
@@ -146,7 +146,8 @@ struct StateCacheTests {
             #expect(worker.processor.states.entries([order])[order]?.state == settled)
 
             // A second worker (its own cache, empty) applies the next event on the settled state; its
-            // write carries the acceptance into the state and empties the list.
+            // write carries the acceptance into the state, where the id left in the activity's row settles
+            // nothing more.
             let second = try harness.worker()
             var failure: (any Error)?
             do {
@@ -162,15 +163,17 @@ struct StateCacheTests {
             #expect(written.activities.first?.sent?.step == "confirmed")
             #expect(written.activities.first?.pending?.mark.step == "preparing")
             #expect(written.activities.first?.pending?.apnsID != pendingID)
-            #expect(
-                try await harness.database.count(
-                    "SELECT count(*) FROM orders WHERE order_id = \(order) AND delivered IS NULL") == 1)
+            let reread = try await harness.database.client.withTransaction { connection in
+                try await OrderStore.lockExisting([order], on: connection)
+            }
+            #expect(reread[order] == written)
         }
     }
 
     /// A read whose lock waited for the transaction that recorded a delivery settles that delivery. (The
-    /// ids live in the order's row, which that transaction updates, so the lock reads them from the row's
-    /// newest version; kept in the activity rows and read with the lock's snapshot, they were missed.)
+    /// ids live in the activities' rows, which that transaction writes without writing the order's: read
+    /// by a statement of their own after the lock, they are seen; read with the lock's snapshot, they
+    /// were missed.)
     @Test("a read that waited for the lock of a delivery's record sees that delivery")
     func readAfterWaitingSeesTheDelivery() async throws {
         try await withWorker { harness, worker in
@@ -183,7 +186,7 @@ struct StateCacheTests {
                 try await recording.query("SELECT 1 FROM orders WHERE order_id = \(order) FOR UPDATE")
                 try await recording.query(
                     """
-                    UPDATE orders SET delivered = coalesce(delivered, '{}'::uuid[]) || \(pending.apnsID)::uuid
+                    UPDATE activities SET delivered_apns_id = \(pending.apnsID)::uuid, pending_kind = NULL
                     WHERE order_id = \(order)
                     """)
                 let reader = Task {

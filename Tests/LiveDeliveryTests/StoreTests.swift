@@ -225,7 +225,7 @@ struct MigrationTests {
 
             let applied = try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
                 client: database.client, logger: quietLogger)
-            #expect(applied == ["115_timeline_one_row_per_write.sql"])
+            #expect(applied.first == "115_timeline_one_row_per_write.sql")
             for (report, rows) in zip(reports, before) {
                 #expect(try await database.strings(PostgresQuery(unsafeSQL: report)) == rows, "\(report)")
             }
@@ -263,6 +263,38 @@ struct MigrationTests {
                 try await database.count(
                     "SELECT count(*) FROM information_schema.columns WHERE table_name = 'timeline' AND column_name = 'code'")
                     == 1)
+        }
+    }
+
+    @Test("116 moves each accepted update's id from the order's list to the row of the activity it was pending for")
+    func acceptedUpdatesMoveToActivities() async throws {
+        let database = try await TestDatabase.create(migrate: false)
+        try await database.using {
+            try await Self.migrate(database, before: 116)
+            let accepted = "0b1e6f3c-2d4a-4c5e-9f10-aa11bb22cc33"
+            try await database.client.withTransaction { connection in
+                try await connection.execute(
+                    unsafeSQL: """
+                        INSERT INTO orders (order_id, state, delivered) VALUES
+                            ('o-1', '{"activities": [{"key": "device:d1", "pending": {"apnsID": "\(accepted)"}},
+                                                     {"key": "device:d2", "pending": {"apnsID": "9d2c1b0a-0000-4000-8000-000000000002"}},
+                                                     {"key": "device:d3"}]}', ARRAY['\(accepted)']::uuid[]),
+                            ('o-2', '{"activities": [{"key": "device:d4", "pending": {"apnsID": "9d2c1b0a-0000-4000-8000-000000000004"}}]}', NULL);
+                        INSERT INTO activities (order_id, activity_key, state) VALUES
+                            ('o-1', 'device:d1', 'active'), ('o-1', 'device:d2', 'active'), ('o-1', 'device:d3', 'active'),
+                            ('o-2', 'device:d4', 'active');
+                        """)
+            }
+            try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
+                client: database.client, logger: quietLogger)
+            #expect(
+                try await database.strings(
+                    "SELECT activity_key || ' ' || coalesce(delivered_apns_id::text, '-') FROM activities ORDER BY 1")
+                    == ["device:d1 \(accepted)", "device:d2 -", "device:d3 -", "device:d4 -"])
+            #expect(
+                try await database.count(
+                    "SELECT count(*) FROM information_schema.columns WHERE table_name = 'orders' AND column_name = 'delivered'")
+                    == 0)
         }
     }
 

@@ -26,6 +26,7 @@ enum Activities {
         var pendingKind: String?
         var startedAt: Date?
         var endedAt: Date?
+        var deliveredAPNsID: String?
 
         init(orderID: String, _ activity: ActivityState) {
             let target =
@@ -52,14 +53,32 @@ enum Activities {
         }
     }
 
+    /// An order's state written, or settled by APNs' acceptance of updates.
+    struct Change {
+        var original: OrderState?
+        var state: OrderState
+        /// The `apns-id`s of the updates APNs accepted that `state` settles and the order's stored
+        /// state does not say: each goes to the row of the activity it was pending for, where every read
+        /// of the order settles it (``OrderStore/deliveredColumn(_:)``).
+        var delivered: [String] = []
+    }
+
     /// The statement writing the activity rows of changed states; nil when there is none to write. A row
     /// whose columns the change leaves as they were (an ended activity beside a live one, say) is not
-    /// written again.
-    static func writeQuery(_ changes: [(original: OrderState?, state: OrderState)]) -> PostgresQuery? {
-        let rows = changes.flatMap { original, state in
-            state.activities.compactMap { activity -> Row? in
-                let row = Row(orderID: state.orderID, activity)
-                if let before = original?.activity(activity.key), Row(orderID: state.orderID, before) == row {
+    /// written again; a row with an accepted update always is.
+    static func writeQuery(_ changes: [Change]) -> PostgresQuery? {
+        let rows = changes.flatMap { change in
+            let accepted = Dictionary(
+                change.original?.activities.compactMap { activity in
+                    activity.pending.flatMap { change.delivered.contains($0.apnsID) ? (activity.key, $0.apnsID) : nil }
+                } ?? [],
+                uniquingKeysWith: { first, _ in first })
+            return change.state.activities.compactMap { activity -> Row? in
+                var row = Row(orderID: change.state.orderID, activity)
+                row.deliveredAPNsID = accepted[activity.key]
+                if row.deliveredAPNsID == nil, let before = change.original?.activity(activity.key),
+                    Row(orderID: change.state.orderID, before) == row
+                {
                     return nil
                 }
                 return row
@@ -70,11 +89,11 @@ enum Activities {
             INSERT INTO activities (order_id, activity_key, activity_id, device_id, bundle_id, environment, state,
                                     end_reason, token_prefix, token_received_at, last_sent_timestamp,
                                     last_sent_content, last_sent_step, relevance_score, alert_count, pending_kind,
-                                    started_at, ended_at)
+                                    started_at, ended_at, delivered_apns_id)
             SELECT r.order_id, r.activity_key, r.activity_id, r.device_id, r.bundle_id, r.environment, r.state,
                    r.end_reason, r.token_prefix, r.token_received_at, r.last_sent_timestamp,
                    r.last_sent_content::jsonb, r.last_sent_step, r.relevance_score, r.alert_count, r.pending_kind,
-                   r.started_at, r.ended_at
+                   r.started_at, r.ended_at, r.delivered_apns_id::uuid
             FROM unnest(\(rows.map(\.orderID))::text[], \(rows.map(\.activityKey))::text[],
                         \(PostgresNullableArray(rows.map(\.activityID)))::text[],
                         \(PostgresNullableArray(rows.map(\.deviceID)))::text[],
@@ -89,10 +108,11 @@ enum Activities {
                         \(PostgresNullableArray(rows.map(\.relevanceScore)))::double precision[],
                         \(rows.map(\.alertCount))::integer[], \(PostgresNullableArray(rows.map(\.pendingKind)))::text[],
                         \(PostgresNullableArray(rows.map(\.startedAt)))::timestamptz[],
-                        \(PostgresNullableArray(rows.map(\.endedAt)))::timestamptz[])
+                        \(PostgresNullableArray(rows.map(\.endedAt)))::timestamptz[],
+                        \(PostgresNullableArray(rows.map(\.deliveredAPNsID)))::text[])
                 AS r(order_id, activity_key, activity_id, device_id, bundle_id, environment, state, end_reason,
                      token_prefix, token_received_at, last_sent_timestamp, last_sent_content, last_sent_step,
-                     relevance_score, alert_count, pending_kind, started_at, ended_at)
+                     relevance_score, alert_count, pending_kind, started_at, ended_at, delivered_apns_id)
             ON CONFLICT (order_id, activity_key) DO UPDATE SET
                 activity_id = EXCLUDED.activity_id, device_id = EXCLUDED.device_id, bundle_id = EXCLUDED.bundle_id,
                 environment = EXCLUDED.environment, state = EXCLUDED.state, end_reason = EXCLUDED.end_reason,
@@ -100,7 +120,9 @@ enum Activities {
                 last_sent_timestamp = EXCLUDED.last_sent_timestamp, last_sent_content = EXCLUDED.last_sent_content,
                 last_sent_step = EXCLUDED.last_sent_step, relevance_score = EXCLUDED.relevance_score,
                 alert_count = EXCLUDED.alert_count, pending_kind = EXCLUDED.pending_kind,
-                started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at, updated_at = now()
+                started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at,
+                delivered_apns_id = coalesce(EXCLUDED.delivered_apns_id, activities.delivered_apns_id),
+                updated_at = now()
             """
     }
 }

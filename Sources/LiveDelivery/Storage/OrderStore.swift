@@ -75,22 +75,22 @@ enum OrderStore {
     }
 
     /// Locks the orders (creating empty rows first, all in sorted order so that concurrent
-    /// workers never deadlock) and returns their stored states. One round trip for both statements.
+    /// workers never deadlock) and returns their stored states. One round trip for the statements.
     static func lockOrders(
         _ orderIDs: [String], cache: OrderStateCache? = nil, on connection: PostgresConnection
     ) async throws -> [String: OrderState?] {
         let sorted = Array(Set(orderIDs)).sorted()
         guard !sorted.isEmpty else { return [:] }
         let lock = ExistingLock(sorted, cache: cache)
-        let results = try await connection.pipeline([
-            """
-            INSERT INTO orders (order_id)
-            SELECT id FROM unnest(\(sorted)::text[]) AS id ORDER BY id COLLATE "C"
-            ON CONFLICT (order_id) DO NOTHING
-            """,
-            lock.query,
-        ])
-        return try lock.states(from: results[1])
+        let results = try await connection.pipeline(
+            [
+                """
+                INSERT INTO orders (order_id)
+                SELECT id FROM unnest(\(sorted)::text[]) AS id ORDER BY id COLLATE "C"
+                ON CONFLICT (order_id) DO NOTHING
+                """
+            ] + lock.queries)
+        return try lock.states(from: results[1], accepted: results[2])
     }
 
     /// Locks the orders that exist, in sorted order, and returns their stored states (nil for a
@@ -100,11 +100,12 @@ enum OrderStore {
     ) async throws -> [String: OrderState?] {
         let lock = ExistingLock(orderIDs, cache: cache)
         guard !lock.ids.isEmpty else { return [:] }
-        return try lock.states(from: try await connection.query(lock.query))
+        let results = try await connection.pipeline(lock.queries)
+        return try lock.states(from: results[0], accepted: results[1])
     }
 
-    /// ``lockExisting(_:cache:on:)`` as a statement and the reading of its rows, for callers that send it
-    /// in a pipeline with others.
+    /// ``lockExisting(_:cache:on:)`` as statements and the reading of their rows, for callers that send
+    /// them in a pipeline with others.
     struct ExistingLock {
         let ids: [String]
         private let cache: OrderStateCache?
@@ -116,12 +117,14 @@ enum OrderStore {
             held = ids.isEmpty ? [:] : cache?.entries(ids) ?? [:]
         }
 
+        /// The lock, then the updates APNs accepted (``OrderStore/acceptedQuery(_:)``), in this order.
+        var queries: [PostgresQuery] { [query, OrderStore.acceptedQuery(ids)] }
+
         /// `xmin` is the id of the transaction that wrote the row's current version.
         var query: PostgresQuery {
             """
             SELECT o.order_id, o.xmin::text::bigint = k.known AS held,
-                   CASE WHEN o.xmin::text::bigint = k.known THEN NULL ELSE o.state END AS state,
-                   array_to_string(o.delivered, ',') AS delivered
+                   CASE WHEN o.xmin::text::bigint = k.known THEN NULL ELSE o.state END AS state
             FROM unnest(\(ids)::text[], \(PostgresNullableArray(ids.map { held[$0]?.version }))::bigint[])
                 AS k(order_id, known)
             JOIN orders AS o ON o.order_id = k.order_id
@@ -129,8 +132,9 @@ enum OrderStore {
             """
         }
 
-        /// Each order's state, with its delivered updates settled (nil for a row created empty).
-        func states(from rows: PostgresRows) throws -> [String: OrderState?] {
+        /// Each order's state, with its accepted updates settled (nil for a row created empty).
+        func states(from rows: PostgresRows, accepted: PostgresRows) throws -> [String: OrderState?] {
+            let accepted = try OrderStore.accepted(from: accepted)
             var states: [String: OrderState?] = [:]
             var cached = 0
             for row in rows {
@@ -142,7 +146,7 @@ enum OrderStore {
                 } else {
                     state = try OrderStore.decodeState(try row.decode(PostgresJSON?.self, "state"))
                 }
-                state?.settleDelivered(try OrderStore.delivered(row))
+                state?.settleDelivered(accepted[orderID] ?? [])
                 states[orderID] = state
             }
             cache?.counted(cached: cached, fetched: states.count - cached)
@@ -150,30 +154,32 @@ enum OrderStore {
         }
     }
 
-    /// The `apns-id`s of a row's `delivered` column (read as `array_to_string(delivered, ',') AS delivered`):
-    /// updates APNs accepted that the row's state does not say yet (`sql/108`), for
-    /// ``LiveDeliveryCore/OrderState/settleDelivered(_:)``.
-    static func delivered(_ row: PostgresRow) throws -> Set<String> {
-        guard let list = try row.decode(String?.self, "delivered"), !list.isEmpty else { return [] }
-        return Set(list.split(separator: ",").map(String.init))
+    /// The updates APNs accepted that these orders' states may not say yet: the `delivered_apns_id` of
+    /// their activities' rows (`sql/116`), for ``LiveDeliveryCore/OrderState/settleDelivered(_:)``. An
+    /// update a state has settled already settles nothing.
+    ///
+    /// A statement of its own, run after the orders are locked, never a subquery of the lock: a
+    /// statement's snapshot is taken when it starts, so a lock that waited for the transaction recording
+    /// an acceptance would read the activities as they were before it; the next statement sees them.
+    package static func acceptedQuery(_ orderIDs: [String]) -> PostgresQuery {
+        """
+        SELECT a.order_id, a.delivered_apns_id::text AS apns_id FROM activities AS a
+        WHERE a.order_id = ANY (\(orderIDs)::text[]) AND a.delivered_apns_id IS NOT NULL
+        """
     }
 
-    /// A stored state from a row with `state` and `delivered`, its delivered updates settled.
-    static func state(_ row: PostgresRow) throws -> OrderState? {
-        var state = try decodeState(try row.decode(PostgresJSON?.self, "state"))
-        state?.settleDelivered(try delivered(row))
-        return state
+    /// The rows of ``acceptedQuery(_:)`` by order.
+    package static func accepted(from rows: PostgresRows) throws -> [String: Set<String>] {
+        var accepted: [String: Set<String>] = [:]
+        for row in rows {
+            accepted[try row.decode(String.self, "order_id"), default: []].insert(try row.decode(String.self, "apns_id"))
+        }
+        return accepted
     }
 
     /// Locks one existing order; nil when it does not exist.
     static func lockOrder(_ orderID: String, on connection: PostgresConnection) async throws -> OrderState? {
-        let rows = try await connection.query(
-            """
-            SELECT state, array_to_string(delivered, ',') AS delivered FROM orders WHERE order_id = \(orderID)
-            FOR UPDATE
-            """)
-        guard let row = rows.first else { return nil }
-        return try state(row)
+        try await lockExisting([orderID], on: connection)[orderID] ?? nil
     }
 
     /// The push-to-start tokens on file for these users (not retired).
@@ -240,9 +246,9 @@ enum OrderStore {
     /// `NOTIFY` for any dispatcher to claim.
     ///
     /// `delivered` are orders whose only change is APNs' acceptance of current updates (see
-    /// ``LiveDeliveryCore/OrderState/settleDelivered(_:)``): their activity rows are written, their states
-    /// are not; the updates' ids join the rows' `delivered` lists, and the settled states are returned
-    /// with the rows' new versions.
+    /// ``LiveDeliveryCore/OrderState/settleDelivered(_:)``): their activity rows are written with the
+    /// updates' ids (`delivered_apns_id`, which every read settles), their order rows are not; the settled
+    /// states are returned with the order rows' current versions.
     ///
     /// The statements go in one pipeline (one round trip), after `leading` ones of the caller's; only
     /// withdrawn pushes, which must be locked before they are deleted, cost a round trip of their own.
@@ -276,7 +282,7 @@ enum OrderStore {
                     last_occurred_at = r.last_occurred_at, last_event_id = r.last_event_id,
                     next_sweep_at = CASE WHEN \(sweepColumn == .keepEarlier)::boolean AND r.next_sweep_at >= o.next_sweep_at
                                          THEN o.next_sweep_at ELSE r.next_sweep_at END,
-                    delivered = NULL, updated_at = now()
+                    updated_at = now()
                 FROM unnest(\(rows.map(\.orderID))::text[], \(rows.map(\.state))::json[],
                             \(PostgresNullableArray(rows.map(\.userID)))::text[],
                             \(PostgresNullableArray(rows.map(\.status)))::text[], \(rows.map(\.terminal))::boolean[],
@@ -291,22 +297,19 @@ enum OrderStore {
                 """)
         }
         let activityChanges =
-            changed.map { ($0.original, $0.state) } + delivered.map { (Optional($0.original), $0.settled) }
+            changed.map { Activities.Change(original: $0.original, state: $0.state) }
+            + delivered.map { Activities.Change(original: $0.original, state: $0.settled, delivered: $0.apnsIDs) }
         if let activities = Activities.writeQuery(activityChanges) {
             statements.append(activities)
         }
         var deliveredIndex: Int?
         if !delivered.isEmpty {
+            // The order rows are not written: their current versions go to the cache with the settled states.
             deliveredIndex = statements.count
             statements.append(
                 """
-                UPDATE orders AS o SET delivered = coalesce(o.delivered, '{}'::uuid[]) || r.ids
-                FROM (SELECT order_id, array_agg(apns_id::uuid ORDER BY apns_id) AS ids
-                      FROM unnest(\(delivered.flatMap { d in d.apnsIDs.map { _ in d.orderID } })::text[],
-                                  \(delivered.flatMap(\.apnsIDs))::text[]) AS d(order_id, apns_id)
-                      GROUP BY order_id) AS r
-                WHERE o.order_id = r.order_id
-                RETURNING o.order_id, o.xmin::text::bigint AS version
+                SELECT o.order_id, o.xmin::text::bigint AS version FROM orders AS o
+                WHERE o.order_id = ANY (\(delivered.map(\.orderID))::text[])
                 """)
         }
         let pushes = try changes.flatMap { change in
