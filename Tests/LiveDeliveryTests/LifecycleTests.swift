@@ -311,8 +311,9 @@ struct LifecycleTests {
             #expect(harness.simulator.pushes(token: first).count == 1)
             #expect(acceptedPushes(harness, token: rotated).count == 1)
             #expect(
-                try await harness.database.strings("SELECT code FROM timeline_decisions WHERE order_id = \(order)").contains(
-                    "token_rotated"))
+                try await harness.database.strings("SELECT code FROM timeline_decisions WHERE order_id = \(order)")
+                    .contains(
+                        "token_rotated"))
 
             harness.simulator.markUnregistered(token: rotated)
             _ = try await worker.processor.process([Events.status(order, "picked_up", sequence: 3, courier: "Ana")])
@@ -329,8 +330,9 @@ struct LifecycleTests {
             ])
             #expect(try await harness.database.count("SELECT count(*) FROM outbox") == 0)
             #expect(
-                try await harness.database.strings("SELECT code FROM timeline_decisions WHERE order_id = \(order)").contains(
-                    "token_for_final_activity"))
+                try await harness.database.strings("SELECT code FROM timeline_decisions WHERE order_id = \(order)")
+                    .contains(
+                        "token_for_final_activity"))
             #expect(harness.simulator.pushes(token: late).isEmpty)
             #expect(harness.simulator.pushes(token: first).count == 1)
         }
@@ -359,8 +361,9 @@ struct LifecycleTests {
                     "SELECT state || ' ' || coalesce(pending_kind, '-') FROM activities WHERE order_id = \(held)")
                     == ["pending_start -"])
             #expect(
-                try await harness.database.strings("SELECT code FROM timeline_decisions WHERE order_id = \(held)").contains(
-                    "start_device_refused"))
+                try await harness.database.strings("SELECT code FROM timeline_decisions WHERE order_id = \(held)")
+                    .contains(
+                        "start_device_refused"))
 
             // Past the window the sweeper plans the held start.
             let later = Date().addingTimeInterval(900)

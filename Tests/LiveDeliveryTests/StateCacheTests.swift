@@ -92,8 +92,9 @@ struct StateCacheTests {
                 "SELECT state, xmin::text::bigint AS version FROM orders WHERE order_id = \(order)")
             var stored = try OrderStore.decodeState(try row[0].decode(PostgresJSON?.self, "state"))
             stored?.settleDelivered(
-                try OrderStore.accepted(from: try await harness.database.client.query(OrderStore.acceptedQuery([order])))[
-                    order] ?? [])
+                try OrderStore.accepted(
+                    from: try await harness.database.client.query(OrderStore.acceptedQuery([order])))[
+                        order] ?? [])
             #expect(try row[0].decode(Int64.self, "version") == held.version)
             #expect(stored == held.state)
             #expect(held.state.activities.first?.sent != nil)
@@ -134,7 +135,8 @@ struct StateCacheTests {
                     == ["delivered"])
             #expect(
                 try await harness.database.count(
-                    "SELECT count(*) FROM timeline_decisions WHERE order_id = \(order) AND code = 'push_accepted'") == 0)
+                    "SELECT count(*) FROM timeline_decisions WHERE order_id = \(order) AND code = 'push_accepted'") == 0
+            )
 
             // A reader with no cache settles it as the worker's cache holds it.
             let read = try await harness.database.client.withTransaction { connection in

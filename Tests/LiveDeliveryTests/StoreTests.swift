@@ -252,7 +252,8 @@ struct MigrationTests {
         try await database.using {
             try await Self.migrate(database, before: 115)
             try await database.client.query(
-                "CREATE MATERIALIZED VIEW codes_per_day AS SELECT date_trunc('day', at) AS day, code, count(*) FROM timeline GROUP BY 1, 2")
+                "CREATE MATERIALIZED VIEW codes_per_day AS SELECT date_trunc('day', at) AS day, code, count(*) FROM timeline GROUP BY 1, 2"
+            )
             let error = await #expect(throws: LiveDeliveryError.self) {
                 try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
                     client: database.client, logger: quietLogger)
@@ -261,7 +262,8 @@ struct MigrationTests {
             #expect(try await database.count("SELECT count(*) FROM schema_migrations WHERE version = 115") == 0)
             #expect(
                 try await database.count(
-                    "SELECT count(*) FROM information_schema.columns WHERE table_name = 'timeline' AND column_name = 'code'")
+                    "SELECT count(*) FROM information_schema.columns WHERE table_name = 'timeline' AND column_name = 'code'"
+                )
                     == 1)
         }
     }
@@ -293,7 +295,8 @@ struct MigrationTests {
                     == ["device:d1 \(accepted)", "device:d2 -", "device:d3 -", "device:d4 -"])
             #expect(
                 try await database.count(
-                    "SELECT count(*) FROM information_schema.columns WHERE table_name = 'orders' AND column_name = 'delivered'")
+                    "SELECT count(*) FROM information_schema.columns WHERE table_name = 'orders' AND column_name = 'delivered'"
+                )
                     == 0)
         }
     }

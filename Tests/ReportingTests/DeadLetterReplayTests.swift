@@ -75,7 +75,8 @@ struct DeadLetterReplayTests {
                 #expect(try await database.count("SELECT count(*) FROM inbox WHERE event_id = \(eventID)") == 1)
                 #expect(
                     try await database.count(
-                        "SELECT count(*) FROM timeline_decisions WHERE order_id = \(order) AND code = 'order_created'") == 1)
+                        "SELECT count(*) FROM timeline_decisions WHERE order_id = \(order) AND code = 'order_created'")
+                        == 1)
                 #expect(try await database.count("SELECT count(*) FROM dead_letters") == 1)
                 let byReason = try await Report.named("dead-letters-by-reason")!.run(
                     ReportQuery(), client: database.client)

@@ -137,7 +137,8 @@ struct ReportsTests {
             #expect(recovered.first?["recovered_at"] != nil)
             #expect(
                 try await database.count(
-                    "SELECT count(*) FROM timeline_decisions WHERE order_id = \(orderB) AND code = 'operator_retry'") == 1)
+                    "SELECT count(*) FROM timeline_decisions WHERE order_id = \(orderB) AND code = 'operator_retry'")
+                    == 1)
             #expect(try await store.list(unrecoveredOnly: true).rows.isEmpty)
 
             // sweeper-actions: nine hours later the sweeper ends B (lifetime); A has nothing left to do.

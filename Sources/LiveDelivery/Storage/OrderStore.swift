@@ -172,7 +172,8 @@ enum OrderStore {
     package static func accepted(from rows: PostgresRows) throws -> [String: Set<String>] {
         var accepted: [String: Set<String>] = [:]
         for row in rows {
-            accepted[try row.decode(String.self, "order_id"), default: []].insert(try row.decode(String.self, "apns_id"))
+            accepted[try row.decode(String.self, "order_id"), default: []].insert(
+                try row.decode(String.self, "apns_id"))
         }
         return accepted
     }
