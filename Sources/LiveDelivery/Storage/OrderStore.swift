@@ -161,11 +161,19 @@ enum OrderStore {
     /// A statement of its own, run after the orders are locked, never a subquery of the lock: a
     /// statement's snapshot is taken when it starts, so a lock that waited for the transaction recording
     /// an acceptance would read the activities as they were before it; the next statement sees them.
+    ///
+    /// Each order is one probe of the activities' primary key, planned every run, as the outbox's locks
+    /// are (see ``Outbox``): a plan made while the table was small would scan all of it for every batch.
     package static func acceptedQuery(_ orderIDs: [String]) -> PostgresQuery {
-        """
-        SELECT a.order_id, a.delivered_apns_id::text AS apns_id FROM activities AS a
-        WHERE a.order_id = ANY (\(orderIDs)::text[]) AND a.delivered_apns_id IS NOT NULL
-        """
+        let query: PostgresQuery = """
+            SELECT a.order_id, a.delivered_apns_id::text AS apns_id
+            FROM unnest(\(orderIDs)::text[]) AS k(order_id)
+            CROSS JOIN LATERAL (
+                SELECT d.order_id, d.delivered_apns_id FROM activities AS d
+                WHERE d.order_id = k.order_id AND d.delivered_apns_id IS NOT NULL
+                OFFSET 0) AS a
+            """
+        return query.planned(.everyRun)
     }
 
     /// The rows of ``acceptedQuery(_:)`` by order.
