@@ -330,6 +330,7 @@ package final class PushDispatcher: Service {
                     PushAttempts.insertQuery(attempts, workerID: workerID),
                 ])
             let stored = try orders.states(from: locked[0], accepted: locked[1]).compactMapValues { $0 }
+            let versions = try orders.versions(from: locked[0])
             let outbox = try Outbox.locked(from: locked[2])
 
             var changes: [String: OrderChange] = [:]
@@ -420,14 +421,15 @@ package final class PushDispatcher: Service {
             var delivered: [Delivered] = []
             for (orderID, ids) in deliveredUpdates.sorted(by: { $0.key < $1.key }) where !otherAnswers.contains(orderID)
             {
-                guard let change = changes[orderID], let original = change.original,
+                guard let change = changes[orderID], let original = change.original, let version = versions[orderID],
                     change.pushes.isEmpty, change.withdrawn.isEmpty, change.retired.isEmpty
                 else { continue }
                 var settled = original
                 // Only when settling on the next read gives exactly the state recording would write.
                 guard settled.settleDelivered(ids), settled == change.state else { continue }
                 let settledIDs = original.activities.compactMap { $0.pending?.apnsID }.filter(ids.contains)
-                delivered.append(Delivered(original: original, settled: settled, apnsIDs: settledIDs.sorted()))
+                delivered.append(
+                    Delivered(original: original, settled: settled, apnsIDs: settledIDs.sorted(), version: version))
                 changes[orderID] = nil
             }
             // The outbox rows deleted or released go in the same round trip as the orders' writes.

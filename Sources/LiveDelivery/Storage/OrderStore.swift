@@ -41,11 +41,13 @@ struct OrderChange: Sendable {
 }
 
 /// An order whose only change is APNs' acceptance of its activities' current updates: the state read
-/// (`original`), the same state with those updates settled, and their ids (see ``OrderStore/write(_:kind:handover:delivered:leading:sweepColumn:now:on:)``).
+/// (`original`), the same state with those updates settled, their ids, and the version of the order's
+/// row, which stays as it was (see ``OrderStore/write(_:kind:handover:delivered:leading:sweepColumn:now:on:)``).
 struct Delivered: Sendable {
     var original: OrderState
     var settled: OrderState
     var apnsIDs: [String]
+    var version: Int64
 
     var orderID: String { original.orderID }
 }
@@ -123,13 +125,23 @@ enum OrderStore {
         /// `xmin` is the id of the transaction that wrote the row's current version.
         var query: PostgresQuery {
             """
-            SELECT o.order_id, o.xmin::text::bigint = k.known AS held,
+            SELECT o.order_id, o.xmin::text::bigint AS version, o.xmin::text::bigint = k.known AS held,
                    CASE WHEN o.xmin::text::bigint = k.known THEN NULL ELSE o.state END AS state
             FROM unnest(\(ids)::text[], \(PostgresNullableArray(ids.map { held[$0]?.version }))::bigint[])
                 AS k(order_id, known)
             JOIN orders AS o ON o.order_id = k.order_id
             ORDER BY o.order_id FOR UPDATE OF o
             """
+        }
+
+        /// The version of each order's row (its `xmin`) when it was locked: the version it keeps until
+        /// this transaction writes it.
+        func versions(from rows: PostgresRows) throws -> [String: Int64] {
+            var versions: [String: Int64] = [:]
+            for row in rows {
+                versions[try row.decode(String.self, "order_id")] = try row.decode(Int64.self, "version")
+            }
+            return versions
         }
 
         /// Each order's state, with its accepted updates settled (nil for a row created empty).
@@ -311,16 +323,6 @@ enum OrderStore {
         if let activities = Activities.writeQuery(activityChanges) {
             statements.append(activities)
         }
-        var deliveredIndex: Int?
-        if !delivered.isEmpty {
-            // The order rows are not written: their current versions go to the cache with the settled states.
-            deliveredIndex = statements.count
-            statements.append(
-                """
-                SELECT o.order_id, o.xmin::text::bigint AS version FROM orders AS o
-                WHERE o.order_id = ANY (\(delivered.map(\.orderID))::text[])
-                """)
-        }
         let pushes = try changes.flatMap { change in
             try change.orderedPushes.map { push in
                 try Outbox.Row(
@@ -357,12 +359,14 @@ enum OrderStore {
 
         guard !statements.isEmpty else { return [] }
         let results = try await connection.pipeline(statements)
-        var written: [OrderStateCache.Written] = []
-        var byID: [String: OrderState] = [:]
-        for state in changedStates { byID[state.orderID] = state }
-        for item in delivered { byID[item.orderID] = item.settled }
-        for index in [versionsIndex, deliveredIndex].compactMap({ $0 }) {
-            for row in results[index] {
+        // The order rows of `delivered` are not written: they go to the cache at the versions they keep.
+        var written = delivered.map {
+            OrderStateCache.Written(orderID: $0.orderID, version: $0.version, state: $0.settled)
+        }
+        if let versionsIndex {
+            var byID: [String: OrderState] = [:]
+            for state in changedStates { byID[state.orderID] = state }
+            for row in results[versionsIndex] {
                 let orderID = try row.decode(String.self, "order_id")
                 if let state = byID[orderID] {
                     written.append(
