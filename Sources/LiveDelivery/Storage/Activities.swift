@@ -59,7 +59,7 @@ enum Activities {
         var state: OrderState
         /// The `apns-id`s of the updates APNs accepted that `state` settles and the order's stored
         /// state does not say: each goes to the row of the activity it was pending for, where every read
-        /// of the order settles it (``OrderStore/deliveredColumn(_:)``).
+        /// of the order settles it (``OrderStore/acceptedQuery(_:)``).
         var delivered: [String] = []
     }
 

@@ -178,7 +178,7 @@ enum OrderStore {
     /// `OFFSET 0`, as the outbox's locks are, see ``Outbox``): a filter of the whole table by the list,
     /// planned while the table was small, scanned all of it for every batch as it grew. The probe's plan
     /// is cached: planning it each run cost more than running it.
-    package static func acceptedQuery(_ orderIDs: [String]) -> PostgresQuery {
+    static func acceptedQuery(_ orderIDs: [String]) -> PostgresQuery {
         """
         SELECT a.order_id, a.delivered_apns_id::text AS apns_id
         FROM unnest(\(orderIDs)::text[]) AS k(order_id)
@@ -190,7 +190,7 @@ enum OrderStore {
     }
 
     /// The rows of ``acceptedQuery(_:)`` by order.
-    package static func accepted(from rows: PostgresRows) throws -> [String: Set<String>] {
+    static func accepted(from rows: PostgresRows) throws -> [String: Set<String>] {
         var accepted: [String: Set<String>] = [:]
         for row in rows {
             accepted[try row.decode(String.self, "order_id"), default: []].insert(
