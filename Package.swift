@@ -57,6 +57,8 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         .target(name: "CShims", dependencies: ["CRabbitMQ", "CLibPQ", "CCurl"]),
+        // prctl for `livedelivery run` (non-dumpable): variadic, so Swift needs a C function around it.
+        .target(name: "CProcessControl"),
 
         // MARK: Wrapper modules: the only Swift modules that import C
         .target(
@@ -115,7 +117,7 @@ let package = Package(
         .target(
             name: "LiveDelivery",
             dependencies: [
-                "LiveDeliveryCore", "LiveDeliveryJSON", "RabbitMQ", "Postgres", "APNs",
+                "LiveDeliveryCore", "LiveDeliveryJSON", "RabbitMQ", "Postgres", "APNs", "CProcessControl",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -143,7 +145,7 @@ let package = Package(
             name: "livedelivery-bench",
             dependencies: [
                 "RabbitMQ", "Postgres", "HTTP2", "LiveDeliveryCore", "LiveDeliveryJSON", "LiveDelivery",
-                "APNs", "APNsSimulator", "ChildProcesses",
+                "APNs", "APNsSimulator", "ChildProcesses", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

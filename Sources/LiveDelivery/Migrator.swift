@@ -19,7 +19,7 @@ package struct Migrator: Sendable {
 
     /// The schema version this release's statements are written for: the newest file in `sql/`
     /// (a test keeps the two in step). `livedelivery run` refuses any other.
-    package static let schemaVersion = 116
+    package static let schemaVersion = 117
 
     /// `pg_advisory_lock` key: "LDMIGRAT" as an int8.
     static let lockKey: Int64 = 0x4C44_4D49_4752_4154
@@ -102,6 +102,7 @@ package struct Migrator: Sendable {
         for row in try await connection.query("SELECT version, checksum FROM schema_migrations") {
             done[try row.decode(Int.self, "version")] = try row.decode(String.self, "checksum")
         }
+        if migrations.contains(where: { done[$0.version] == nil }) { try await checkRoles(on: connection) }
         var applied: [String] = []
         for migration in migrations {
             if let checksum = done[migration.version] {
@@ -135,6 +136,25 @@ package struct Migrator: Sendable {
             applied.append(migration.name)
         }
         return applied
+    }
+
+    /// The group roles the migrations grant to (sql/090, sql/117) are cluster-wide, and an administrator
+    /// creates them (docs/operations.md, Roles and privileges) unless the migrating login may create roles.
+    private func checkRoles(on connection: PostgresConnection) async throws {
+        let rows = try await connection.query(
+            """
+            SELECT coalesce(string_agg(name, ', ' ORDER BY name), '') AS missing,
+                   (SELECT rolsuper OR rolcreaterole FROM pg_catalog.pg_roles WHERE rolname = current_user) AS may_create
+            FROM unnest(ARRAY['livedelivery_reporting', 'livedelivery_worker']) AS name
+            WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = name)
+            """)
+        let missing = try rows[0].decode(String.self, "missing")
+        guard !missing.isEmpty, !(try rows[0].decode(Bool.self, "may_create")) else { return }
+        throw LiveDeliveryError(
+            .migration,
+            "the roles \(missing) do not exist, and this login may not create roles: an administrator creates "
+                + "them once per server (CREATE ROLE livedelivery_worker NOLOGIN; CREATE ROLE livedelivery_reporting "
+                + "NOLOGIN; docs/operations.md, Roles and privileges), then migrate again")
     }
 
     /// FNV-1a 64 of the file (changes are what matters, not cryptographic strength).

@@ -38,6 +38,7 @@ struct SchemaGuard: Service {
                 )
             }
             logger.debug("schema version checked", metadata: [LiveDeliveryLoggingKeys.migration: "\(version)"])
+            if let warning = try? await LoginPrivileges.read(client).warning { logger.warning("\(warning)") }
             gate.open()
             try? await gracefulShutdown()
             return

@@ -119,6 +119,7 @@ struct PostgresService: Service {
 /// Reads and validates the configuration, then builds the worker's service graph.
 package func buildWorker(config: ConfigReader, logger: Logger) async throws -> ServiceGroup {
     let configuration = try WorkerConfiguration.load(config: config)
+    for warning in ProcessHardening.keyFileWarnings(configuration.apns.apps) { logger.warning("\(warning)") }
     return try Worker(configuration: configuration, logger: logger).serviceGroup(logger: logger)
 }
 
@@ -184,7 +185,7 @@ package func checkConfiguration(config: ConfigReader, logger: Logger) throws -> 
     guard problems.isEmpty else {
         throw LiveDeliveryError(.invalidConfiguration, "the configuration is not valid", problems: problems)
     }
-    return configuration.summary
+    return configuration.summary + ProcessHardening.keyFileWarnings(configuration.apns.apps).map { "warning: \($0)" }
 }
 
 /// `livedelivery sweep --once`: one sweep pass over everything due now, with the normal
@@ -216,6 +217,8 @@ package struct ConnectionCheck: Sendable, CustomStringConvertible {
     package var problem: String?
     /// What the target said, when it answered (the database's version and role).
     package var detail: String?
+    /// What works but should not be so (the worker's database login can run DDL); not a failure.
+    package var warning: String?
 
     package var succeeded: Bool { problem == nil }
     package var description: String {
@@ -224,7 +227,7 @@ package struct ConnectionCheck: Sendable, CustomStringConvertible {
             let line = problem.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
             return "\(target): \(line.joined(separator: " "))"
         }
-        return "\(target): ok" + (detail.map { " (\($0))" } ?? "")
+        return "\(target): ok" + (detail.map { " (\($0))" } ?? "") + (warning.map { "; warning: \($0)" } ?? "")
     }
 }
 
@@ -281,6 +284,7 @@ func checkDatabase(_ postgres: WorkerConfiguration.Postgres, logger: Logger) asy
             check.problem = "reached \(server), but it is a standby (read-only); the worker needs the primary"
         } else {
             check.detail = "\(server), primary"
+            check.warning = try await LoginPrivileges.read(client).warning
         }
     } catch {
         // PostgresError's description names the class and SQLSTATE, never the connection string.

@@ -1,4 +1,5 @@
 package import Foundation
+package import Postgres
 
 /// Where the integration tests find the servers that `scripts/services` started.
 ///
@@ -126,6 +127,25 @@ package enum TestEnvironment {
 }
 
 extension TestEnvironment {
+    /// Runs `body` on a connection of the superuser to `database` (`postgres` unless told) of `serverURL`'s
+    /// server: creating and dropping databases, and roles.
+    @discardableResult
+    package static func asSuperuser<Result: Sendable>(
+        on serverURL: String, database: String = "postgres", _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        let admin = PostgresClient(
+            configuration: try PostgresConfiguration(PostgresLogin.superuser.url(serverURL, database: database)),
+            logger: quietLogger)
+        do {
+            let result = try await admin.withConnection(body)
+            await admin.shutdown()
+            return result
+        } catch {
+            await admin.shutdown()
+            throw error
+        }
+    }
+
     /// Runs `body` with exclusive use of the fault pair.
     ///
     /// Every test target runs in one test process, in parallel; `.serialized` orders tests within one

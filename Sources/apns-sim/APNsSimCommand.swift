@@ -156,7 +156,12 @@ struct KeyGen: AsyncParsableCommand {
 
     func run() async throws {
         let key = P256.Signing.PrivateKey()
-        try Data(key.pemRepresentation.utf8).write(to: URL(fileURLWithPath: out))
+        // Its owner's alone from the first byte: created 0600, never widened afterwards.
+        guard
+            FileManager.default.createFile(
+                atPath: out, contents: Data(key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600])
+        else { throw ValidationError("cannot write \(out)") }
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: out)
         print("wrote \(out); start the simulator with --key KEYID=TEAMID:\(out)")
     }
 }

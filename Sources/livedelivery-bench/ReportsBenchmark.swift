@@ -3,6 +3,7 @@ import Foundation
 import LiveDelivery
 import Logging
 import Postgres
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -31,7 +32,10 @@ struct ReportsBenchmark: AsyncParsableCommand {
     @Option(help: "Runs of each query; the median is printed.")
     var runs = 3
 
-    @Option(help: "PostgreSQL URL (default: $LIVEDELIVERY_POSTGRES_URL or the local services database).")
+    @Option(
+        help:
+            "A scripts/services PostgreSQL, whose superuser the bench connects as (default: $LIVEDELIVERY_POSTGRES_URL)."
+    )
     var url =
         ProcessInfo.processInfo.environment["LIVEDELIVERY_POSTGRES_URL"]
         ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55432/livedelivery"
@@ -49,7 +53,10 @@ struct ReportsBenchmark: AsyncParsableCommand {
 
     func run() async throws {
         let logger = Logger(label: "livedelivery-bench")
-        let admin = PostgresClient(configuration: try PostgresConfiguration(url), logger: logger)
+        // The superuser's: the bench makes databases from templates and measures what only it may (CHECKPOINT).
+        let admin = PostgresClient(
+            configuration: try PostgresConfiguration(PostgresLogin.superuser.url(url, database: "postgres")),
+            logger: logger)
         let name = "bench_reports_\(UInt32.random(in: 0...UInt32.max))"
         let flatName = name + "_flat"
         let partitionedName = name + "_days"
@@ -214,7 +221,7 @@ struct ReportsBenchmark: AsyncParsableCommand {
     }
 
     func client(_ database: String, logger: Logger) throws -> PostgresClient {
-        var configuration = try PostgresConfiguration(replacingDatabase(in: url, with: database))
+        var configuration = try PostgresConfiguration(PostgresLogin.superuser.url(url, database: database))
         configuration.poolSize = 2
         configuration.applicationName = "livedelivery-bench"
         return PostgresClient(configuration: configuration, logger: logger)

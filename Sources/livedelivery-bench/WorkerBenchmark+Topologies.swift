@@ -69,16 +69,6 @@ func services(_ arguments: [String]) async throws -> String {
     return child.output
 }
 
-/// The URL with another database: the path after the host list (which URLComponents cannot read
-/// when it names several hosts).
-func replacingDatabase(in url: String, with database: String) -> String {
-    guard let scheme = url.range(of: "://"), let slash = url[scheme.upperBound...].firstIndex(of: "/") else {
-        return url
-    }
-    let end = url[slash...].firstIndex(of: "?") ?? url.endIndex
-    return url.replacingCharacters(in: slash..<end, with: "/\(database)")
-}
-
 extension BenchEnvironment {
     /// Publishes status updates at a steady 200 events/s while the topology loses a server, and returns
     /// the seconds processing paused: for the cluster, from `kill -9` of the node holding the most

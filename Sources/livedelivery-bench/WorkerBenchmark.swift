@@ -8,6 +8,7 @@ import LiveDeliveryJSON
 import Logging
 import Postgres
 import RabbitMQ
+import TestSupport
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -313,11 +314,13 @@ final class BenchEnvironment: @unchecked Sendable {
         let name = "bench_worker_\(UInt32.random(in: 0...UInt32.max))"
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(name)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let admin = PostgresClient(configuration: try PostgresConfiguration(postgresURL), logger: logger)
-        try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
-        await admin.shutdown()
-        let databaseURL = replacingDatabase(in: workerPostgresURL ?? postgresURL, with: name)
-        var configuration = try PostgresConfiguration(databaseURL)
+        try await TestEnvironment.asSuperuser(on: postgresURL) {
+            try await $0.execute(unsafeSQL: "CREATE DATABASE \(name) OWNER \(PostgresLogin.owner.rawValue)")
+        }
+        // The workers (and pgbench) run as the worker's login, `migrate` as the owner's; the bench's own
+        // reads as the superuser's (CHECKPOINT, the statistics views).
+        let databaseURL = PostgresLogin.worker.url(workerPostgresURL ?? postgresURL, database: name)
+        var configuration = try PostgresConfiguration(PostgresLogin.superuser.url(databaseURL))
         configuration.poolSize = 2
         let database = PostgresClient(configuration: configuration, logger: logger)
 
@@ -342,7 +345,8 @@ final class BenchEnvironment: @unchecked Sendable {
             databaseURL: databaseURL, amqpURL: amqpURL, executable: executable, logger: logger, workerCount: workers)
         let migrate = try ChildProcess(
             name: "migrate", executable: executable, arguments: ["migrate"],
-            environment: bench.environment("migrate", port: 0),
+            environment: bench.environment("migrate", port: 0).merging(
+                ["LIVEDELIVERY_POSTGRES_URL": PostgresLogin.owner.url(databaseURL)]) { $1 },
             outputPath: directory.appendingPathComponent("migrate.log").path)
         guard try await migrate.waitForExit(timeout: .seconds(120)) == 0 else {
             throw ValidationError("livedelivery migrate failed:\n\(migrate.tail())")
@@ -849,10 +853,8 @@ final class BenchEnvironment: @unchecked Sendable {
         await database.shutdown()
         try? await simulator.shutdown()
         guard !keep else { return }
-        if let configuration = try? PostgresConfiguration(serverURL) {
-            let admin = PostgresClient(configuration: configuration, logger: logger)
-            _ = try? await admin.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(databaseName) WITH (FORCE)"))
-            await admin.shutdown()
+        _ = try? await TestEnvironment.asSuperuser(on: serverURL) {
+            try await $0.execute(unsafeSQL: "DROP DATABASE IF EXISTS \(databaseName) WITH (FORCE)")
         }
         if let endpoints = try? AMQPEndpoints(urls: amqpURL),
             let (connection, _) = try? await RabbitMQConnection.connect(to: endpoints, logger: logger)

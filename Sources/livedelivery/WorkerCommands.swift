@@ -53,6 +53,12 @@ struct RunCommand: AsyncParsableCommand {
         if let httpPort { extra["http.port"] = String(httpPort) }
         let config = try await options.reader(extra: extra)
         let logger = options.logger(config: config)
+        // Before any key or password is read: no core file or same-user ptrace may carry them off.
+        if ProcessHardening.makeNonDumpable() {
+            logger.info("the process is not dumpable: no core file, no ptrace by other processes of its user")
+        } else {
+            logger.warning("could not make the process non-dumpable: a core file may hold its keys and passwords")
+        }
         do {
             let group = try await buildWorker(config: config, logger: logger)
             try await group.run()

@@ -100,9 +100,10 @@ struct ClusterTests {
             try await fixture.publish(scenario.events)
             try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)))
             let role = fixture.databaseName + "_reader"
-            try await fixture.database.query(
-                PostgresQuery(
-                    unsafeSQL: "CREATE ROLE \(role) LOGIN PASSWORD 'reader-pw' IN ROLE livedelivery_reporting"))
+            try await TestEnvironment.asSuperuser(on: TestEnvironment.replicaPrimaryURL) {
+                try await $0.execute(
+                    unsafeSQL: "CREATE ROLE \(role) LOGIN PASSWORD 'reader-pw' IN ROLE livedelivery_reporting")
+            }
 
             let standby = Self.url(
                 TestEnvironment.replicaStandbyURL, user: role, password: "reader-pw", database: fixture.databaseName)

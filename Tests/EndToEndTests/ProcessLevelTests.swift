@@ -2,6 +2,7 @@ import APNsSimulator
 import ChildProcesses
 import Foundation
 import Postgres
+import TestSupport
 import Testing
 
 /// The command line as operators use it: `livedelivery publish` into a running worker, and an APNs refusal
@@ -45,6 +46,21 @@ struct ProcessLevelTests {
             try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)))
             try await fixture.waitUntilAllEnded(scenario)
             try await fixture.verifyConverged(scenario)
+        }
+    }
+
+    @Test("a worker is not dumpable, and warns when its database login is the schema's owner, not when a worker's")
+    func privilegesAtStart() async throws {
+        try await Fixture.with("privileges") { fixture in
+            let worker = try await fixture.startWorker("w1")
+            #expect(worker.process.output.contains("the process is not dumpable"), "\(worker.process.tail())")
+            #expect(!worker.process.output.contains("the owner of the schema"), "\(worker.process.tail())")
+            let owner = try await fixture.startWorker(
+                "w2", extraEnvironment: ["LIVEDELIVERY_POSTGRES_URL": fixture.ownerPostgresURL])
+            #expect(
+                owner.process.output.contains(
+                    "the database login \(PostgresLogin.owner.rawValue) is the owner of the schema"),
+                "\(owner.process.tail())")
         }
     }
 

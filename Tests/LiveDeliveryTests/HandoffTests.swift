@@ -98,7 +98,7 @@ struct HandoffTests {
                     "SELECT count(*) FROM outbox WHERE lease_owner IS NULL AND attempts = 0 AND order_id IN (\(full), \(paused))"
                 ) == 2)
 
-            try await harness.database.client.query("DELETE FROM app_pauses")
+            try await harness.database.owner.query("DELETE FROM app_pauses")  // an operator's resume
             try await drain(harness, worker)
             #expect(harness.simulator.pushes(token: fullToken).count == 1)
         }

@@ -168,7 +168,7 @@ struct RetentionTests {
         let database = try await TestDatabase.create(migrate: false)
         try await database.using {
             try await MigrationTests.migrate(database, before: 112)
-            try await database.client.withConnection { connection in
+            try await database.owner.withConnection { connection in
                 try await connection.execute(
                     unsafeSQL: """
                         INSERT INTO inbox (event_id, event_type, order_id, occurred_at, processed_at)
@@ -189,7 +189,7 @@ struct RetentionTests {
                 "SELECT concat_ws(' ', source, code, at) FROM report_order_timeline WHERE order_id = 'o-1' ORDER BY at, rank, sort_id"
             )
             let applied = try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
-                client: database.client, logger: quietLogger)
+                client: database.owner, logger: quietLogger)
             #expect(applied.first == "112_history_partitioned_by_day.sql")
             #expect(
                 try await database.strings(
@@ -221,7 +221,7 @@ struct RetentionTests {
                 )
                     == 1)
             // New rows keep taking ids after the copied ones.
-            try await database.client.query(
+            try await database.owner.query(
                 """
                 INSERT INTO push_attempts (order_id, activity_key, kind, bundle_id, priority, generation, apns_id,
                                            status, outcome, latency_ms, worker_id)
@@ -236,11 +236,11 @@ struct RetentionTests {
         let database = try await TestDatabase.create(migrate: false)
         try await database.using {
             try await MigrationTests.migrate(database, before: 112)
-            try await database.client.query(
+            try await database.owner.query(
                 "CREATE MATERIALIZED VIEW attempts_per_app AS SELECT bundle_id, count(*) FROM push_attempts GROUP BY 1")
             let error = await #expect(throws: LiveDeliveryError.self) {
                 try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
-                    client: database.client, logger: quietLogger)
+                    client: database.owner, logger: quietLogger)
             }
             #expect(error?.description.contains("public.attempts_per_app") == true)
             #expect(

@@ -195,11 +195,13 @@ struct StateCacheTests {
                     try await client.withTransaction { try await OrderStore.lockExisting([order], on: $0) }
                 }
                 try await eventually("the reader waits for the order's lock") {
-                    try await harness.database.count(
+                    // As the worker's login: pg_stat_activity shows a query's text to its own role only.
+                    try await client.query(
                         """
                         SELECT count(*) FROM pg_stat_activity
                         WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE OF o%'
-                        """) == 1
+                        """
+                    ).first?.decode(Int.self, at: 0) == 1
                 }
                 return reader
             }

@@ -21,8 +21,8 @@ struct MigrationTests {
         let database = try await TestDatabase.create(migrate: false)
         try await database.using {
             let migrator = Migrator(directory: TestDatabase.migrationsDirectory)
-            let first = try await migrator.migrate(client: database.client, logger: quietLogger)
-            let second = try await migrator.migrate(client: database.client, logger: quietLogger)
+            let first = try await migrator.migrate(client: database.owner, logger: quietLogger)
+            let second = try await migrator.migrate(client: database.owner, logger: quietLogger)
             let shipped = try Self.shipped
             #expect(shipped.first == "001_core_schema.sql")
             #expect(first == shipped)
@@ -43,9 +43,9 @@ struct MigrationTests {
         let database = try await TestDatabase.create(migrate: false)
         try await database.using {
             let other = PostgresClient(
-                configuration: try PostgresConfiguration(database.url), logger: quietLogger)
+                configuration: try PostgresConfiguration(database.ownerURL), logger: quietLogger)
             let migrator = Migrator(directory: TestDatabase.migrationsDirectory)
-            async let a = migrator.migrate(client: database.client, logger: quietLogger)
+            async let a = migrator.migrate(client: database.owner, logger: quietLogger)
             async let b = migrator.migrate(client: other, logger: quietLogger)
             let (applied1, applied2) = try await (a, b)
             await other.shutdown()
@@ -58,7 +58,7 @@ struct MigrationTests {
     /// Applies the shipped migrations numbered below `version`.
     static func migrate(_ database: TestDatabase, before version: Int) async throws {
         try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
-            client: database.client, logger: quietLogger, before: version)
+            client: database.owner, logger: quietLogger, before: version)
     }
 
     @Test("110 stops, changing nothing and naming it, when a materialized view reads the identifiers")
@@ -66,7 +66,7 @@ struct MigrationTests {
         let database = try await TestDatabase.create(migrate: false)
         try await database.using {
             try await Self.migrate(database, before: 110)
-            try await database.client.withTransaction { connection in
+            try await database.owner.withTransaction { connection in
                 try await connection.execute(
                     unsafeSQL: """
                         CREATE MATERIALIZED VIEW order_users AS SELECT order_id, user_id FROM orders;
@@ -75,7 +75,7 @@ struct MigrationTests {
             }
             let error = await #expect(throws: LiveDeliveryError.self) {
                 try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
-                    client: database.client, logger: quietLogger)
+                    client: database.owner, logger: quietLogger)
             }
             #expect(error?.message.contains("public.order_users; drop them, migrate, then create them again") == true)
             #expect(try await database.count("SELECT count(*) FROM schema_migrations WHERE version = 110") == 0)
@@ -107,7 +107,7 @@ struct MigrationTests {
             // reads a view created after it (so it cannot be created again first), with options, a
             // comment and a grant.
             try await Self.migrate(database, before: 110)
-            try await database.client.withTransaction { connection in
+            try await database.owner.withTransaction { connection in
                 try await connection.execute(
                     unsafeSQL: """
                         INSERT INTO orders (order_id, user_id) VALUES ('b', 'u'), ('B', 'u'), ('a', 'u'), ('_', NULL);
@@ -125,7 +125,7 @@ struct MigrationTests {
                 "the database's own collation is linguistic")
 
             let applied = try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
-                client: database.client, logger: quietLogger)
+                client: database.owner, logger: quietLogger)
             #expect(applied.first == "110_identifiers_compare_as_bytes.sql")
 
             let linguistic = try await database.strings(
@@ -155,7 +155,7 @@ struct MigrationTests {
                 try await database.strings("SELECT order_id FROM ops.open_orders ORDER BY order_id")
                     == ["B", "a", "b"])
             let view = try #require(
-                try await database.client.query(
+                try await database.owner.query(
                     """
                     SELECT array_to_string(c.reloptions, ',') AS options, obj_description(c.oid, 'pg_class') AS comment,
                            has_table_privilege('livedelivery_reporting', c.oid, 'SELECT') AS granted
@@ -185,7 +185,7 @@ struct MigrationTests {
             // Three writes of one order (an event with an alert, a give-up recorded with its attempt, a
             // sweep that ends the activity) and an operator's retry of another, as the previous release
             // wrote them: one row per decision.
-            try await database.client.withTransaction { connection in
+            try await database.owner.withTransaction { connection in
                 try await connection.execute(
                     unsafeSQL: """
                         INSERT INTO orders (order_id, user_id) VALUES ('o-1', 'u-1'), ('o-2', 'u-2');
@@ -224,7 +224,7 @@ struct MigrationTests {
             for report in reports { before.append(try await database.strings(PostgresQuery(unsafeSQL: report))) }
 
             let applied = try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
-                client: database.client, logger: quietLogger)
+                client: database.owner, logger: quietLogger)
             #expect(applied.first == "115_timeline_one_row_per_write.sql")
             for (report, rows) in zip(reports, before) {
                 #expect(try await database.strings(PostgresQuery(unsafeSQL: report)) == rows, "\(report)")
@@ -251,12 +251,12 @@ struct MigrationTests {
         let database = try await TestDatabase.create(migrate: false)
         try await database.using {
             try await Self.migrate(database, before: 115)
-            try await database.client.query(
+            try await database.owner.query(
                 "CREATE MATERIALIZED VIEW codes_per_day AS SELECT date_trunc('day', at) AS day, code, count(*) FROM timeline GROUP BY 1, 2"
             )
             let error = await #expect(throws: LiveDeliveryError.self) {
                 try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
-                    client: database.client, logger: quietLogger)
+                    client: database.owner, logger: quietLogger)
             }
             #expect(error?.message.contains("public.codes_per_day; drop them, migrate, then create them again") == true)
             #expect(try await database.count("SELECT count(*) FROM schema_migrations WHERE version = 115") == 0)
@@ -274,7 +274,7 @@ struct MigrationTests {
         try await database.using {
             try await Self.migrate(database, before: 116)
             let accepted = "0b1e6f3c-2d4a-4c5e-9f10-aa11bb22cc33"
-            try await database.client.withTransaction { connection in
+            try await database.owner.withTransaction { connection in
                 try await connection.execute(
                     unsafeSQL: """
                         INSERT INTO orders (order_id, state, delivered) VALUES
@@ -288,7 +288,7 @@ struct MigrationTests {
                         """)
             }
             try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
-                client: database.client, logger: quietLogger)
+                client: database.owner, logger: quietLogger)
             #expect(
                 try await database.strings(
                     "SELECT activity_key || ' ' || coalesce(delivered_apns_id::text, '-') FROM activities ORDER BY 1")
@@ -313,7 +313,7 @@ struct MigrationTests {
                 to: folder.appendingPathComponent("001_core_schema.sql"))
             await #expect(throws: LiveDeliveryError.self) {
                 try await Migrator(directory: folder.path).migrate(
-                    client: database.client, logger: quietLogger)
+                    client: database.owner, logger: quietLogger)
             }
         }
     }
@@ -400,8 +400,8 @@ struct BatchTests {
             #expect(try await worker.dispatcher.dispatchOnce() == 1)
 
             // Under the worker's prepared statements, the columns several of them return change collation
-            // (the report views that read them go first, as 110 drops and creates them again).
-            try await harness.database.client.withTransaction { connection in
+            // (the report views that read them go first, as 110 drops and creates them again), by the owner.
+            try await harness.database.owner.withTransaction { connection in
                 try await connection.execute(
                     unsafeSQL: """
                         DO $$

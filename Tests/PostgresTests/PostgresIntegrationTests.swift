@@ -361,7 +361,7 @@ struct PreparedStatementCacheTests {
     static func withConnection(
         cacheSize: Int, _ body: (PostgresConnection) async throws -> Void
     ) async throws {
-        var configuration = try PostgresConfiguration(TestEnvironment.postgresURL)
+        var configuration = try PostgresConfiguration(PostgresTestSupport.ownerURL)
         configuration.poolSize = 1
         configuration.statementCacheSize = cacheSize
         let client = PostgresClient(configuration: configuration, logger: PostgresTestSupport.logger)

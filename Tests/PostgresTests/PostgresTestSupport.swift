@@ -6,7 +6,10 @@ import TestSupport
 enum PostgresTestSupport {
     static let logger = Logger(label: "PostgresTests")
 
-    static func client(url: String = TestEnvironment.postgresURL, poolSize: Int = 4) throws -> PostgresClient {
+    /// The wrapper's tests make tables of their own: they log in as the owner of the services' database.
+    static var ownerURL: String { PostgresLogin.owner.url(TestEnvironment.postgresURL) }
+
+    static func client(url: String = ownerURL, poolSize: Int = 4) throws -> PostgresClient {
         var configuration = try PostgresConfiguration(url)
         configuration.poolSize = poolSize
         configuration.applicationName = "PostgresTests"
@@ -20,7 +23,7 @@ enum PostgresTestSupport {
 
     /// Runs `body` with a client and always shuts it down.
     static func withClient<Result>(
-        url: String = TestEnvironment.postgresURL,
+        url: String = ownerURL,
         poolSize: Int = 4,
         _ body: (PostgresClient) async throws -> Result
     ) async throws -> Result {

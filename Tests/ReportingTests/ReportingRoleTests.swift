@@ -8,16 +8,15 @@ import Testing
 struct ReportingRoleTests {
     static let role = "livedelivery_reporting"
 
-    /// Runs `sql` as the reporting role; returns the SQLSTATE it failed with, or nil.
+    /// Runs `sql` as a login in the reporting role; returns the SQLSTATE it failed with, or nil.
     func asReportingRole(_ database: TestDatabase, _ sql: String) async throws -> SQLState? {
-        do {
-            try await database.client.withTransaction { connection in
-                try await connection.execute(unsafeSQL: "SET LOCAL ROLE \(Self.role)")
-                try await connection.execute(unsafeSQL: sql)
+        try await database.withLogin(in: [Self.role]) { client in
+            do {
+                try await client.withConnection { try await $0.execute(unsafeSQL: sql) }
+                return nil
+            } catch let error as PostgresError where error.code == .server {
+                return error.sqlState
             }
-            return nil
-        } catch let error as PostgresError where error.code == .server {
-            return error.sqlState
         }
     }
 
@@ -48,9 +47,8 @@ struct ReportingRoleTests {
                     try await asReportingRole(
                         database, "SELECT * FROM \(report.view)(now() - interval '1 day', now())") == nil,
                     "\(report.view)")
-                let described = try await database.client.withTransaction { connection in
-                    try await connection.execute(unsafeSQL: "SET LOCAL ROLE \(Self.role)")
-                    return try await connection.query(
+                let described = try await database.withLogin(in: [Self.role]) { client in
+                    try await client.query(
                         PostgresQuery(
                             unsafeSQL: """
                                 SELECT coalesce(obj_description('\(report.view)(timestamptz, timestamptz)'::regprocedure,
@@ -69,9 +67,8 @@ struct ReportingRoleTests {
     @Test("every report view and every one of its columns has a comment the reporting role can read")
     func everyViewAndColumnIsDescribed() async throws {
         try await TestDatabase.with { database in
-            let missing: [String] = try await database.client.withTransaction { connection in
-                try await connection.execute(unsafeSQL: "SET LOCAL ROLE \(Self.role)")
-                let rows = try await connection.query(
+            let missing: [String] = try await database.withLogin(in: [Self.role]) { client in
+                let rows = try await client.query(
                     """
                     WITH views AS (
                         SELECT c.oid, c.relname FROM pg_class AS c
@@ -130,9 +127,9 @@ struct ReportingRoleTests {
         try await database.using {
             let migrator = Migrator(directory: TestDatabase.migrationsDirectory)
             let file = try #require(try migrator.migrations().first { $0.name.hasSuffix("_reports.sql") })
-            try await migrator.migrate(client: database.client, logger: quietLogger, before: file.version + 1)
-            try await database.client.withTransaction { try await $0.execute(unsafeSQL: file.sql) }
-            try await database.client.withTransaction { try await $0.execute(unsafeSQL: file.sql) }
+            try await migrator.migrate(client: database.owner, logger: quietLogger, before: file.version + 1)
+            try await database.owner.withTransaction { try await $0.execute(unsafeSQL: file.sql) }
+            try await database.owner.withTransaction { try await $0.execute(unsafeSQL: file.sql) }
             #expect(try await asReportingRole(database, "SELECT * FROM report_activities_by_state") == nil)
         }
     }

@@ -78,11 +78,13 @@ final class Fixture: Sendable {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(name)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
 
-        let admin = PostgresClient(configuration: try PostgresConfiguration(serverURL), logger: logger)
-        try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(databaseName)"))
-        await admin.shutdown()
-        let postgresURL = replacingDatabase(in: workerServerURL ?? serverURL, with: databaseName)
-        var databaseConfiguration = try PostgresConfiguration(postgresURL)
+        try await TestEnvironment.asSuperuser(on: serverURL) {
+            try await $0.execute(unsafeSQL: "CREATE DATABASE \(databaseName) OWNER \(PostgresLogin.owner.rawValue)")
+        }
+        // The workers run as the worker's login; `migrate` and the test's own reads as the owner's.
+        let postgresURL = PostgresLogin.worker.url(workerServerURL ?? serverURL, database: databaseName)
+        var databaseConfiguration = try PostgresConfiguration(
+            PostgresLogin.owner.url(workerServerURL ?? serverURL, database: databaseName))
         databaseConfiguration.poolSize = 2
         let database = PostgresClient(configuration: databaseConfiguration, logger: logger)
 
@@ -135,11 +137,15 @@ final class Fixture: Sendable {
         ]
     }
 
+    /// The owner's login on this test's database: `livedelivery migrate` runs as it.
+    var ownerPostgresURL: String { PostgresLogin.owner.url(postgresURL) }
+
     /// `livedelivery migrate` on this test's database.
     func migrate() async throws {
         let child = try ChildProcess.livedelivery(
             name: "migrate-\(UUID().uuidString.prefix(4))", arguments: ["migrate"],
-            environment: environment(worker: "migrate"), logDirectory: directory)
+            environment: environment(worker: "migrate").merging(["LIVEDELIVERY_POSTGRES_URL": ownerPostgresURL]) { $1 },
+            logDirectory: directory)
         let status = try await child.waitForExit(timeout: .seconds(120))
         guard status == 0 else { throw HarnessError("livedelivery migrate exited \(status):\n\(child.tail())") }
     }
@@ -281,10 +287,8 @@ final class Fixture: Sendable {
     func shutdown(keepLogs: Bool = false) async {
         for worker in runningWorkers { await worker.stop() }
         await database.shutdown()
-        if let configuration = try? PostgresConfiguration(serverPostgresURL) {
-            let admin = PostgresClient(configuration: configuration, logger: logger)
-            _ = try? await admin.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(databaseName) WITH (FORCE)"))
-            await admin.shutdown()
+        _ = try? await TestEnvironment.asSuperuser(on: serverPostgresURL) {
+            try await $0.execute(unsafeSQL: "DROP DATABASE IF EXISTS \(databaseName) WITH (FORCE)")
         }
         if let endpoints = try? AMQPEndpoints(urls: amqpURL),
             let (connection, _) = try? await RabbitMQConnection.connect(to: endpoints, logger: logger)
@@ -317,16 +321,6 @@ final class Fixture: Sendable {
             await fixture.shutdown(keepLogs: true)
             throw error
         }
-    }
-
-    /// The URL with another database: the path after the host list (which URLComponents cannot read
-    /// when it names several hosts).
-    private static func replacingDatabase(in url: String, with database: String) -> String {
-        guard let scheme = url.range(of: "://"),
-            let slash = url[scheme.upperBound...].firstIndex(of: "/")
-        else { return url }
-        let end = url[slash...].firstIndex(of: "?") ?? url.endIndex
-        return url.replacingCharacters(in: slash..<end, with: "/\(database)")
     }
 }
 

@@ -1,0 +1,26 @@
+import Foundation
+import LiveDelivery
+import Testing
+
+@Suite("Keys and dumps")
+struct ProcessHardeningTests {
+    @Test("a key its group or others may read is named, with its mode; one only its owner reads is not")
+    func keyFileWarnings() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("keys-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var apps: [WorkerConfiguration.App] = []
+        for (name, mode) in [("owner.p8", 0o600), ("group.p8", 0o640), ("world.p8", 0o644), ("read-only.p8", 0o400)] {
+            let path = folder.appendingPathComponent(name).path
+            #expect(FileManager.default.createFile(atPath: path, contents: Data("key".utf8)))
+            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
+            apps.append(.init(bundleID: name, teamID: "T", keyID: "K", keyFile: path, environment: "production"))
+        }
+        // Two apps may share a key file: it is named once.
+        apps.append(.init(bundleID: "again", teamID: "T", keyID: "K", keyFile: apps[2].keyFile, environment: "sandbox"))
+        let warnings = ProcessHardening.keyFileWarnings(apps)
+        #expect(warnings.count == 2, "\(warnings)")
+        #expect(warnings.contains { $0.contains("group.p8") && $0.contains("mode 640") })
+        #expect(warnings.contains { $0.contains("world.p8") && $0.contains("mode 644") && $0.contains("chmod 600") })
+    }
+}
