@@ -10,17 +10,21 @@ package enum PostgresLogin: String, Sendable, CaseIterable {
     /// A member of `livedelivery_worker`: what the worker and the admin commands run as.
     case worker = "livedelivery"
 
-    /// `url` as this login, on `database` if given; the hosts, port and options stay. `url` is a
-    /// `postgresql://` URL, of one host or several (which URLComponents cannot read).
+    /// `url` as this login, on `database` if given; the hosts, port and options stay.
     package func url(_ url: String, database: String? = nil) -> String {
-        guard let scheme = url.range(of: "://") else { return url }
-        let rest = url[scheme.upperBound...]
-        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? url.endIndex
-        let hostsStart = rest[..<authorityEnd].lastIndex(of: "@").map { url.index(after: $0) } ?? scheme.upperBound
-        var result = url.replacingCharacters(in: scheme.upperBound..<hostsStart, with: "\(rawValue):\(rawValue)@")
-        if let database { result = replacingDatabase(in: result, with: database) }
-        return result
+        let result = replacingCredentials(in: url, user: rawValue, password: rawValue)
+        return database.map { replacingDatabase(in: result, with: $0) } ?? result
     }
+}
+
+/// The URL with another user and password; the hosts, port, database and options stay. `url` is a
+/// `postgresql://` URL, of one host or several (which URLComponents cannot read).
+package func replacingCredentials(in url: String, user: String, password: String) -> String {
+    guard let scheme = url.range(of: "://") else { return url }
+    let rest = url[scheme.upperBound...]
+    let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? url.endIndex
+    let hostsStart = rest[..<authorityEnd].lastIndex(of: "@").map { url.index(after: $0) } ?? scheme.upperBound
+    return url.replacingCharacters(in: scheme.upperBound..<hostsStart, with: "\(user):\(password)@")
 }
 
 /// The URL with another database: the path after the host list (which URLComponents cannot read when it

@@ -92,10 +92,7 @@ package struct TestDatabase: Sendable {
                 try await $0.execute(unsafeSQL: "GRANT TEMPORARY ON DATABASE \(name) TO \(login)")
             }
         }
-        var url = PostgresLogin.worker.url(serverURL, database: name)
-        url = url.replacingOccurrences(
-            of: "://\(PostgresLogin.worker.rawValue):\(PostgresLogin.worker.rawValue)@",
-            with: "://\(login):\(password)@")
+        let url = replacingCredentials(in: self.url, user: login, password: password)
         let client = PostgresClient(configuration: try PostgresConfiguration(url), logger: quietLogger)
         func dropLogin() async {
             await client.shutdown()

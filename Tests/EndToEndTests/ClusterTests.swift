@@ -207,8 +207,6 @@ struct ClusterTests {
 
     /// A server's URL with another role and database.
     static func url(_ server: String, user: String, password: String, database: String) -> String {
-        let hostAndPath = server.split(separator: "@", maxSplits: 1).last.map(String.init) ?? server
-        let host = hostAndPath.split(separator: "/", maxSplits: 1).first.map(String.init) ?? hostAndPath
-        return "postgresql://\(user):\(password)@\(host)/\(database)"
+        replacingDatabase(in: replacingCredentials(in: server, user: user, password: password), with: database)
     }
 }
