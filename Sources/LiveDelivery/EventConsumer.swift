@@ -289,14 +289,9 @@ package final class EventConsumer: Service {
                 : delivery.routingKey
             do {
                 let rows = try await client.query(
-                    """
-                    INSERT INTO dead_letters (event_id, routing_key, reason, field, message, body, body_sha256)
-                    VALUES (\(delivery.messageID), \(routingKey), \(reason), NULL,
-                            'the broker dead-lettered the message (' || \(reason) || ')',
-                            \(delivery.body), sha256(\(delivery.body)))
-                    ON CONFLICT (routing_key, body_sha256) DO NOTHING
-                    RETURNING id
-                    """)
+                    DeadLetterRows.insertQuery(
+                        eventID: delivery.messageID, routingKey: routingKey, reason: reason, field: nil,
+                        message: "the broker dead-lettered the message (\(reason))", body: delivery.body))
                 if !rows.isEmpty {
                     metrics.deadLetter(reason: reason)
                     logger.warning(
@@ -316,36 +311,4 @@ package final class EventConsumer: Service {
             }
         }
     }
-}
-
-/// Exponential backoff with full jitter.
-struct Backoff {
-    let base: Duration
-    let maximum: Duration
-    private var attempt = 0
-
-    init(base: Duration, maximum: Duration) {
-        self.base = base
-        self.maximum = maximum
-    }
-
-    mutating func next() -> Duration {
-        defer { attempt += 1 }
-        return Self.delay(attempt: attempt, base: base, maximum: maximum)
-    }
-
-    mutating func reset() { attempt = 0 }
-
-    /// `min(maximum, base · 2^attempt)` scaled by `jitter`, a random factor in [0.5, 1] unless given.
-    static func delay(
-        attempt: Int, base: Duration, maximum: Duration, jitter: Double = .random(in: 0.5...1.0)
-    ) -> Duration {
-        let exponential = base.seconds * pow(2, Double(min(attempt, 30)))
-        return .milliseconds(Int64(min(maximum.seconds, exponential) * jitter * 1000))
-    }
-}
-
-/// Sleeps, waking early on graceful shutdown or cancellation.
-func sleepUnlessShuttingDown(_ duration: Duration) async {
-    _ = try? await cancelWhenGracefulShutdown { try await Task.sleep(for: duration) }
 }

@@ -151,13 +151,9 @@ package final class EventProcessor: Sendable {
         for case .rejected(let rejection, let index) in decoded {
             let message = messages[index]
             let rows = try await connection.query(
-                """
-                INSERT INTO dead_letters (event_id, routing_key, reason, field, message, body, body_sha256)
-                VALUES (\(message.messageID), \(message.routingKey), \(rejection.reason.rawValue), \(rejection.field),
-                        \(rejection.message), \(message.body), sha256(\(message.body)))
-                ON CONFLICT (routing_key, body_sha256) DO NOTHING
-                RETURNING id
-                """)
+                DeadLetterRows.insertQuery(
+                    eventID: message.messageID, routingKey: message.routingKey, reason: rejection.reason.rawValue,
+                    field: rejection.field, message: rejection.message, body: message.body))
             outcome.rejected += 1
             if !rows.isEmpty {
                 metrics.deadLetter(reason: rejection.reason.rawValue)
@@ -172,9 +168,7 @@ package final class EventProcessor: Sendable {
             }
         }
 
-        // 2. Inbox: which events are new. Inserted in event-id order, so that two workers holding
-        //    overlapping batches (redeliveries, duplicated streams) wait for each other on the unique
-        //    index instead of deadlocking.
+        // 2. Inbox: which events are new.
         // 3. Users: serialise work on one user's orders and push-to-start tokens across workers, and
         //    read the user's push-to-start tokens. Every event's user (a duplicate's too: harmless),
         //    so that the three statements go in one round trip.
@@ -184,31 +178,13 @@ package final class EventProcessor: Sendable {
         }
         guard !events.isEmpty else { return (outcome, []) }
         let users = Set(events.compactMap(\.userID)).sorted()
-        var statements: [PostgresQuery] = [
-            """
-            INSERT INTO inbox (event_id, event_type, order_id, user_id, occurred_at)
-            SELECT e, t, NULLIF(o, ''), NULLIF(u, ''), a
-            FROM unnest(\(events.map(\.eventID))::text[], \(events.map(\.type.rawValue))::text[],
-                        \(events.map { $0.orderID ?? "" })::text[], \(events.map { $0.userID ?? "" })::text[],
-                        \(events.map(\.occurredAt))::timestamptz[]) AS i(e, t, o, u, a)
-            ORDER BY e COLLATE "C"
-            ON CONFLICT (event_id, occurred_at) DO NOTHING
-            RETURNING event_id
-            """
-        ]
+        var statements = [Inbox.insertQuery(events)]
         if !users.isEmpty {
-            statements.append(
-                """
-                SELECT pg_advisory_xact_lock(k) FROM (
-                    SELECT hashtextextended('user:' || u, 0) AS k
-                    FROM unnest(\(users)::text[]) AS u ORDER BY u COLLATE "C"
-                ) AS s
-                """)
+            statements.append(Inbox.lockUsersQuery(users))
             statements.append(OrderStore.pushToStartTokensQuery(users: users))
         }
         let results = try await connection.pipeline(statements)
-        var fresh = Set<String>()
-        for row in results[0] { fresh.insert(try row.decode(String.self, "event_id")) }
+        var fresh = try Inbox.fresh(from: results[0])
         var newEvents: [InboundEvent] = []
         for event in events {
             if fresh.remove(event.eventID) != nil {
@@ -224,28 +200,13 @@ package final class EventProcessor: Sendable {
         var registered = false
         for case .pushToStartToken(let e) in newEvents {
             registered = true
-            let registration = e.registration
-            try await connection.query(
-                """
-                INSERT INTO push_to_start_tokens (user_id, device_id, registration, bundle_id, attributes_type,
-                                                  environment, token_prefix, occurred_at, event_id)
-                VALUES (\(e.userID), \(e.deviceID), \(try OrderStore.json(registration)),
-                        \(e.bundleID), \(e.attributesType), \(e.environment.rawValue), \(e.token.prefix),
-                        \(e.occurredAt), \(e.eventID))
-                ON CONFLICT (user_id, device_id) DO UPDATE SET
-                    registration = EXCLUDED.registration, bundle_id = EXCLUDED.bundle_id,
-                    attributes_type = EXCLUDED.attributes_type, environment = EXCLUDED.environment,
-                    token_prefix = EXCLUDED.token_prefix, occurred_at = EXCLUDED.occurred_at,
-                    event_id = EXCLUDED.event_id, last_seen_at = now(), invalidated_at = NULL, invalid_reason = NULL
-                WHERE (EXCLUDED.occurred_at, EXCLUDED.event_id)
-                    > (push_to_start_tokens.occurred_at, push_to_start_tokens.event_id)
-                """)
+            try await connection.query(try OrderStore.registerQuery(e))
         }
         if registered {
             // This batch registered tokens (above): read them again.
             tokens = try await OrderStore.pushToStartTokens(users: users, on: connection)
         }
-        var startLimit = try await StartLimit.load(
+        let startLimit = try await StartLimit.load(
             devices: tokens.values.flatMap { $0.map(\.deviceID) }, configuration: pushToStart, now: now,
             on: connection)
 
@@ -255,15 +216,7 @@ package final class EventProcessor: Sendable {
         let pushToStartUsers = Set(
             newEvents.compactMap { if case .pushToStartToken(let e) = $0 { e.userID } else { nil } })
         if !pushToStartUsers.isEmpty {
-            let rows = try await connection.query(
-                """
-                SELECT order_id, user_id FROM orders
-                WHERE user_id = ANY(\(pushToStartUsers.sorted())::text[]) AND NOT settled
-                """)
-            for row in rows {
-                ordersOfUser[try row.decode(String.self, "user_id"), default: []].insert(
-                    try row.decode(String.self, "order_id"))
-            }
+            ordersOfUser = try await OrderStore.openOrders(of: pushToStartUsers.sorted(), on: connection)
             for case .orderStatus(let e) in newEvents where pushToStartUsers.contains(e.userID) {
                 ordersOfUser[e.userID, default: []].insert(e.orderID)
             }
@@ -273,35 +226,7 @@ package final class EventProcessor: Sendable {
         let stored = try await OrderStore.lockOrders(Array(orderIDs), cache: states, on: connection)
 
         // 5. The core, per event in arrival order.
-        var changes: [String: OrderChange] = [:]
-        for event in newEvents {
-            let targets: [String]
-            if case .pushToStartToken(let e) = event {
-                targets = (ordersOfUser[e.userID] ?? []).sorted()
-            } else {
-                targets = event.orderID.map { [$0] } ?? []
-            }
-            for orderID in targets {
-                var change =
-                    changes[orderID]
-                    ?? OrderChange(
-                        original: stored[orderID] ?? nil,
-                        state: (stored[orderID] ?? nil) ?? OrderState(orderID: orderID, now: now))
-                if case .pushToStartToken = event, change.state.isSettled { continue }
-                let userID = change.state.record?.userID ?? event.userID
-                let context = TrackingContext(
-                    pushToStartTokens: userID.flatMap { tokens[$0] } ?? [], startRefusedDevices: startLimit.refused)
-                let step = tracker.apply(event, to: change.state, context: context, now: now)
-                startLimit.count(step, before: change.state)
-                change.merge(step)
-                changes[orderID] = change
-            }
-            outcome.applied += 1
-            metrics.event(type: event.type.rawValue, outcome: "applied")
-        }
-
-        // The trace each event's message carried goes with the pushes it planned (by the status event
-        // that set their content, else the order's newest event of this batch) and into the logs.
+        // The trace each event's message carried goes with the pushes it planned and into the logs.
         var traces: [String: String] = [:]
         var orderTraces: [String: String] = [:]
         for case .event(let event, let index) in decoded {
@@ -309,18 +234,16 @@ package final class EventProcessor: Sendable {
             traces[event.eventID] = traceParent
             if let orderID = event.orderID { orderTraces[orderID] = traceParent }
         }
-        if !traces.isEmpty {
-            for (orderID, var change) in changes {
-                for (key, var push) in change.pushes {
-                    push.traceParent = traces[push.statusKey.eventID] ?? orderTraces[orderID]
-                    change.pushes[key] = push
-                }
-                changes[orderID] = change
-            }
+        let plan = EventsPlan(
+            newEvents, stored: stored, ordersOfUser: ordersOfUser, tokens: tokens, startLimit: startLimit,
+            traces: traces, orderTraces: orderTraces, tracker: tracker, now: now)
+        for event in newEvents {
+            outcome.applied += 1
+            metrics.event(type: event.type.rawValue, outcome: "applied")
         }
 
         // 6. Write every changed order at once (set-based, in a stable order).
-        let written = changes.values.filter { $0.changed || !$0.decisions.isEmpty }
+        let written = plan.written
         let stateWrites = try await OrderStore.write(
             Array(written), kind: "event", handover: handover, now: now, on: connection)
         outcome.pushesPlanned += written.reduce(0) { $0 + $1.pushes.count }

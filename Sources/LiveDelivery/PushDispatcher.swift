@@ -322,128 +322,38 @@ package final class PushDispatcher: Service {
         let (released, written, ages) = try await client.withTransaction { connection in
             // One round trip: the orders' locks (and states), the outbox rows' locks, and every attempt.
             let orders = OrderStore.ExistingLock(sent.map(\.claim.orderID), cache: states)
-            let attempts = sent.map { PushAttempts.Row($0.claim, outcome: $0.outcome, latency: $0.latency) }
-            let locked = try await connection.pipeline(
-                orders.queries + [
-                    Outbox.lockQuery(
-                        sent.map { Outbox.Key(orderID: $0.claim.orderID, activityKey: $0.claim.activityKey) }),
-                    PushAttempts.insertQuery(attempts, workerID: workerID),
-                ])
+            let locked = try await connection.pipeline(Self.recordingReads(sent, orders: orders, workerID: workerID))
             let stored = try orders.states(from: locked[0], accepted: locked[1]).compactMapValues { $0 }
             let versions = try orders.versions(from: locked[0])
             let outbox = try Outbox.locked(from: locked[2])
 
-            var changes: [String: OrderChange] = [:]
-            var settled: [String] = []
-            var released: [Outbox.Released] = []
-            var paused = Set<String>()
-            // The ids of delivered updates by order, and the orders with any other answer (never folded).
-            var deliveredUpdates: [String: Set<String>] = [:]
-            var otherAnswers = Set<String>()
-            // How old the newest event of each delivered push's order was when APNs accepted it.
-            var ages: [(app: String, seconds: Double)] = []
-            for answer in sent {
-                let claim = answer.claim
-                let push = claim.push
-                if case .delivered = answer.outcome, let occurred = stored[claim.orderID]?.record?.newest.occurredAt {
-                    ages.append((push.bundleID, now.timeIntervalSince(occurred)))
-                }
-                // Only an answer other than "delivered" is logged: the common case skips the metadata.
-                var logger = self.logger
-                if case .delivered = answer.outcome {
-                } else {
-                    logger[metadataKey: LiveDeliveryLoggingKeys.orderID] = "\(claim.orderID)"
-                    logger[metadataKey: LiveDeliveryLoggingKeys.activityKey] = "\(claim.activityKey)"
-                    logger[metadataKey: LiveDeliveryLoggingKeys.apnsID] = "\(push.apnsID)"
-                    if let trace = push.traceParent.flatMap(TraceParent.init) {
-                        logger[metadataKey: LiveDeliveryLoggingKeys.traceID] = "\(trace.traceID)"
-                        logger[metadataKey: LiveDeliveryLoggingKeys.traceParent] = "\(trace.parentID)"
-                    }
-                }
-                let settlement = PushSettlement.settle(
-                    answer.outcome, attempts: claim.attempts, rules: PushSettlement.Rules(configuration),
-                    jitter: Double.random(in: 0.5...1.0))
-                var note = settlement.note
-                if let pause = settlement.pause {
-                    // Once per app and group: the first of its answers pauses it and says so.
-                    if paused.insert(push.bundleID).inserted {
-                        try await self.pause(push.bundleID, reason: pause.reason, status: pause.status, on: connection)
-                        note?.metadata[LiveDeliveryLoggingKeys.bundleID] = push.bundleID
-                    } else {
-                        note = nil
-                    }
-                }
-                if let note {
-                    logger.log(level: note.level, "\(note.message)", metadata: note.metadata.mapValues { "\($0)" })
-                }
-                let coreOutcome = settlement.outcome
-                let retryDelay = settlement.retryAfter
-
-                var resend = false
-                if let coreOutcome, let state = changes[claim.orderID]?.state ?? stored[claim.orderID] {
-                    var change = changes[claim.orderID] ?? OrderChange(original: state, state: state)
-                    let recorded = tracker.record(coreOutcome, for: push, in: change.state, now: now)
-                    change.merge(recorded)
-                    if let retryDelay {
-                        let retried = tracker.retry(change.state, now: now)
-                        change.merge(retried)
-                        let notBefore = now.addingTimeInterval(retryDelay.seconds)
-                        for key in Set((recorded.pushes + retried.pushes).map(\.activityKey)) {
-                            change.notBefore[key] = notBefore
-                        }
-                        resend = change.pushes[claim.activityKey] != nil
-                    }
-                    changes[claim.orderID] = change
-                }
-
-                // The outbox row: delete when settled and not replaced meanwhile, else release it.
-                guard let current = outbox[Outbox.Key(orderID: claim.orderID, activityKey: claim.activityKey)] else {
-                    continue
-                }
-                switch PushSettlement.row(
-                    claimed: claim.generation, current: current.generation, recorded: coreOutcome != nil, resend: resend
-                )
-                {
-                case .delete:
-                    settled.append(current.row)
-                    if case .delivered = answer.outcome, push.kind == .update {
-                        deliveredUpdates[claim.orderID, default: []].insert(push.apnsID)
-                    } else {
-                        otherAnswers.insert(claim.orderID)
-                    }
-                case .release(let replaced, let uncounted):
-                    released.append(Outbox.Released(row: current.row, replaced: replaced, uncounted: uncounted))
-                    otherAnswers.insert(claim.orderID)
-                }
+            let plan = AnswersPlan(
+                sent, stored: stored, versions: versions, outbox: outbox, tracker: tracker,
+                rules: PushSettlement.Rules(configuration), jitter: { Double.random(in: 0.5...1.0) }, now: now)
+            for (bundleID, pause) in plan.pauses {
+                try await self.pause(bundleID, reason: pause.reason, status: pause.status, on: connection)
             }
-            // A delivered current update changes nothing but its activity: the order's state is not
-            // written again: the update's id goes to the activity's row, and every read settles it (`sql/116`).
-            var delivered: [Delivered] = []
-            for (orderID, ids) in deliveredUpdates.sorted(by: { $0.key < $1.key }) where !otherAnswers.contains(orderID)
-            {
-                guard let change = changes[orderID], let original = change.original, let version = versions[orderID],
-                    change.pushes.isEmpty, change.withdrawn.isEmpty, change.retired.isEmpty
-                else { continue }
-                var settled = original
-                // Only when settling on the next read gives exactly the state recording would write.
-                guard settled.settleDelivered(ids), settled == change.state else { continue }
-                let settledIDs = original.activities.compactMap { $0.pending?.apnsID }.filter(ids.contains)
-                delivered.append(
-                    Delivered(original: original, settled: settled, apnsIDs: settledIDs.sorted(), version: version))
-                changes[orderID] = nil
+            for note in plan.notes {
+                logger.log(level: note.level, "\(note.message)", metadata: note.metadata.mapValues { "\($0)" })
             }
-            // The outbox rows deleted or released go in the same round trip as the orders' writes.
-            var outboxWrites: [PostgresQuery] = []
-            if !settled.isEmpty { outboxWrites.append(Outbox.deleteQuery(settled)) }
-            if !released.isEmpty { outboxWrites.append(Outbox.releaseQuery(released)) }
             let written = try await OrderStore.write(
-                Array(changes.values), kind: "outcome", delivered: delivered, leading: outboxWrites, now: now,
-                on: connection)
-            return (!released.isEmpty, written, ages)
+                Array(plan.changes.values), kind: "outcome", delivered: plan.delivered, leading: plan.outboxWrites,
+                now: now, on: connection)
+            return (!plan.released.isEmpty, written, plan.ages)
         }
         states.store(written)
         for age in ages { metrics.eventAgeAtPush(app: age.app, seconds: age.seconds) }
         return released
+    }
+
+    /// The statements that open the recording of answers, in one round trip: the orders' locks (and
+    /// states), the outbox rows' locks, and every attempt.
+    static func recordingReads(_ sent: [Sent], orders: OrderStore.ExistingLock, workerID: String) -> [PostgresQuery] {
+        let attempts = sent.map { PushAttempts.Row($0.claim, outcome: $0.outcome, latency: $0.latency) }
+        return orders.queries + [
+            Outbox.lockQuery(sent.map { Outbox.Key(orderID: $0.claim.orderID, activityKey: $0.claim.activityKey) }),
+            PushAttempts.insertQuery(attempts, workerID: workerID),
+        ]
     }
 
     private func pause(

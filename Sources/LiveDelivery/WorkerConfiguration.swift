@@ -135,8 +135,8 @@ package struct WorkerConfiguration: Sendable {
 
     package struct Dispatcher: Sendable {
         package var batchSize: Int = 250
-        /// Twice `amqp.batchSize` by default: room for the pushes of one batch while the previous
-        /// batch's are sent and recorded.
+        /// Room for the pushes of two full consumer batches (`amqp.batchSize`, 250 by default): one
+        /// batch's while the previous batch's are sent and recorded.
         package var concurrency: Int = 512
         /// How long the consumer waits, at most, for the dispatcher to have room for a batch's pushes
         /// (``PushHandoff/waitForRoom(_:)``); 0: it never waits.

@@ -50,6 +50,21 @@ struct Delivered: Sendable {
     var version: Int64
 
     var orderID: String { original.orderID }
+
+    /// The change that recording APNs' acceptance of the updates `ids` made, as a delivered update, when
+    /// that is all it did: nothing to push, withdraw or retire, and settling the ids on the state read
+    /// gives exactly the state recording wrote. Nil otherwise: the change is written in full.
+    init?(folding change: OrderChange, ids: Set<String>, version: Int64) {
+        guard let original = change.original, change.pushes.isEmpty, change.withdrawn.isEmpty,
+            change.retired.isEmpty
+        else { return nil }
+        var settled = original
+        guard settled.settleDelivered(ids), settled == change.state else { return nil }
+        self.original = original
+        self.settled = settled
+        apnsIDs = original.activities.compactMap { $0.pending?.apnsID }.filter(ids.contains).sorted()
+        self.version = version
+    }
 }
 
 /// The one write path of an order (consumer, dispatcher and sweeper), inside the caller's
@@ -84,15 +99,17 @@ enum OrderStore {
         let sorted = Array(Set(orderIDs)).sorted()
         guard !sorted.isEmpty else { return [:] }
         let lock = ExistingLock(sorted, cache: cache)
-        let results = try await connection.pipeline(
-            [
-                """
-                INSERT INTO orders (order_id)
-                SELECT id FROM unnest(\(sorted)::text[]) AS id ORDER BY id COLLATE "C"
-                ON CONFLICT (order_id) DO NOTHING
-                """
-            ] + lock.queries)
+        let results = try await connection.pipeline([createQuery(sorted)] + lock.queries)
         return try lock.states(from: results[1], accepted: results[2])
+    }
+
+    /// Creates the orders' rows that do not exist yet, empty, in the order given (sorted).
+    static func createQuery(_ sorted: [String]) -> PostgresQuery {
+        """
+        INSERT INTO orders (order_id)
+        SELECT id FROM unnest(\(sorted)::text[]) AS id ORDER BY id COLLATE "C"
+        ON CONFLICT (order_id) DO NOTHING
+        """
     }
 
     /// Locks the orders that exist, in sorted order, and returns their stored states (nil for a
@@ -223,6 +240,36 @@ enum OrderStore {
         """
     }
 
+    /// Files a push-to-start token (newest wins: a registration older than the one on file changes nothing).
+    static func registerQuery(_ e: PushToStartTokenEvent) throws -> PostgresQuery {
+        """
+        INSERT INTO push_to_start_tokens (user_id, device_id, registration, bundle_id, attributes_type,
+                                          environment, token_prefix, occurred_at, event_id)
+        VALUES (\(e.userID), \(e.deviceID), \(try json(e.registration)),
+                \(e.bundleID), \(e.attributesType), \(e.environment.rawValue), \(e.token.prefix),
+                \(e.occurredAt), \(e.eventID))
+        ON CONFLICT (user_id, device_id) DO UPDATE SET
+            registration = EXCLUDED.registration, bundle_id = EXCLUDED.bundle_id,
+            attributes_type = EXCLUDED.attributes_type, environment = EXCLUDED.environment,
+            token_prefix = EXCLUDED.token_prefix, occurred_at = EXCLUDED.occurred_at,
+            event_id = EXCLUDED.event_id, last_seen_at = now(), invalidated_at = NULL, invalid_reason = NULL
+        WHERE (EXCLUDED.occurred_at, EXCLUDED.event_id)
+            > (push_to_start_tokens.occurred_at, push_to_start_tokens.event_id)
+        """
+    }
+
+    /// The orders of these users that are not settled, by user.
+    static func openOrders(of users: [String], on connection: PostgresConnection) async throws -> [String: Set<String>]
+    {
+        let rows = try await connection.query(
+            "SELECT order_id, user_id FROM orders WHERE user_id = ANY(\(users)::text[]) AND NOT settled")
+        var orders: [String: Set<String>] = [:]
+        for row in rows {
+            orders[try row.decode(String.self, "user_id"), default: []].insert(try row.decode(String.self, "order_id"))
+        }
+        return orders
+    }
+
     static func pushToStartTokens(from rows: PostgresRows) throws -> [String: [PushToStartRegistration]] {
         var tokens: [String: [PushToStartRegistration]] = [:]
         for row in rows {
@@ -280,124 +327,161 @@ enum OrderStore {
         leading: [PostgresQuery] = [], sweepColumn: SweepColumn = .keepEarlier, now: Date,
         on connection: PostgresConnection
     ) async throws -> [OrderStateCache.Written] {
-        let changes = changes.sorted { $0.state.orderID < $1.state.orderID }
+        let writes = try Writes(
+            changes, kind: kind, handover: handover, delivered: delivered, leading: leading,
+            sweepColumn: sweepColumn, now: now)
         // Withdrawn pushes first (the order rows are locked already, so this waits on no one new).
-        let withdrawn = changes.flatMap { change in
-            change.withdrawn.sorted().map { Outbox.Key(orderID: change.state.orderID, activityKey: $0) }
+        if !writes.withdrawn.isEmpty {
+            try await Outbox.delete(
+                try await Outbox.lock(writes.withdrawn, on: connection).values.map(\.row), on: connection)
         }
-        if !withdrawn.isEmpty {
-            try await Outbox.delete(try await Outbox.lock(withdrawn, on: connection).values.map(\.row), on: connection)
-        }
+        guard !writes.statements.isEmpty else { return [] }
+        return try writes.finish(try await connection.pipeline(writes.statements), handover: handover)
+    }
 
-        var statements = leading
-        let changed = changes.filter { $0.original != $0.state }
-        let changedStates = changed.map(\.state)
-        var versionsIndex: Int?
-        if !changedStates.isEmpty {
-            let rows = try changedStates.map(OrderRow.init)
-            versionsIndex = statements.count
-            statements.append(
-                """
-                UPDATE orders AS o SET
-                    state = r.state, user_id = COALESCE(r.user_id, o.user_id), status = r.status,
-                    terminal = r.terminal, settled = r.settled, last_sequence = r.last_sequence,
-                    last_occurred_at = r.last_occurred_at, last_event_id = r.last_event_id,
-                    next_sweep_at = CASE WHEN \(sweepColumn == .keepEarlier)::boolean AND r.next_sweep_at >= o.next_sweep_at
-                                         THEN o.next_sweep_at ELSE r.next_sweep_at END,
-                    updated_at = now()
-                FROM unnest(\(rows.map(\.orderID))::text[], \(rows.map(\.state))::json[],
-                            \(PostgresNullableArray(rows.map(\.userID)))::text[],
-                            \(PostgresNullableArray(rows.map(\.status)))::text[], \(rows.map(\.terminal))::boolean[],
-                            \(rows.map(\.settled))::boolean[], \(PostgresNullableArray(rows.map(\.lastSequence)))::bigint[],
-                            \(PostgresNullableArray(rows.map(\.lastOccurredAt)))::timestamptz[],
-                            \(PostgresNullableArray(rows.map(\.lastEventID)))::text[],
-                            \(PostgresNullableArray(rows.map(\.nextSweepAt)))::timestamptz[])
-                    AS r(order_id, state, user_id, status, terminal, settled, last_sequence, last_occurred_at,
-                         last_event_id, next_sweep_at)
-                WHERE o.order_id = r.order_id
-                RETURNING o.order_id, o.xmin::text::bigint AS version
-                """)
-        }
-        let activityChanges =
-            changed.map { Activities.Change(original: $0.original, state: $0.state) }
-            + delivered.map { Activities.Change(original: $0.original, state: $0.settled, delivered: $0.apnsIDs) }
-        if let activities = Activities.writeQuery(activityChanges) {
-            statements.append(activities)
-        }
-        let pushes = try changes.flatMap { change in
-            try change.orderedPushes.map { push in
-                try Outbox.Row(
-                    orderID: change.state.orderID, push: push,
-                    notBefore: max(push.notBefore, change.notBefore[push.activityKey] ?? push.notBefore))
+    /// What ``write(_:kind:handover:delivered:leading:sweepColumn:now:on:)`` sends, built without a
+    /// connection, and the reading of its answers.
+    struct Writes {
+        /// Outbox rows to lock and delete before the statements.
+        var withdrawn: [Outbox.Key]
+        /// One pipeline: the caller's `leading` statements, then the orders', activities', outbox's,
+        /// push-to-start tokens' and timeline's.
+        var statements: [PostgresQuery] = []
+        /// The orders' rows written (their states and documents).
+        private var rows: [OrderRow] = []
+        private var delivered: [Delivered]
+        private var versionsIndex: Int?
+        private var outboxIndex: Int?
+        private var pushes: [Outbox.Row] = []
+        /// Dispatcher slots reserved for the rows the outbox statement leases.
+        private var slots = 0
+
+        init(
+            _ changes: [OrderChange], kind: String, handover: Handover?, delivered: [Delivered],
+            leading: [PostgresQuery], sweepColumn: SweepColumn, now: Date
+        ) throws {
+            let changes = changes.sorted { $0.state.orderID < $1.state.orderID }
+            withdrawn = changes.flatMap { change in
+                change.withdrawn.sorted().map { Outbox.Key(orderID: change.state.orderID, activityKey: $0) }
             }
-        }
-        var handedIndex: Int?
-        var slots = 0
-        if !pushes.isEmpty {
-            // Due pushes first: a slot reserved for a push that must wait is only given back.
-            let due = pushes.indices.filter { pushes[$0].notBefore <= now }
-            slots = handover?.reserve(upTo: due.count) ?? 0
-            var lease = [Bool](repeating: false, count: pushes.count)
-            for index in due.prefix(slots) { lease[index] = true }
-            // Only an inserted row is leased (generation 1: no push of the activity in flight), and only
-            // if due and its app is not paused, as a claim would. The NOTIFY (delivered at commit) for
-            // the rows left to claim rides in the same statement: one round trip fewer.
-            handedIndex = statements.count
-            statements.append(
-                Outbox.writeQuery(
-                    pushes, lease: lease, owner: handover?.workerID ?? "", leaseSeconds: handover?.leaseSeconds ?? 0))
-        }
-        for registration in changes.flatMap(\.retired) {
-            statements.append(
-                """
-                UPDATE push_to_start_tokens SET invalidated_at = now(), invalid_reason = 'token_gone'
-                WHERE user_id = \(registration.userID) AND device_id = \(registration.deviceID)
-                  AND event_id = \(registration.key.eventID)
-                """)
-        }
-        let decisions = changes.flatMap { change in change.decisions.map { (change.state.orderID, $0) } }
-        if let timeline = Timeline.insertQuery(decisions, kind: kind) { statements.append(timeline) }
-
-        guard !statements.isEmpty else { return [] }
-        let results = try await connection.pipeline(statements)
-        // The order rows of `delivered` are not written: they go to the cache at the versions they keep.
-        var written = delivered.map {
-            OrderStateCache.Written(orderID: $0.orderID, version: $0.version, state: $0.settled)
-        }
-        if let versionsIndex {
-            var byID: [String: OrderState] = [:]
-            for state in changedStates { byID[state.orderID] = state }
-            for row in results[versionsIndex] {
-                let orderID = try row.decode(String.self, "order_id")
-                if let state = byID[orderID] {
-                    written.append(
-                        .init(orderID: orderID, version: try row.decode(Int64.self, "version"), state: state))
+            self.delivered = delivered
+            statements = leading
+            let changed = changes.filter { $0.original != $0.state }
+            rows = try changed.map { try OrderRow($0.state) }
+            if !rows.isEmpty {
+                versionsIndex = statements.count
+                statements.append(OrderStore.updateQuery(rows, sweepColumn: sweepColumn))
+            }
+            let activityChanges =
+                changed.map { Activities.Change(original: $0.original, state: $0.state) }
+                + delivered.map { Activities.Change(original: $0.original, state: $0.settled, delivered: $0.apnsIDs) }
+            if let activities = Activities.writeQuery(activityChanges) {
+                statements.append(activities)
+            }
+            pushes = try changes.flatMap { change in
+                try change.orderedPushes.map { push in
+                    try Outbox.Row(
+                        orderID: change.state.orderID, push: push,
+                        notBefore: max(push.notBefore, change.notBefore[push.activityKey] ?? push.notBefore))
                 }
             }
-        }
-        if let handover, let handedIndex, slots > 0 {
-            var planned: [Outbox.Key: PlannedPush] = [:]
-            for push in pushes {
-                planned[Outbox.Key(orderID: push.orderID, activityKey: push.activityKey)] = push.planned
+            if !pushes.isEmpty {
+                // Due pushes first: a slot reserved for a push that must wait is only given back.
+                let due = pushes.indices.filter { pushes[$0].notBefore <= now }
+                slots = handover?.reserve(upTo: due.count) ?? 0
+                var lease = [Bool](repeating: false, count: pushes.count)
+                for index in due.prefix(slots) { lease[index] = true }
+                // Only an inserted row is leased (generation 1: no push of the activity in flight), and only
+                // if due and its app is not paused, as a claim would. The NOTIFY (delivered at commit) for
+                // the rows left to claim rides in the same statement: one round trip fewer.
+                outboxIndex = statements.count
+                statements.append(
+                    Outbox.writeQuery(
+                        pushes, lease: lease, owner: handover?.workerID ?? "", leaseSeconds: handover?.leaseSeconds ?? 0
+                    ))
             }
-            var claims: [Outbox.Claim] = []
-            for row in results[handedIndex] {
-                guard let orderID = try row.decode(String?.self, "order_id"),
-                    let activityKey = try row.decode(String?.self, "activity_key"),
-                    let push = planned[Outbox.Key(orderID: orderID, activityKey: activityKey)]
-                else { continue }
-                claims.append(
-                    Outbox.Claim(
-                        orderID: orderID, activityKey: activityKey, generation: 1, attempts: 1, push: push))
+            for registration in changes.flatMap(\.retired) {
+                statements.append(
+                    """
+                    UPDATE push_to_start_tokens SET invalidated_at = now(), invalid_reason = 'token_gone'
+                    WHERE user_id = \(registration.userID) AND device_id = \(registration.deviceID)
+                      AND event_id = \(registration.key.eventID)
+                    """)
             }
-            handover.leased(claims)
+            let decisions = changes.flatMap { change in change.decisions.map { (change.state.orderID, $0) } }
+            if let timeline = Timeline.insertQuery(decisions, kind: kind) { statements.append(timeline) }
         }
-        return written
+
+        /// Reads the statements' answers: the states written with their rows' versions, for the cache
+        /// (the order rows of `delivered` are not written: they go at the versions they keep). Hands the
+        /// leased rows to the dispatcher.
+        func finish(_ results: [PostgresRows], handover: Handover?) throws -> [OrderStateCache.Written] {
+            var written = delivered.map {
+                OrderStateCache.Written(orderID: $0.orderID, version: $0.version, state: $0.settled)
+            }
+            if let versionsIndex {
+                var byID: [String: OrderState] = [:]
+                for row in rows { byID[row.orderID] = row.value }
+                for row in results[versionsIndex] {
+                    let orderID = try row.decode(String.self, "order_id")
+                    if let state = byID[orderID] {
+                        written.append(
+                            .init(orderID: orderID, version: try row.decode(Int64.self, "version"), state: state))
+                    }
+                }
+            }
+            if let handover, let outboxIndex, slots > 0 {
+                var planned: [Outbox.Key: PlannedPush] = [:]
+                for push in pushes {
+                    planned[Outbox.Key(orderID: push.orderID, activityKey: push.activityKey)] = push.planned
+                }
+                var claims: [Outbox.Claim] = []
+                for row in results[outboxIndex] {
+                    guard let orderID = try row.decode(String?.self, "order_id"),
+                        let activityKey = try row.decode(String?.self, "activity_key"),
+                        let push = planned[Outbox.Key(orderID: orderID, activityKey: activityKey)]
+                    else { continue }
+                    claims.append(
+                        Outbox.Claim(
+                            orderID: orderID, activityKey: activityKey, generation: 1, attempts: 1, push: push))
+                }
+                handover.leased(claims)
+            }
+            return written
+        }
+
+        /// The state documents the statements write, by order.
+        var documents: [(orderID: String, bytes: [UInt8])] { rows.map { ($0.orderID, $0.state.bytes) } }
+    }
+
+    /// The orders' rows written set-based, returning each row's new version.
+    private static func updateQuery(_ rows: [OrderRow], sweepColumn: SweepColumn) -> PostgresQuery {
+        """
+        UPDATE orders AS o SET
+            state = r.state, user_id = COALESCE(r.user_id, o.user_id), status = r.status,
+            terminal = r.terminal, settled = r.settled, last_sequence = r.last_sequence,
+            last_occurred_at = r.last_occurred_at, last_event_id = r.last_event_id,
+            next_sweep_at = CASE WHEN \(sweepColumn == .keepEarlier)::boolean AND r.next_sweep_at >= o.next_sweep_at
+                                 THEN o.next_sweep_at ELSE r.next_sweep_at END,
+            updated_at = now()
+        FROM unnest(\(rows.map(\.orderID))::text[], \(rows.map(\.state))::json[],
+                    \(PostgresNullableArray(rows.map(\.userID)))::text[],
+                    \(PostgresNullableArray(rows.map(\.status)))::text[], \(rows.map(\.terminal))::boolean[],
+                    \(rows.map(\.settled))::boolean[], \(PostgresNullableArray(rows.map(\.lastSequence)))::bigint[],
+                    \(PostgresNullableArray(rows.map(\.lastOccurredAt)))::timestamptz[],
+                    \(PostgresNullableArray(rows.map(\.lastEventID)))::text[],
+                    \(PostgresNullableArray(rows.map(\.nextSweepAt)))::timestamptz[])
+            AS r(order_id, state, user_id, status, terminal, settled, last_sequence, last_occurred_at,
+                 last_event_id, next_sweep_at)
+        WHERE o.order_id = r.order_id
+        RETURNING o.order_id, o.xmin::text::bigint AS version
+        """
     }
 
     /// One order row's new values (the columns of an `unnest`: arrays bind as parameters and PostgreSQL
     /// reads them far faster than `json_to_recordset` reads the same rows as JSON objects).
-    private struct OrderRow {
+    fileprivate struct OrderRow {
+        var value: OrderState
         var orderID: String
         var state: PostgresJSONText
         var userID: String?
@@ -411,6 +495,7 @@ enum OrderStore {
 
         init(_ state: OrderState) throws {
             let record = state.record
+            value = state
             orderID = state.orderID
             self.state = try OrderStore.json(state)
             userID = record?.userID

@@ -1,0 +1,129 @@
+import APNs
+import Foundation
+import LiveDeliveryCore
+import Logging
+import Postgres
+
+/// What a group of APNs' answers does, decided from what the recorder read and nothing else (no I/O):
+/// the core's outcome per push (several pushes of one order applied in turn to the same state), the
+/// outbox rows to delete or release, the apps to pause, the log notes, and the delivered updates
+/// written as their activities' rows alone (see ``Delivered``). ``PushDispatcher`` reads, builds
+/// this, and has ``OrderStore`` write it in one transaction.
+struct AnswersPlan {
+    /// Changes to write in full, by order.
+    var changes: [String: OrderChange] = [:]
+    /// Orders whose only change is APNs' acceptance of their current updates.
+    var delivered: [Delivered] = []
+    /// Outbox rows to delete (`ctid`s).
+    var settled: [String] = []
+    /// Outbox rows to release for another send.
+    var released: [Outbox.Released] = []
+    /// Apps to pause, the first answer of each.
+    var pauses: [(bundleID: String, pause: PushSettlement.Pause)] = []
+    /// What to log, beyond the `push_attempts` rows.
+    var notes: [PushSettlement.Note] = []
+    /// How old the newest event of each delivered push's order was when APNs accepted it.
+    var ages: [(app: String, seconds: Double)] = []
+
+    /// - Parameters:
+    ///   - answers: sorted by order and activity.
+    ///   - stored: the orders' states as locked (with accepted updates settled).
+    ///   - versions: the orders' row versions as locked.
+    ///   - outbox: the answers' outbox rows as locked.
+    ///   - jitter: a backoff jitter in 0.5…1 per answer.
+    init(
+        _ answers: [PushDispatcher.Sent], stored: [String: OrderState], versions: [String: Int64],
+        outbox: [Outbox.Key: Outbox.LockedRow], tracker: OrderTracker, rules: PushSettlement.Rules,
+        jitter: () -> Double, now: Date
+    ) {
+        // The ids of delivered updates by order, and the orders with any other answer (never folded).
+        var deliveredUpdates: [String: Set<String>] = [:]
+        var otherAnswers = Set<String>()
+        for answer in answers {
+            let claim = answer.claim
+            let push = claim.push
+            if case .delivered = answer.outcome, let occurred = stored[claim.orderID]?.record?.newest.occurredAt {
+                ages.append((push.bundleID, now.timeIntervalSince(occurred)))
+            }
+            let settlement = PushSettlement.settle(
+                answer.outcome, attempts: claim.attempts, rules: rules, jitter: jitter())
+            note(settlement, for: claim)
+            var resend = false
+            if let outcome = settlement.outcome, let state = changes[claim.orderID]?.state ?? stored[claim.orderID] {
+                var change = changes[claim.orderID] ?? OrderChange(original: state, state: state)
+                let recorded = tracker.record(outcome, for: push, in: change.state, now: now)
+                change.merge(recorded)
+                if let retryDelay = settlement.retryAfter {
+                    let retried = tracker.retry(change.state, now: now)
+                    change.merge(retried)
+                    let notBefore = now.addingTimeInterval(retryDelay.seconds)
+                    for key in Set((recorded.pushes + retried.pushes).map(\.activityKey)) {
+                        change.notBefore[key] = notBefore
+                    }
+                    resend = change.pushes[claim.activityKey] != nil
+                }
+                changes[claim.orderID] = change
+            }
+
+            // The outbox row: delete when settled and not replaced meanwhile, else release it.
+            guard let current = outbox[Outbox.Key(orderID: claim.orderID, activityKey: claim.activityKey)] else {
+                continue
+            }
+            switch PushSettlement.row(
+                claimed: claim.generation, current: current.generation, recorded: settlement.outcome != nil,
+                resend: resend)
+            {
+            case .delete:
+                settled.append(current.row)
+                if case .delivered = answer.outcome, push.kind == .update {
+                    deliveredUpdates[claim.orderID, default: []].insert(push.apnsID)
+                } else {
+                    otherAnswers.insert(claim.orderID)
+                }
+            case .release(let replaced, let uncounted):
+                released.append(Outbox.Released(row: current.row, replaced: replaced, uncounted: uncounted))
+                otherAnswers.insert(claim.orderID)
+            }
+        }
+        // A delivered current update changes nothing but its activity: the order's state is not
+        // written again: the update's id goes to the activity's row, and every read settles it (`sql/116`).
+        for (orderID, ids) in deliveredUpdates.sorted(by: { $0.key < $1.key }) where !otherAnswers.contains(orderID) {
+            guard let change = changes[orderID], let version = versions[orderID],
+                let folded = Delivered(folding: change, ids: ids, version: version)
+            else { continue }
+            delivered.append(folded)
+            changes[orderID] = nil
+        }
+    }
+
+    /// The settlement's note and pause. Only an answer other than "delivered" has a note; an app is
+    /// paused once per group, by its first answer, which says so.
+    private mutating func note(_ settlement: PushSettlement, for claim: Outbox.Claim) {
+        var note = settlement.note
+        if let pause = settlement.pause {
+            if pauses.contains(where: { $0.bundleID == claim.push.bundleID }) {
+                note = nil
+            } else {
+                pauses.append((claim.push.bundleID, pause))
+                note?.metadata[LiveDeliveryLoggingKeys.bundleID] = claim.push.bundleID
+            }
+        }
+        guard var note else { return }
+        note.metadata[LiveDeliveryLoggingKeys.orderID] = claim.orderID
+        note.metadata[LiveDeliveryLoggingKeys.activityKey] = claim.activityKey
+        note.metadata[LiveDeliveryLoggingKeys.apnsID] = claim.push.apnsID
+        if let trace = claim.push.traceParent.flatMap(TraceParent.init) {
+            note.metadata[LiveDeliveryLoggingKeys.traceID] = trace.traceID
+            note.metadata[LiveDeliveryLoggingKeys.traceParent] = trace.parentID
+        }
+        notes.append(note)
+    }
+
+    /// The outbox rows deleted and released: statements for the same round trip as the orders' writes.
+    var outboxWrites: [PostgresQuery] {
+        var writes: [PostgresQuery] = []
+        if !settled.isEmpty { writes.append(Outbox.deleteQuery(settled)) }
+        if !released.isEmpty { writes.append(Outbox.releaseQuery(released)) }
+        return writes
+    }
+}

@@ -1,0 +1,64 @@
+import Foundation
+import LiveDeliveryCore
+
+/// What a batch of new events does to their orders, decided from what the consumer read and nothing
+/// else (no I/O): the core applied per event in arrival order, a push-to-start token to every open order
+/// of its user, each push carrying the trace of the event that set its content. ``EventProcessor``
+/// reads, builds this, and has ``OrderStore`` write it in the batch's transaction.
+struct EventsPlan {
+    /// Every order an event reached, by order id.
+    private(set) var changes: [String: OrderChange] = [:]
+
+    /// - Parameters:
+    ///   - events: the batch's new events, in arrival order.
+    ///   - stored: the orders' states as locked (nil for an order created by this batch).
+    ///   - ordersOfUser: the open orders of each user whose push-to-start token arrived.
+    ///   - tokens: the push-to-start tokens on file, by user.
+    ///   - traces: the `traceparent` each event's message carried, by event id.
+    ///   - orderTraces: the `traceparent` of each order's newest event of the batch that carried one.
+    init(
+        _ events: [InboundEvent], stored: [String: OrderState?], ordersOfUser: [String: Set<String>],
+        tokens: [String: [PushToStartRegistration]], startLimit: StartLimit, traces: [String: String] = [:],
+        orderTraces: [String: String] = [:], tracker: OrderTracker, now: Date
+    ) {
+        var startLimit = startLimit
+        for event in events {
+            let targets: [String]
+            if case .pushToStartToken(let e) = event {
+                targets = (ordersOfUser[e.userID] ?? []).sorted()
+            } else {
+                targets = event.orderID.map { [$0] } ?? []
+            }
+            for orderID in targets {
+                let original = stored[orderID] ?? nil
+                var change =
+                    changes[orderID]
+                    ?? OrderChange(original: original, state: original ?? OrderState(orderID: orderID, now: now))
+                if case .pushToStartToken = event, change.state.isSettled { continue }
+                let userID = change.state.record?.userID ?? event.userID
+                let context = TrackingContext(
+                    pushToStartTokens: userID.flatMap { tokens[$0] } ?? [], startRefusedDevices: startLimit.refused)
+                let step = tracker.apply(event, to: change.state, context: context, now: now)
+                startLimit.count(step, before: change.state)
+                change.merge(step)
+                changes[orderID] = change
+            }
+        }
+        if !traces.isEmpty { trace(traces, orderTraces) }
+    }
+
+    /// Each push carries the trace of the status event that set its content, else of the order's newest
+    /// event of the batch.
+    private mutating func trace(_ traces: [String: String], _ orderTraces: [String: String]) {
+        for (orderID, var change) in changes {
+            for (key, var push) in change.pushes {
+                push.traceParent = traces[push.statusKey.eventID] ?? orderTraces[orderID]
+                change.pushes[key] = push
+            }
+            changes[orderID] = change
+        }
+    }
+
+    /// The changes to write: those that changed something or decided something.
+    var written: [OrderChange] { changes.values.filter { $0.changed || !$0.decisions.isEmpty } }
+}
