@@ -1,5 +1,5 @@
 package import Foundation
-import HTTP2
+package import HTTP2
 package import Logging
 
 /// Sends pushes to APNs (or apns-sim) for several apps at once, over a few long-lived HTTP/2 connections.
@@ -115,7 +115,9 @@ package final class APNsClient: Sendable {
                 logger.debug("cannot sign a provider token", metadata: [APNsLoggingKeys.keyID: "\(app.key.keyID)"])
                 return .configurationFault(reason: .signingFailed, status: nil)
             }
-            let request = makeRequest(notification, devicePath: target.devicePath, authorization: token.authorization)
+            let request = Self.request(
+                notification, devicePath: target.devicePath, authorization: token.authorization,
+                timeout: configuration.requestTimeout)
             do {
                 let response = try await target.client.execute(request)
                 let outcome = APNsOutcome.classify(
@@ -152,8 +154,9 @@ package final class APNsClient: Sendable {
         }
     }
 
-    private func makeRequest(
-        _ notification: APNsNotification, devicePath: String, authorization: String
+    /// The HTTP/2 request of a push to `devicePath` (`<base URL>/3/device/`).
+    package static func request(
+        _ notification: APNsNotification, devicePath: String, authorization: String, timeout: Duration
     ) -> HTTP2Request {
         var headers: [(name: String, value: String)] = []
         headers.reserveCapacity(8)
@@ -172,7 +175,7 @@ package final class APNsClient: Sendable {
             url: devicePath + notification.deviceToken,
             headers: headers,
             body: notification.payload,
-            timeout: configuration.requestTimeout)
+            timeout: timeout)
     }
 
     private func transportOutcome(_ error: HTTP2Error) -> APNsOutcome {

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 extension APNsOutcome {
     /// Maps APNs' answer to an outcome: Apple's table in "Handling notification responses from APNs".
@@ -8,7 +8,7 @@ extension APNsOutcome {
     ///   - body: the response body (`{"reason": …, "timestamp": ms}` on errors).
     ///   - apnsID: the `apns-id` header, else the request's.
     ///   - retryAfter: a `Retry-After` header in seconds, if any.
-    static func classify(
+    package static func classify(
         status: Int,
         body: [UInt8],
         apnsID: UUID,

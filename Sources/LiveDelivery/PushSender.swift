@@ -49,7 +49,12 @@ package final class APNsPushSender: PushSending {
         guard let client = clients[push.environment.rawValue] else {
             return .configurationFault(reason: .unknownApp, status: nil)
         }
-        let notification = APNsNotification(
+        return await client.send(Self.notification(push), app: push.bundleID)
+    }
+
+    /// The APNs request of a planned push.
+    package static func notification(_ push: PlannedPush) -> APNsNotification {
+        APNsNotification(
             deviceToken: push.deviceToken.hex,
             topic: push.topic,
             pushType: .liveActivity,
@@ -57,7 +62,6 @@ package final class APNsPushSender: PushSending {
             expiration: .at(unixSeconds: push.expiration),
             apnsID: UUIDText.parse(push.apnsID) ?? UUID(),
             payload: push.payload)
-        return await client.send(notification, app: push.bundleID)
     }
 
     package func shutdown() async {
