@@ -1,22 +1,64 @@
-/// JSON text written as it is given, into one growing byte array: the one writer and the one string
+/// JSON text written as it is given, into one growing buffer: the one writer and the one string
 /// escaper of the package (APNs payloads, the stored documents, admin output, log records).
 ///
 /// A class so that the nested writers of one document (``Object``, the closures of a document's
-/// fields) all append to the same bytes. Its state is only ever touched by the one writing on one
-/// thread, so the dynamic exclusivity checks on its bytes (a measurable share of the work, per byte)
-/// are turned off.
+/// fields) all append to the same bytes. The bytes live in a buffer the writer owns and grows itself:
+/// every token of a document is a few appends, and an `Array`'s uniqueness and capacity checks on each
+/// of them were most of the cost of writing one. Only ever used by the one writing, on one thread.
 package final class JSONWriter {
-    @exclusivity(unchecked) package var bytes: [UInt8] = []
+    private var storage: UnsafeMutablePointer<UInt8>
+    private var capacity: Int
+    private var count = 0
 
-    package init(capacity: Int = 512) { bytes.reserveCapacity(capacity) }
+    package init(capacity: Int = 512) {
+        self.capacity = max(capacity, 16)
+        storage = .allocate(capacity: self.capacity)
+    }
 
-    package func writeRaw(_ text: String) { bytes.append(contentsOf: text.utf8) }
+    deinit { storage.deallocate() }
+
+    /// The text written so far.
+    package var bytes: [UInt8] { Array(UnsafeBufferPointer(start: storage, count: count)) }
+
+    @inline(__always)
+    private func reserve(_ extra: Int) {
+        if count + extra > capacity { grow(extra) }
+    }
+
+    private func grow(_ extra: Int) {
+        let grown = max(capacity * 2, count + extra)
+        let larger = UnsafeMutablePointer<UInt8>.allocate(capacity: grown)
+        larger.update(from: storage, count: count)
+        storage.deallocate()
+        storage = larger
+        capacity = grown
+    }
+
+    @inline(__always)
+    func append(_ byte: UInt8) {
+        reserve(1)
+        storage[count] = byte
+        count += 1
+    }
+
+    @inline(__always)
+    func append(_ buffer: UnsafeBufferPointer<UInt8>) {
+        guard let base = buffer.baseAddress, !buffer.isEmpty else { return }
+        reserve(buffer.count)
+        (storage + count).update(from: base, count: buffer.count)
+        count += buffer.count
+    }
+
+    package func writeRaw(_ text: String) {
+        var text = text
+        text.withUTF8 { append($0) }
+    }
 
     package func writeNull() { writeRaw("null") }
 
     package func writeBool(_ value: Bool) { writeRaw(value ? "true" : "false") }
 
-    package func writeInt(_ value: Int) { writeRaw(String(value)) }
+    package func writeInt(_ value: Int) { appendDecimal(Int64(value)) }
 
     /// A finite number as ``format(_:)`` prints it; a non-finite one is an `EncodingError`, as
     /// `JSONEncoder` makes it, with `path` (built only then) as its coding path.
@@ -25,23 +67,49 @@ package final class JSONWriter {
             throw EncodingError.invalidValue(
                 value, .init(codingPath: path(), debugDescription: "\(value) is not a valid JSON number"))
         }
-        writeRaw(Self.format(value))
+        if value == value.rounded(), abs(value) < 9_007_199_254_740_992 {
+            appendDecimal(Int64(value))
+        } else {
+            writeRaw(String(value))
+        }
     }
 
-    package func writeString(_ string: String) { Self.appendQuoted(string, to: &bytes) }
+    /// The decimal digits of `value`, written straight into the buffer (no `String` in between).
+    private func appendDecimal(_ value: Int64) {
+        if value < 0 { append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        guard magnitude >= 10 else {
+            append(UInt8(ascii: "0") + UInt8(magnitude))
+            return
+        }
+        // At most 20 digits, written backwards into a fixed buffer, then appended in order.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
+            var start = 20
+            while magnitude > 0 {
+                start -= 1
+                buffer[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            }
+            append(UnsafeBufferPointer(rebasing: buffer[start..<20]))
+        }
+    }
+
+    package func writeString(_ string: String) {
+        Self.quote(string, byte: { append($0) }, run: { append($0) })
+    }
 
     /// `[`, each element as `element` writes it with commas between, `]`.
     package func writeArray<Elements: Sequence>(
         _ elements: Elements, _ element: (Elements.Element) throws -> Void
     ) rethrows {
-        bytes.append(UInt8(ascii: "["))
+        append(UInt8(ascii: "["))
         var first = true
         for value in elements {
-            if !first { bytes.append(UInt8(ascii: ",")) }
+            if !first { append(UInt8(ascii: ",")) }
             first = false
             try element(value)
         }
-        bytes.append(UInt8(ascii: "]"))
+        append(UInt8(ascii: "]"))
     }
 
     /// An object being written: braces, the commas between members, and members left out when nil
@@ -53,7 +121,7 @@ package final class JSONWriter {
 
         package init(_ writer: JSONWriter) {
             self.writer = writer
-            writer.bytes.append(UInt8(ascii: "{"))
+            writer.append(UInt8(ascii: "{"))
         }
 
         /// A member whose value `value` writes.
@@ -95,15 +163,15 @@ package final class JSONWriter {
         }
 
         private mutating func key(_ name: StaticString) {
-            if !empty { writer.bytes.append(UInt8(ascii: ",")) }
+            if !empty { writer.append(UInt8(ascii: ",")) }
             empty = false
-            writer.bytes.append(UInt8(ascii: "\""))
-            name.withUTF8Buffer { writer.bytes.append(contentsOf: $0) }
-            writer.bytes.append(UInt8(ascii: "\""))
-            writer.bytes.append(UInt8(ascii: ":"))
+            writer.append(UInt8(ascii: "\""))
+            name.withUTF8Buffer { writer.append($0) }
+            writer.append(UInt8(ascii: "\""))
+            writer.append(UInt8(ascii: ":"))
         }
 
-        package func close() { writer.bytes.append(UInt8(ascii: "}")) }
+        package func close() { writer.append(UInt8(ascii: "}")) }
     }
 
     // MARK: Numbers and strings
@@ -130,40 +198,43 @@ package final class JSONWriter {
     /// Appends `string` as a JSON string literal: quotes, backslashes and control characters
     /// escaped (`\n`, `\r`, `\t`, else `\u00XX`), everything else as its UTF-8 bytes.
     package static func appendQuoted(_ string: String, to out: inout [UInt8]) {
-        let plain = string.utf8.withContiguousStorageIfAvailable { utf8 in
-            !utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
-        }
-        out.append(UInt8(ascii: "\""))
-        if plain == true {
-            out.append(contentsOf: string.utf8)
-            out.append(UInt8(ascii: "\""))
-            return
-        }
-        // Runs of plain bytes are copied whole; the content-state JSON kept in every stored state is
-        // full of quotes, so this path is a hot one.
+        quote(string, byte: { out.append($0) }, run: { out.append(contentsOf: $0) })
+    }
+
+    /// `string` quoted and escaped, given to `byte` and `run` in order. Runs of plain bytes go whole; the
+    /// content-state JSON kept in every stored state is full of quotes, so this path is a hot one.
+    @inline(__always)
+    private static func quote(
+        _ string: String, byte: (UInt8) -> Void, run: (UnsafeBufferPointer<UInt8>) -> Void
+    ) {
         var text = string
+        byte(UInt8(ascii: "\""))
         text.withUTF8 { bytes in
             var start = 0
             for index in 0..<bytes.count {
-                let byte = bytes[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
-                out.append(UInt8(ascii: "\\"))
-                switch byte {
-                case UInt8(ascii: "\n"): out.append(UInt8(ascii: "n"))
-                case UInt8(ascii: "\r"): out.append(UInt8(ascii: "r"))
-                case UInt8(ascii: "\t"): out.append(UInt8(ascii: "t"))
+                let character = bytes[index]
+                guard character < 0x20 || character == UInt8(ascii: "\"") || character == UInt8(ascii: "\\") else {
+                    continue
+                }
+                run(UnsafeBufferPointer(rebasing: bytes[start..<index]))
+                byte(UInt8(ascii: "\\"))
+                switch character {
+                case UInt8(ascii: "\n"): byte(UInt8(ascii: "n"))
+                case UInt8(ascii: "\r"): byte(UInt8(ascii: "r"))
+                case UInt8(ascii: "\t"): byte(UInt8(ascii: "t"))
                 case 0..<0x20:
-                    out.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
-                    out.append(hexDigits[Int(byte >> 4)])
-                    out.append(hexDigits[Int(byte & 0xF)])
-                default: out.append(byte)  // `"` or `\`
+                    byte(UInt8(ascii: "u"))
+                    byte(UInt8(ascii: "0"))
+                    byte(UInt8(ascii: "0"))
+                    byte(hexDigits[Int(character >> 4)])
+                    byte(hexDigits[Int(character & 0xF)])
+                default: byte(character)  // `"` or `\`
                 }
                 start = index + 1
             }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<bytes.count]))
+            run(UnsafeBufferPointer(rebasing: bytes[start..<bytes.count]))
         }
-        out.append(UInt8(ascii: "\""))
+        byte(UInt8(ascii: "\""))
     }
 }
 

@@ -99,11 +99,12 @@ package struct DeviceToken: Hashable, Sendable, Codable, CustomStringConvertible
 
     /// Validates and normalises to lowercase; nil unless hex, even length, 16–200 bytes decoded.
     package init?(hex: String) {
-        let bytes = Array(hex.utf8)
-        guard bytes.count % 2 == 0, (32...400).contains(bytes.count),
-            bytes.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 | 0x20 >= 97 && $0 | 0x20 <= 102) })
+        let utf8 = hex.utf8
+        guard utf8.count % 2 == 0, (32...400).contains(utf8.count),
+            utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 | 0x20 >= 97 && $0 | 0x20 <= 102) })
         else { return nil }
-        self.hex = hex.lowercased()
+        // Stored tokens are lowercase already: read back from every stored state, they are kept as they are.
+        self.hex = utf8.contains { $0 >= 65 && $0 <= 70 } ? hex.lowercased() : hex
     }
 
     /// The first eight hex digits, for logs and the printed request path.

@@ -75,17 +75,43 @@ package enum RFC3339 {
             days -= 1
         }
         let (y, m, d) = civilFromDays(days)
-        func pad(_ v: Int, _ width: Int = 2) -> String {
-            let digits = String(v)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        // Written into one small buffer: a decision's text formats several dates per event.
+        var text: [UInt8] = []
+        text.reserveCapacity(24)
+        func digits(_ value: Int, _ width: Int) {
+            var divisor = 1
+            for _ in 1..<width { divisor *= 10 }
+            var value = value
+            if value >= divisor * 10 {
+                text.append(contentsOf: String(value).utf8)
+                return
+            }
+            while divisor > 0 {
+                text.append(UInt8(ascii: "0") + UInt8(value / divisor))
+                value %= divisor
+                divisor /= 10
+            }
         }
-        func two(_ v: Int) -> String { pad(v) }
-        var text = "\(pad(y, 4))-\(two(m))-\(two(d))T\(two(rest / 3600)):\(two(rest % 3600 / 60)):\(two(rest % 60))"
+        if y < 0 { text.append(contentsOf: String(y).utf8) } else { digits(y, 4) }
+        text.append(UInt8(ascii: "-"))
+        digits(m, 2)
+        text.append(UInt8(ascii: "-"))
+        digits(d, 2)
+        text.append(UInt8(ascii: "T"))
+        digits(rest / 3600, 2)
+        text.append(UInt8(ascii: ":"))
+        digits(rest % 3600 / 60, 2)
+        text.append(UInt8(ascii: ":"))
+        digits(rest % 60, 2)
         if fractional {
             let millis = Int(((interval - whole) * 1000).rounded(.down))
-            if millis > 0 { text += "." + pad(millis, 3) }
+            if millis > 0 {
+                text.append(UInt8(ascii: "."))
+                digits(millis, 3)
+            }
         }
-        return text + "Z"
+        text.append(UInt8(ascii: "Z"))
+        return String(decoding: text, as: UTF8.self)
     }
 
     static func daysInMonth(year: Int, month: Int) -> Int {
