@@ -468,7 +468,7 @@ final class BenchEnvironment: @unchecked Sendable {
     private static let appleEpoch = 978_307_200.0
 
     func token(_ order: Int) -> String {
-        var generator = SplitMix(seed: UInt64(order) &* 0x9E37_79B9 &+ 17)
+        var generator = SplitMix64(seed: UInt64(order) &* 0x9E37_79B9 &+ 17)
         return (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
     }
 
@@ -898,18 +898,6 @@ func p99PerSecond(_ samples: [(offset: Double, latency: Double)]) -> String {
 
 private func rfc3339(_ date: Date) -> String {
     RFC3339.format(date, fractional: true)
-}
-
-private struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 /// CPU seconds per event of a backlog round, by process.

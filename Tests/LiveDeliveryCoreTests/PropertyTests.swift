@@ -5,18 +5,6 @@ import Testing
 
 @testable import LiveDeliveryCore
 
-/// A deterministic random source for building scenarios from a generated seed.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// One order's well-formed event stream: statuses moving forward (with repeats carrying new
 /// details), at most one terminal status (the newest), the app's token report and maybe a rotation.
 struct Scenario: CustomStringConvertible {
@@ -25,7 +13,7 @@ struct Scenario: CustomStringConvertible {
     var description: String { events.map { "\($0.type):\($0.eventID)" }.joined(separator: " ") }
 
     init(seed: UInt64) {
-        var rng = SplitMix(state: seed)
+        var rng = SplitMix64(seed: seed)
         let withSequence = Bool.random(using: &rng)
         let open: [OrderStatus] = [
             .placed, .confirmed, .preparing, .readyForPickup, .pickedUp, .outForDelivery, .arriving,
@@ -74,7 +62,7 @@ struct Scenario: CustomStringConvertible {
 
     /// The events shuffled, with some delivered more than once.
     func delivery(seed: UInt64) -> [InboundEvent] {
-        var rng = SplitMix(state: seed)
+        var rng = SplitMix64(seed: seed)
         var copies = events
         for _ in 0..<Int.random(in: 0...4, using: &rng) { copies.append(events.randomElement(using: &rng)!) }
         return copies.shuffled(using: &rng)
