@@ -8,7 +8,7 @@ import Postgres
 /// per event, the same on every run of the same binary, whatever else the machine does). Each step is
 /// what the worker runs:
 /// - the consumer decodes the messages, builds the inbox, lock and read statements, reads the orders'
-///   stored documents (a cold cache: the bytes PostgreSQL sends) and settles the updates APNs accepted,
+///   stored documents (a cold cache: from the text PostgreSQL sends) and settles the updates APNs accepted,
 ///   plans the batch (``EventsPlan``: the core), and builds its writes (``OrderStore/Writes``: every
 ///   parameter encoded);
 /// - the dispatcher sends the pushes (`send`: the caller builds each APNs request and classifies an
@@ -18,13 +18,19 @@ import Postgres
 /// Left out: I/O and what surrounds it (the broker, libpq, libcurl, the threads and tasks between
 /// them), the state cache, metrics and traces.
 package struct HotPath: Sendable {
-    /// An order as the database holds it: its state document, and the updates APNs accepted that the
-    /// document does not say yet (`activities.delivered_apns_id`).
+    /// An order as the database holds it: its state document (``StoredState``) in the text form
+    /// PostgreSQL sends it in, and the updates APNs accepted that the document does not say yet
+    /// (`activities.delivered_apns_id`).
     package struct StoredOrder: Sendable {
-        package var document: [UInt8]
+        var text: String
         package var accepted: Set<String> = []
 
-        package init(document: [UInt8]) { self.document = document }
+        init(document: [UInt8]) { text = PostgresBytes(document).postgresText }
+
+        /// The document, read from its column as ``OrderStore/ExistingLock`` reads it.
+        func document() throws -> [UInt8] {
+            try [UInt8].decode(from: PostgresCell(columnName: "state", columnIndex: 3, dataType: .bytea, text: text))
+        }
     }
 
     private let tracker: OrderTracker
@@ -46,7 +52,7 @@ package struct HotPath: Sendable {
             }
             state = change.state
         }
-        return StoredOrder(document: try StoredJSON.encode(state))
+        return StoredOrder(document: StoredState.encode(state))
     }
 
     /// One batch through the consumer and its pushes through the dispatcher. Returns the number of
@@ -70,7 +76,7 @@ package struct HotPath: Sendable {
                 stored[orderID] = .some(nil)
                 continue
             }
-            var state = try StoredJSON.decodeState(order.document)
+            var state = try StoredState.decode(try order.document())
             state.settleDelivered(order.accepted)
             stored[orderID] = state
         }

@@ -108,7 +108,7 @@ package final class Sweeper: Service {
             var states: [OrderState] = []
             var notYet: [(orderID: String, at: Date)] = []
             for row in rows {
-                guard var state = try OrderStore.decodeState(try row.decode(PostgresJSON?.self, "state")) else {
+                guard var state = try OrderStore.decodeState(try row.decode([UInt8]?.self, "state")) else {
                     continue
                 }
                 state.settleDelivered(accepted[state.orderID] ?? [])

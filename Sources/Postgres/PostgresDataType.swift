@@ -21,6 +21,7 @@ package struct PostgresDataType: RawRepresentable, Hashable, Sendable, CustomStr
     package static let float8 = PostgresDataType(701)
     package static let unknown = PostgresDataType(705)
     package static let boolArray = PostgresDataType(1000)
+    package static let byteaArray = PostgresDataType(1001)
     package static let int2Array = PostgresDataType(1005)
     package static let int4Array = PostgresDataType(1007)
     package static let textArray = PostgresDataType(1009)

@@ -269,12 +269,15 @@ enum PostgresArrayText {
     }
 }
 
-/// Bytes bound as `bytea` (`\x` hex text form).
-package struct PostgresBytes: PostgresEncodable, Hashable {
+/// Bytes bound as `bytea` (`\x` hex text form); in an array, as they are (a binary array).
+package struct PostgresBytes: PostgresArrayElement, Hashable {
     package var bytes: [UInt8]
     package init(_ bytes: [UInt8]) { self.bytes = bytes }
     package static var postgresType: PostgresDataType { .bytea }
+    package static var postgresArrayType: PostgresDataType { .byteaArray }
+    package static var postgresBinaryElementType: PostgresDataType? { .bytea }
     package var postgresText: String { PostgresHex.encode(bytes) }
+    package func appendPostgresBinary(to bytes: inout [UInt8]) { bytes.append(contentsOf: self.bytes) }
 }
 
 extension PostgresQuery.StringInterpolation {
@@ -302,30 +305,48 @@ enum PostgresHex {
             buffer[0] = UInt8(ascii: "\\")
             buffer[1] = UInt8(ascii: "x")
             var index = 2
-            for byte in bytes {
-                buffer[index] = digits[Int(byte >> 4)]
-                buffer[index + 1] = digits[Int(byte & 0x0f)]
-                index += 2
+            digits.withUnsafeBufferPointer { digits in
+                bytes.withUnsafeBufferPointer { bytes in
+                    for byte in bytes {
+                        buffer[index] = digits[Int(byte >> 4)]
+                        buffer[index + 1] = digits[Int(byte & 0x0f)]
+                        index += 2
+                    }
+                }
             }
             return index
         }
     }
 
-    /// Decodes the `\x…` form; nil when malformed.
+    /// Decodes the `\x…` form; nil when malformed. (Every order state read is one: a few kB.)
     static func decode(_ text: String) -> [UInt8]? {
-        let utf8 = Array(text.utf8)
-        guard utf8.count >= 2, utf8[0] == UInt8(ascii: "\\"), utf8[1] == UInt8(ascii: "x"), utf8.count % 2 == 0
-        else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity((utf8.count - 2) / 2)
-        var index = 2
-        while index < utf8.count {
-            guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-            index += 2
+        var text = text
+        return text.withUTF8 { utf8 -> [UInt8]? in
+            guard utf8.count >= 2, utf8[0] == UInt8(ascii: "\\"), utf8[1] == UInt8(ascii: "x"), utf8.count % 2 == 0
+            else { return nil }
+            let count = (utf8.count - 2) / 2
+            var valid = true
+            let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                values.withUnsafeBufferPointer { values in
+                    var index = 2
+                    var invalid: UInt8 = 0
+                    for offset in 0..<count {
+                        let high = values[Int(utf8[index])]
+                        let low = values[Int(utf8[index + 1])]
+                        invalid |= (high | low) & 0x10
+                        buffer[offset] = high << 4 | (low & 0x0F)
+                        index += 2
+                    }
+                    valid = invalid == 0
+                }
+                initialized = valid ? count : 0
+            }
+            return valid ? bytes : nil
         }
-        return bytes
     }
+
+    /// Each byte's value as a hex digit; 0x10 where it is not one.
+    private static let values: [UInt8] = (0...255).map { nibble(UInt8($0)) ?? 0x10 }
 
     private static func nibble(_ character: UInt8) -> UInt8? {
         switch character {

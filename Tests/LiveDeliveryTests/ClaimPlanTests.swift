@@ -17,7 +17,7 @@ struct ClaimPlanTests {
             INSERT INTO outbox (order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push, reason,
                                 not_before, lease_owner, lease_until)
             SELECT 'O-' || i, 'a', 'update', 'com.example.delivery', 'production', 5, gen_random_uuid(),
-                   json_build_object('pad', repeat('x', \(padding)::integer)), 'test', now() - make_interval(secs => i),
+                   convert_to(repeat('x', \(padding)::integer), 'UTF8'), 'test', now() - make_interval(secs => i),
                    CASE WHEN i % 10 = 0 THEN 'w' END, CASE WHEN i % 10 = 0 THEN now() - interval '1 hour' END
             FROM generate_series(1, \(rows)) AS i
             """)

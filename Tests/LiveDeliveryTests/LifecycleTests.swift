@@ -1,11 +1,12 @@
 import APNsSimulator
 import Foundation
-import LiveDelivery
 import LiveDeliveryCore
 import Postgres
 import Synchronization
 import TestSupport
 import Testing
+
+@testable import LiveDelivery
 
 /// A clock the test moves by hand (the worker pieces take `now:` closures).
 final class TestClock: Sendable {
@@ -241,15 +242,18 @@ struct LifecycleTests {
             func at(_ seconds: Double) { clock.set(base.addingTimeInterval(seconds)) }
             /// The column and the state's own time, in seconds after `base`.
             func sweepTimes(_ order: String) async throws -> (column: Double?, state: Double?) {
-                let row = try await harness.database.strings(
+                let rows = try await harness.database.client.query(
                     """
-                    SELECT coalesce(extract(epoch FROM next_sweep_at)::text, '-') || ' '
-                        || coalesce(state->>'nextSweepAt', '-') FROM orders WHERE order_id = \(order)
+                    SELECT extract(epoch FROM next_sweep_at)::float8 AS sweep_column, state
+                    FROM orders WHERE order_id = \(order)
                     """)
-                let fields = try #require(row.first).split(separator: " ").map { Double($0) }
+                let row = try #require(rows.first)
+                let state = try OrderStore.decodeState(try row.decode([UInt8]?.self, "state"))
                 return (
-                    fields[0].map { ($0 - base.timeIntervalSince1970).rounded() },
-                    fields[1].map { ($0 - base.timeIntervalSinceReferenceDate).rounded() }
+                    try row.decode(Double?.self, "sweep_column").map { ($0 - base.timeIntervalSince1970).rounded() },
+                    state?.nextSweepAt.map {
+                        ($0.timeIntervalSinceReferenceDate - base.timeIntervalSinceReferenceDate).rounded()
+                    }
                 )
             }
             let order = TestEnvironment.uniqueName("O")

@@ -90,7 +90,7 @@ struct StateCacheTests {
             // activity's row, settled on reading; the order's row is not written again for it).
             let row = try await harness.database.client.query(
                 "SELECT state, xmin::text::bigint AS version FROM orders WHERE order_id = \(order)")
-            var stored = try OrderStore.decodeState(try row[0].decode(PostgresJSON?.self, "state"))
+            var stored = try OrderStore.decodeState(try row[0].decode([UInt8]?.self, "state"))
             stored?.settleDelivered(
                 try OrderStore.accepted(
                     from: try await harness.database.client.query(OrderStore.acceptedQuery([order])))[
@@ -161,7 +161,7 @@ struct StateCacheTests {
             await second.client.shutdown()
             if let failure { throw failure }
             let row = try await harness.database.client.query("SELECT state FROM orders WHERE order_id = \(order)")
-            let written = try #require(try OrderStore.decodeState(try row[0].decode(PostgresJSON?.self, "state")))
+            let written = try #require(try OrderStore.decodeState(try row[0].decode([UInt8]?.self, "state")))
             #expect(written.activities.first?.sent?.step == "confirmed")
             #expect(written.activities.first?.pending?.mark.step == "preparing")
             #expect(written.activities.first?.pending?.apnsID != pendingID)

@@ -70,11 +70,8 @@ struct Delivered: Sendable {
 /// The one write path of an order (consumer, dispatcher and sweeper), inside the caller's
 /// transaction and under the order's row lock.
 enum OrderStore {
-    /// An order's state as a `json` parameter, written field by field (``StoredJSON``). `json`, not
-    /// `jsonb`: the columns are `json`, and the server only checks the text.
-    static func json(_ state: OrderState) throws -> PostgresJSONText {
-        PostgresJSONText(bytes: try StoredJSON.encode(state))
-    }
+    /// An order's state as a `bytea` parameter (``StoredState``).
+    static func document(_ state: OrderState) -> PostgresBytes { PostgresBytes(StoredState.encode(state)) }
 
     /// A push-to-start registration, written field by field (``StoredJSON``).
     static func json(_ registration: PushToStartRegistration) throws -> PostgresJSONText {
@@ -86,9 +83,9 @@ enum OrderStore {
         try StoredJSON.decodeRegistration(json.bytes)
     }
 
-    /// A stored state, read field by field (``StoredJSON``).
-    static func decodeState(_ json: PostgresJSON?) throws -> OrderState? {
-        try json.map { try StoredJSON.decodeState($0.bytes) }
+    /// A stored state (``StoredState``; nil for a row created empty).
+    static func decodeState(_ document: [UInt8]?) throws -> OrderState? {
+        try document.map { try StoredState.decode($0) }
     }
 
     /// Locks the orders (creating empty rows first, all in sorted order so that concurrent
@@ -173,7 +170,7 @@ enum OrderStore {
                     state = entry.state
                     cached += 1
                 } else {
-                    state = try OrderStore.decodeState(try row.decode(PostgresJSON?.self, "state"))
+                    state = try OrderStore.decodeState(try row.decode([UInt8]?.self, "state"))
                 }
                 state?.settleDelivered(accepted[orderID] ?? [])
                 states[orderID] = state
@@ -464,7 +461,7 @@ enum OrderStore {
             next_sweep_at = CASE WHEN \(sweepColumn == .keepEarlier)::boolean AND r.next_sweep_at >= o.next_sweep_at
                                  THEN o.next_sweep_at ELSE r.next_sweep_at END,
             updated_at = now()
-        FROM unnest(\(rows.map(\.orderID))::text[], \(rows.map(\.state))::json[],
+        FROM unnest(\(rows.map(\.orderID))::text[], \(rows.map(\.state))::bytea[],
                     \(PostgresNullableArray(rows.map(\.userID)))::text[],
                     \(PostgresNullableArray(rows.map(\.status)))::text[], \(rows.map(\.terminal))::boolean[],
                     \(rows.map(\.settled))::boolean[], \(PostgresNullableArray(rows.map(\.lastSequence)))::bigint[],
@@ -483,7 +480,7 @@ enum OrderStore {
     fileprivate struct OrderRow {
         var value: OrderState
         var orderID: String
-        var state: PostgresJSONText
+        var state: PostgresBytes
         var userID: String?
         var status: String?
         var terminal: Bool
@@ -497,7 +494,7 @@ enum OrderStore {
             let record = state.record
             value = state
             orderID = state.orderID
-            self.state = try OrderStore.json(state)
+            self.state = OrderStore.document(state)
             userID = record?.userID
             status = record?.status.rawValue
             terminal = record?.isTerminal ?? false

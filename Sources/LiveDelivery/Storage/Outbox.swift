@@ -47,7 +47,7 @@ enum Outbox {
         var environment: String
         var priority: Int
         var apnsID: String
-        var push: PostgresJSONText
+        var push: PostgresBytes
         var reason: String
         var notBefore: Date
         var planned: PlannedPush
@@ -60,7 +60,7 @@ enum Outbox {
             environment = push.environment.rawValue
             priority = push.priority
             apnsID = push.apnsID
-            self.push = PostgresJSONText(bytes: try StoredJSON.encode(push))
+            self.push = PostgresBytes(StoredPush.encode(push))
             reason = push.reason
             self.notBefore = notBefore
             planned = push
@@ -89,7 +89,7 @@ enum Outbox {
                 FROM unnest(\(pushes.map(\.orderID))::text[], \(pushes.map(\.activityKey))::text[],
                             \(pushes.map(\.kind))::text[], \(pushes.map(\.bundleID))::text[],
                             \(pushes.map(\.environment))::text[], \(pushes.map(\.priority))::integer[],
-                            \(pushes.map(\.apnsID))::text[], \(pushes.map(\.push))::json[],
+                            \(pushes.map(\.apnsID))::text[], \(pushes.map(\.push))::bytea[],
                             \(pushes.map(\.reason))::text[], \(pushes.map(\.notBefore))::timestamptz[],
                             \(lease)::boolean[])
                     AS r(order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push, reason,
@@ -219,7 +219,7 @@ enum Outbox {
             activityKey: try row.decode(String.self, "activity_key"),
             generation: try row.decode(Int64.self, "generation"),
             attempts: try row.decode(Int.self, "attempts"),
-            push: try StoredJSON.decodePush(try row.decode(PostgresJSON.self, "push").bytes))
+            push: try StoredPush.decode(try row.decode([UInt8].self, "push")))
     }
 
     /// A row going back for another send (see ``PushSettlement/Row``).

@@ -2,18 +2,18 @@ import Foundation
 import LiveDeliveryCore
 import LiveDeliveryJSON
 
-/// The documents the worker keeps in PostgreSQL `json` columns (an order's state, a planned push, a
-/// push-to-start registration), written and read field by field with the JSON module's writer and
-/// tape rather than through `Codable`.
+/// The documents the worker keeps in PostgreSQL `json` columns (a planned push, a push-to-start
+/// registration), and the order states stored as JSON before `sql/118` (``StoredState`` reads those
+/// through here), written and read field by field with the JSON module's writer and tape rather than
+/// through `Codable`.
 ///
-/// An order's state is written twice and read twice per event, and a push is read per claim:
-/// `JSONEncoder` and `JSONDecoder` were each about a third of a worker's CPU, and a streaming
-/// `Encoder` still a fifth (a container box, generic metadata looked up at run time, a witness call
-/// per field). The text is what `JSONEncoder` writes for the same value, up to key order and number
-/// spelling: the same keys, nil fields left out, dates as seconds since 2001, enums with associated
-/// values as their synthesized `Codable` writes them. So `JSONDecoder` reads these documents, and
-/// these readers read what `JSONEncoder` writes; tests check both ways on every state and push of
-/// the example deliveries, so a field added to a core type without being added here fails them.
+/// A push is written per push and read per claim: `JSONEncoder` and `JSONDecoder` were each about a third of a
+/// worker's CPU, and a streaming `Encoder` still a fifth (a container box, generic metadata looked up at run
+/// time, a witness call per field). The text is what `JSONEncoder` writes for the same value, up to key order
+/// and number spelling: the same keys, nil fields left out, dates as seconds since 2001, enums with associated
+/// values as their synthesized `Codable` writes them. So `JSONDecoder` reads these documents, and these
+/// readers read what `JSONEncoder` writes; tests check both ways on every state and push of the example
+/// deliveries, so a field added to a core type without being added here fails them.
 enum StoredJSON {
     static func encode(_ state: OrderState) throws -> [UInt8] {
         let writer = JSONWriter(capacity: 4096)
