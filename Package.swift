@@ -235,7 +235,8 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "APNsSimulator", "ChildProcesses", "LiveDeliveryJSON", "Postgres", "RabbitMQ", "TestSupport",
+                "APNsSimulator", "ChildProcesses", "LiveDeliveryCore", "LiveDeliveryJSON", "Postgres", "RabbitMQ",
+                "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftCSV", package: "SwiftCSV"),

@@ -146,41 +146,80 @@ package final class EventProcessor: Sendable {
     ) async throws -> (BatchOutcome, [OrderStateCache.Written]) {
         var outcome = BatchOutcome()
         let now = self.now()
-
         // 1. Refused messages: dead_letters (one row per distinct message).
         for case .rejected(let rejection, let index) in decoded {
-            let message = messages[index]
-            let rows = try await connection.query(
-                DeadLetterRows.insertQuery(
-                    eventID: message.messageID, routingKey: message.routingKey, reason: rejection.reason.rawValue,
-                    field: rejection.field, message: rejection.message, body: message.body))
+            try await deadLetter(messages[index], rejection, on: connection)
             outcome.rejected += 1
-            if !rows.isEmpty {
-                metrics.deadLetter(reason: rejection.reason.rawValue)
-                metrics.event(type: message.routingKey, outcome: "rejected")
-                var metadata: Logger.Metadata = [
-                    LiveDeliveryLoggingKeys.reason: "\(rejection.reason)",
-                    LiveDeliveryLoggingKeys.field: "\(rejection.field ?? "")",
-                    LiveDeliveryLoggingKeys.eventID: "\(message.messageID ?? "")",
-                ]
-                metadata.addTrace(message.traceParent)
-                logger.warning("event refused and dead-lettered", metadata: metadata)
-            }
         }
-
-        // 2. Inbox: which events are new.
-        // 3. Users: serialise work on one user's orders and push-to-start tokens across workers, and
-        //    read the user's push-to-start tokens. Every event's user (a duplicate's too: harmless),
-        //    so that the three statements go in one round trip.
+        // 2. Which events are new, and their users' push-to-start tokens (under the users' locks).
         let events: [InboundEvent] = decoded.compactMap {
             if case .event(let event, _) = $0 { return event }
             return nil
         }
         guard !events.isEmpty else { return (outcome, []) }
+        let (newEvents, tokens) = try await admit(events, outcome: &outcome, on: connection)
+        guard !newEvents.isEmpty else { return (outcome, []) }
+        let startLimit = try await StartLimit.load(
+            devices: tokens.values.flatMap { $0.map(\.deviceID) }, configuration: pushToStart, now: now,
+            on: connection)
+        // 3. The orders concerned, locked: each event's order; for a push-to-start token, every open order
+        //    of the user (stored, or created by this batch).
+        let ordersOfUser = try await openOrders(for: newEvents, on: connection)
+        var orderIDs = Set(newEvents.compactMap(\.orderID))
+        for orders in ordersOfUser.values { orderIDs.formUnion(orders) }
+        let stored = try await OrderStore.lockOrders(Array(orderIDs), cache: states, on: connection)
+        // 4. The core, per event in arrival order; each push carries its event's trace.
+        var traces: [String: String] = [:]
+        var orderTraces: [String: String] = [:]
+        for case .event(let event, let index) in decoded {
+            guard let traceParent = messages[index].traceParent else { continue }
+            traces[event.eventID] = traceParent
+            if let orderID = event.orderID { orderTraces[orderID] = traceParent }
+        }
+        let plan = EventsPlan(
+            newEvents, stored: stored, ordersOfUser: ordersOfUser, tokens: tokens, startLimit: startLimit,
+            traces: traces, orderTraces: orderTraces, tracker: tracker, now: now)
+        for event in newEvents { metrics.event(type: event.type.rawValue, outcome: "applied") }
+        outcome.applied += newEvents.count
+        // 5. Every changed order written at once (set-based, in a stable order).
+        let written = plan.written
+        let stateWrites = try await OrderStore.write(
+            written, kind: "event", handover: handover, now: now, on: connection)
+        outcome.pushesPlanned += written.reduce(0) { $0 + $1.pushes.count }
+        if logger.logLevel <= .debug { logDecisions(written, traces: orderTraces) }
+        return (outcome, stateWrites)
+    }
+
+    /// Records a refused message in `dead_letters`; counts and logs it the first time.
+    private func deadLetter(
+        _ message: InboundMessage, _ rejection: EventRejection, on connection: PostgresConnection
+    ) async throws {
+        let rows = try await connection.query(
+            DeadLetterRows.insertQuery(
+                eventID: message.messageID, routingKey: message.routingKey, reason: rejection.reason.rawValue,
+                field: rejection.field, message: rejection.message, body: message.body))
+        guard !rows.isEmpty else { return }
+        metrics.deadLetter(reason: rejection.reason.rawValue)
+        metrics.event(type: message.routingKey, outcome: "rejected")
+        var metadata: Logger.Metadata = [
+            LiveDeliveryLoggingKeys.reason: "\(rejection.reason)",
+            LiveDeliveryLoggingKeys.field: "\(rejection.field ?? "")",
+            LiveDeliveryLoggingKeys.eventID: "\(message.messageID ?? "")",
+        ]
+        metadata.addTrace(message.traceParent)
+        logger.warning("event refused and dead-lettered", metadata: metadata)
+    }
+
+    /// The events the inbox has not seen, in arrival order, and their users' push-to-start tokens (the
+    /// batch's own registrations filed first). Every event's user is locked (a duplicate's too: harmless),
+    /// so that the inbox, the locks and the tokens' read go in one round trip.
+    private func admit(
+        _ events: [InboundEvent], outcome: inout BatchOutcome, on connection: PostgresConnection
+    ) async throws -> ([InboundEvent], [String: [PushToStartRegistration]]) {
         let users = Set(events.compactMap(\.userID)).sorted()
         var statements = [Inbox.insertQuery(events)]
         if !users.isEmpty {
-            statements.append(Inbox.lockUsersQuery(users))
+            statements.append(UserLocks.lockQuery(users))
             statements.append(OrderStore.pushToStartTokensQuery(users: users))
         }
         let results = try await connection.pipeline(statements)
@@ -194,72 +233,44 @@ package final class EventProcessor: Sendable {
                 metrics.event(type: event.type.rawValue, outcome: "duplicate")
             }
         }
-        guard !newEvents.isEmpty else { return (outcome, []) }
-        var tokens = users.isEmpty ? [:] : try OrderStore.pushToStartTokens(from: results[2])
-
+        guard !newEvents.isEmpty, !users.isEmpty else { return (newEvents, [:]) }
         var registered = false
         for case .pushToStartToken(let e) in newEvents {
             registered = true
             try await connection.query(try OrderStore.registerQuery(e))
         }
-        if registered {
-            // This batch registered tokens (above): read them again.
-            tokens = try await OrderStore.pushToStartTokens(users: users, on: connection)
-        }
-        let startLimit = try await StartLimit.load(
-            devices: tokens.values.flatMap { $0.map(\.deviceID) }, configuration: pushToStart, now: now,
-            on: connection)
+        // A batch that registered tokens reads them again.
+        let tokens =
+            registered
+            ? try await OrderStore.pushToStartTokens(users: users, on: connection)
+            : try OrderStore.pushToStartTokens(from: results[2])
+        return (newEvents, tokens)
+    }
 
-        // 4. The orders concerned: each event's order; for a push-to-start token, every open order of
-        //    the user (stored, or created by this batch).
-        var ordersOfUser: [String: Set<String>] = [:]
-        let pushToStartUsers = Set(
-            newEvents.compactMap { if case .pushToStartToken(let e) = $0 { e.userID } else { nil } })
-        if !pushToStartUsers.isEmpty {
-            ordersOfUser = try await OrderStore.openOrders(of: pushToStartUsers.sorted(), on: connection)
-            for case .orderStatus(let e) in newEvents where pushToStartUsers.contains(e.userID) {
-                ordersOfUser[e.userID, default: []].insert(e.orderID)
+    /// The open orders of each user whose push-to-start token arrived: stored, or created by this batch.
+    private func openOrders(
+        for events: [InboundEvent], on connection: PostgresConnection
+    ) async throws -> [String: Set<String>] {
+        let users = Set(events.compactMap { if case .pushToStartToken(let e) = $0 { e.userID } else { nil } })
+        guard !users.isEmpty else { return [:] }
+        var ordersOfUser = try await OrderStore.openOrders(of: users.sorted(), on: connection)
+        for case .orderStatus(let e) in events where users.contains(e.userID) {
+            ordersOfUser[e.userID, default: []].insert(e.orderID)
+        }
+        return ordersOfUser
+    }
+
+    private func logDecisions(_ written: [OrderChange], traces: [String: String]) {
+        for change in written {
+            for decision in change.decisions {
+                var metadata: Logger.Metadata = [
+                    LiveDeliveryLoggingKeys.orderID: "\(change.state.orderID)",
+                    LiveDeliveryLoggingKeys.activityKey: "\(decision.activityKey ?? "")",
+                    LiveDeliveryLoggingKeys.decision: "\(decision.code)",
+                ]
+                metadata.addTrace(traces[change.state.orderID])
+                logger.debug("decision", metadata: metadata)
             }
         }
-        var orderIDs = Set(newEvents.compactMap(\.orderID))
-        for orders in ordersOfUser.values { orderIDs.formUnion(orders) }
-        let stored = try await OrderStore.lockOrders(Array(orderIDs), cache: states, on: connection)
-
-        // 5. The core, per event in arrival order.
-        // The trace each event's message carried goes with the pushes it planned and into the logs.
-        var traces: [String: String] = [:]
-        var orderTraces: [String: String] = [:]
-        for case .event(let event, let index) in decoded {
-            guard let traceParent = messages[index].traceParent else { continue }
-            traces[event.eventID] = traceParent
-            if let orderID = event.orderID { orderTraces[orderID] = traceParent }
-        }
-        let plan = EventsPlan(
-            newEvents, stored: stored, ordersOfUser: ordersOfUser, tokens: tokens, startLimit: startLimit,
-            traces: traces, orderTraces: orderTraces, tracker: tracker, now: now)
-        for event in newEvents {
-            outcome.applied += 1
-            metrics.event(type: event.type.rawValue, outcome: "applied")
-        }
-
-        // 6. Write every changed order at once (set-based, in a stable order).
-        let written = plan.written
-        let stateWrites = try await OrderStore.write(
-            Array(written), kind: "event", handover: handover, now: now, on: connection)
-        outcome.pushesPlanned += written.reduce(0) { $0 + $1.pushes.count }
-        if logger.logLevel <= .debug {
-            for change in written {
-                for decision in change.decisions {
-                    var metadata: Logger.Metadata = [
-                        LiveDeliveryLoggingKeys.orderID: "\(change.state.orderID)",
-                        LiveDeliveryLoggingKeys.activityKey: "\(decision.activityKey ?? "")",
-                        LiveDeliveryLoggingKeys.decision: "\(decision.code)",
-                    ]
-                    metadata.addTrace(orderTraces[change.state.orderID])
-                    logger.debug("decision", metadata: metadata)
-                }
-            }
-        }
-        return (outcome, stateWrites)
     }
 }

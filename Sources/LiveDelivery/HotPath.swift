@@ -66,7 +66,7 @@ package struct HotPath: Sendable {
         let users = Set(events.compactMap(\.userID)).sorted()
         let orderIDs = Set(events.compactMap(\.orderID)).sorted()
         var statements = [
-            Inbox.insertQuery(events), Inbox.lockUsersQuery(users), OrderStore.pushToStartTokensQuery(users: users),
+            Inbox.insertQuery(events), UserLocks.lockQuery(users), OrderStore.pushToStartTokensQuery(users: users),
             OrderStore.createQuery(orderIDs),
         ]
         statements += OrderStore.ExistingLock(orderIDs, cache: nil).queries

@@ -93,92 +93,60 @@ package final class Sweeper: Service {
     package func sweepBatch() async throws -> SweepSummary {
         let now = self.now()
         return try await client.withTransaction { connection in
-            let rows = try await connection.query(
-                """
-                SELECT order_id, user_id, state FROM orders
-                WHERE next_sweep_at <= \(now) AND state IS NOT NULL
-                ORDER BY next_sweep_at
-                LIMIT \(literal: configuration.batchSize)
-                FOR UPDATE SKIP LOCKED
-                """)
-            let lockedIDs = try rows.map { try $0.decode(String.self, "order_id") }
-            let accepted =
-                lockedIDs.isEmpty
-                ? [:] : try OrderStore.accepted(from: try await connection.query(OrderStore.acceptedQuery(lockedIDs)))
-            var states: [OrderState] = []
-            var notYet: [(orderID: String, at: Date)] = []
-            for row in rows {
-                guard var state = try OrderStore.decodeState(try row.decode([UInt8]?.self, "state")) else {
-                    continue
-                }
-                state.settleDelivered(accepted[state.orderID] ?? [])
-                // Events leave the column earlier than the state's own time (see
-                // `OrderStore.SweepColumn`): such an order is only looked at again at that time.
-                if let at = state.nextSweepAt, at > now {
-                    notYet.append((state.orderID, at))
-                    continue
-                }
-                states.append(state)
-            }
-            if !notYet.isEmpty {
-                try await connection.query(
-                    """
-                    UPDATE orders AS o SET next_sweep_at = r.at
-                    FROM unnest(\(notYet.map(\.orderID))::text[], \(notYet.map(\.at))::timestamptz[]) AS r(order_id, at)
-                    WHERE o.order_id = r.order_id
-                    """)
-            }
+            let due = try await OrderStore.lockDue(now: now, limit: configuration.batchSize, on: connection)
             // The users' advisory locks (as the consumer takes them), without waiting: an order
             // whose user is busy elsewhere is swept next time. Under them the start limit holds.
-            let users = Array(Set(states.compactMap { $0.record?.userID })).sorted()
-            var lockedUsers = Set<String>()
-            if !users.isEmpty {
-                let locks = try await connection.query(
-                    """
-                    SELECT u, pg_try_advisory_xact_lock(hashtextextended('user:' || u, 0)) AS locked
-                    FROM unnest(\(users)::text[]) AS u ORDER BY u COLLATE "C"
-                    """)
-                for lock in locks where try lock.decode(Bool.self, "locked") {
-                    lockedUsers.insert(try lock.decode(String.self, "u"))
-                }
-            }
-            states.removeAll { state in state.record.map { !lockedUsers.contains($0.userID) } ?? false }
+            let lockedUsers = try await UserLocks.tryLock(due.states.compactMap { $0.record?.userID }, on: connection)
+            let states = due.states.filter { state in state.record.map { lockedUsers.contains($0.userID) } ?? true }
             let tokens = try await OrderStore.pushToStartTokens(
                 users: states.compactMap { $0.record?.userID }, on: connection)
             var startLimit = try await StartLimit.load(
                 devices: tokens.values.flatMap { $0.map(\.deviceID) }, configuration: pushToStart, now: now,
                 on: connection)
             var summary = SweepSummary()
-            summary.orders = states.count + notYet.count
+            summary.orders = states.count + due.deferred
             for state in states {
                 let context = TrackingContext(
                     pushToStartTokens: state.record.flatMap { tokens[$0.userID] } ?? [],
                     startRefusedDevices: startLimit.refused)
-                var change = OrderChange(original: state, state: state)
                 let step = tracker.sweep(state, context: context, now: now)
                 startLimit.count(step, before: state)
-                change.merge(step)
-                if change.state.nextSweepAt == state.nextSweepAt, change.state.nextSweepAt.map({ $0 <= now }) == true {
-                    // Nothing more to do now: look again after the interval (never a hot loop).
-                    change.state.nextSweepAt = now.addingTimeInterval(max(configuration.interval.seconds, 60))
-                }
-                for decision in change.decisions where decision.code.rawValue.hasPrefix("sweep_") {
-                    metrics.sweep(reason: decision.code.rawValue)
-                    summary.actions.append(
-                        .init(
-                            orderID: state.orderID, activityKey: decision.activityKey ?? "",
-                            reason: decision.code.rawValue))
-                    logger.info(
-                        "sweep",
-                        metadata: [
-                            LiveDeliveryLoggingKeys.orderID: "\(state.orderID)",
-                            LiveDeliveryLoggingKeys.activityKey: "\(decision.activityKey ?? "")",
-                            LiveDeliveryLoggingKeys.decision: "\(decision.code)",
-                        ])
-                }
+                let change = sweepChange(state, step, now: now)
+                summary.actions += report(change)
                 try await OrderStore.write(change, kind: "sweep", sweepColumn: .exact, now: now, on: connection)
             }
             return summary
         }
+    }
+
+    /// The order's change by a sweep. An order with nothing more to do now is looked at again after the
+    /// interval (never a hot loop).
+    private func sweepChange(_ state: OrderState, _ step: Step, now: Date) -> OrderChange {
+        var change = OrderChange(original: state, state: state)
+        change.merge(step)
+        if change.state.nextSweepAt == state.nextSweepAt, change.state.nextSweepAt.map({ $0 <= now }) == true {
+            change.state.nextSweepAt = now.addingTimeInterval(max(configuration.interval.seconds, 60))
+        }
+        return change
+    }
+
+    /// Counts and logs the sweep's own decisions; returns them.
+    private func report(_ change: OrderChange) -> [SweepSummary.Action] {
+        var actions: [SweepSummary.Action] = []
+        for decision in change.decisions where decision.code.rawValue.hasPrefix("sweep_") {
+            metrics.sweep(reason: decision.code.rawValue)
+            actions.append(
+                .init(
+                    orderID: change.state.orderID, activityKey: decision.activityKey ?? "",
+                    reason: decision.code.rawValue))
+            logger.info(
+                "sweep",
+                metadata: [
+                    LiveDeliveryLoggingKeys.orderID: "\(change.state.orderID)",
+                    LiveDeliveryLoggingKeys.activityKey: "\(decision.activityKey ?? "")",
+                    LiveDeliveryLoggingKeys.decision: "\(decision.code)",
+                ])
+        }
+        return actions
     }
 }

@@ -26,15 +26,4 @@ enum Inbox {
         for row in rows { fresh.insert(try row.decode(String.self, "event_id")) }
         return fresh
     }
-
-    /// Serialises work on these users' orders and push-to-start tokens across workers until the
-    /// transaction ends (advisory locks, taken in sorted order).
-    static func lockUsersQuery(_ users: [String]) -> PostgresQuery {
-        """
-        SELECT pg_advisory_xact_lock(k) FROM (
-            SELECT hashtextextended('user:' || u, 0) AS k
-            FROM unnest(\(users)::text[]) AS u ORDER BY u COLLATE "C"
-        ) AS s
-        """
-    }
 }

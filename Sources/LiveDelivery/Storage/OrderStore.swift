@@ -213,6 +213,47 @@ enum OrderStore {
         return accepted
     }
 
+    /// The orders due for the sweeper, locked (`SKIP LOCKED`: another sweeper's are left to it), with their
+    /// accepted updates settled, and how many it only deferred. Events leave the sweep column earlier than
+    /// the state's own time (see ``SweepColumn``): such an order's column moves to that time, and it is not
+    /// swept now.
+    static func lockDue(
+        now: Date, limit: Int, on connection: PostgresConnection
+    ) async throws -> (states: [OrderState], deferred: Int) {
+        let rows = try await connection.query(
+            """
+            SELECT order_id, user_id, state FROM orders
+            WHERE next_sweep_at <= \(now) AND state IS NOT NULL
+            ORDER BY next_sweep_at
+            LIMIT \(literal: limit)
+            FOR UPDATE SKIP LOCKED
+            """)
+        let lockedIDs = try rows.map { try $0.decode(String.self, "order_id") }
+        let accepted =
+            lockedIDs.isEmpty
+            ? [:] : try OrderStore.accepted(from: try await connection.query(acceptedQuery(lockedIDs)))
+        var states: [OrderState] = []
+        var notYet: [(orderID: String, at: Date)] = []
+        for row in rows {
+            guard var state = try decodeState(try row.decode([UInt8]?.self, "state")) else { continue }
+            state.settleDelivered(accepted[state.orderID] ?? [])
+            if let at = state.nextSweepAt, at > now {
+                notYet.append((state.orderID, at))
+            } else {
+                states.append(state)
+            }
+        }
+        if !notYet.isEmpty {
+            try await connection.query(
+                """
+                UPDATE orders AS o SET next_sweep_at = r.at
+                FROM unnest(\(notYet.map(\.orderID))::text[], \(notYet.map(\.at))::timestamptz[]) AS r(order_id, at)
+                WHERE o.order_id = r.order_id
+                """)
+        }
+        return (states, notYet.count)
+    }
+
     /// Locks one existing order; nil when it does not exist.
     static func lockOrder(_ orderID: String, on connection: PostgresConnection) async throws -> OrderState? {
         try await lockExisting([orderID], on: connection)[orderID] ?? nil

@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryCore
 import LiveDeliveryJSON
 
 /// One event as published: routing key, message id and body.
@@ -109,7 +110,7 @@ struct Scenario: Sendable {
 
     /// The events in a random order, with a fraction of them published again at a random later position.
     func shuffled(duplicateRate: Double, seed: UInt64) -> [ScenarioEvent] {
-        var generator = SeededGenerator(seed: seed)
+        var generator = SplitMix64(seed: seed)
         var messages = events.shuffled(using: &generator)
         var duplicates: [(Int, ScenarioEvent)] = []
         for (index, event) in messages.enumerated() where Double.random(in: 0..<1, using: &generator) < duplicateRate {
@@ -131,17 +132,4 @@ func rfc3339(_ date: Date) -> String {
     let formatter = ISO8601DateFormatter()
     formatter.formatOptions = [.withInternetDateTime]
     return formatter.string(from: date)
-}
-
-/// SplitMix64: reproducible shuffles from a seed.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
