@@ -100,10 +100,11 @@ struct Scenario: Sendable {
                     finalStatus: cancelled ? "cancelled" : "delivered",
                     finalStep: cancelled ? "confirmed" : "delivered",
                     finalDriver: finalDriver,
-                    finalETA: [
-                        finalETA.0.timeIntervalSince1970.rounded(.down) - appleEpoch,
-                        finalETA.1.timeIntervalSince1970.rounded(.down) - appleEpoch,
-                    ]))
+                    // What the events say (whole seconds as the formatter wrote them; it may round a time a
+                    // hair before the next second up), as seconds since 2001.
+                    finalETA: [finalETA.0, finalETA.1].map { date in
+                        (RFC3339.parse(rfc3339(date)) ?? date).timeIntervalSince1970 - appleEpoch
+                    }))
         }
         return scenario
     }
