@@ -90,6 +90,15 @@ package struct HotPath: Sendable {
         for (orderID, document) in writes.documents { orders[orderID] = StoredOrder(document: document) }
 
         // The dispatcher: every push handed over, answered, and recorded as one group.
+        statements += try dispatch(written, to: &orders, now: now, send: send)
+        return statements.reduce(0) { $0 + $1.binds.count }
+    }
+
+    /// The dispatcher's part: the pushes the written changes planned, sent and recorded as one group.
+    private func dispatch(
+        _ written: [OrderChange], to orders: inout [String: StoredOrder], now: Date,
+        send: (PlannedPush) -> APNsOutcome
+    ) throws -> [PostgresQuery] {
         var states: [String: OrderState] = [:]
         var versions: [String: Int64] = [:]
         var sent: [PushDispatcher.Sent] = []
@@ -104,7 +113,7 @@ package struct HotPath: Sendable {
             }
         }
         sent.sort { ($0.claim.orderID, $0.claim.activityKey) < ($1.claim.orderID, $1.claim.activityKey) }
-        statements += PushDispatcher.recordingReads(
+        var statements = PushDispatcher.recordingReads(
             sent, orders: OrderStore.ExistingLock(sent.map(\.claim.orderID), cache: nil), workerID: "w")
         var outbox: [Outbox.Key: Outbox.LockedRow] = [:]
         for (index, answer) in sent.enumerated() {
@@ -120,7 +129,7 @@ package struct HotPath: Sendable {
         statements += recording.statements
         for (orderID, document) in recording.documents { orders[orderID] = StoredOrder(document: document) }
         for delivered in answers.delivered { orders[delivered.orderID]?.accepted = Set(delivered.apnsIDs) }
-        return statements.reduce(0) { $0 + $1.binds.count }
+        return statements
     }
 
     private static func decode(_ messages: [InboundMessage]) throws -> [InboundEvent] {

@@ -41,30 +41,13 @@ struct AnswersPlan {
         var otherAnswers = Set<String>()
         for answer in answers {
             let claim = answer.claim
-            let push = claim.push
             if case .delivered = answer.outcome, let occurred = stored[claim.orderID]?.record?.newest.occurredAt {
-                ages.append((push.bundleID, now.timeIntervalSince(occurred)))
+                ages.append((claim.push.bundleID, now.timeIntervalSince(occurred)))
             }
             let settlement = PushSettlement.settle(
                 answer.outcome, attempts: claim.attempts, rules: rules, jitter: jitter())
             note(settlement, for: claim)
-            var resend = false
-            if let outcome = settlement.outcome, let state = changes[claim.orderID]?.state ?? stored[claim.orderID] {
-                var change = changes[claim.orderID] ?? OrderChange(original: state, state: state)
-                let recorded = tracker.record(outcome, for: push, in: change.state, now: now)
-                change.merge(recorded)
-                if let retryDelay = settlement.retryAfter {
-                    let retried = tracker.retry(change.state, now: now)
-                    change.merge(retried)
-                    let notBefore = now.addingTimeInterval(retryDelay.seconds)
-                    for key in Set((recorded.pushes + retried.pushes).map(\.activityKey)) {
-                        change.notBefore[key] = notBefore
-                    }
-                    resend = change.pushes[claim.activityKey] != nil
-                }
-                changes[claim.orderID] = change
-            }
-
+            let resend = record(settlement, for: claim, stored: stored, tracker: tracker, now: now)
             // The outbox row: delete when settled and not replaced meanwhile, else release it.
             guard let current = outbox[Outbox.Key(orderID: claim.orderID, activityKey: claim.activityKey)] else {
                 continue
@@ -75,8 +58,8 @@ struct AnswersPlan {
             {
             case .delete:
                 settled.append(current.row)
-                if case .delivered = answer.outcome, push.kind == .update {
-                    deliveredUpdates[claim.orderID, default: []].insert(push.apnsID)
+                if case .delivered = answer.outcome, claim.push.kind == .update {
+                    deliveredUpdates[claim.orderID, default: []].insert(claim.push.apnsID)
                 } else {
                     otherAnswers.insert(claim.orderID)
                 }
@@ -94,6 +77,31 @@ struct AnswersPlan {
             delivered.append(folded)
             changes[orderID] = nil
         }
+    }
+
+    /// Records the settlement's outcome in the order's change (several pushes of one order in turn), and a
+    /// retry's new push with its delay; returns whether the push is to be sent again.
+    private mutating func record(
+        _ settlement: PushSettlement, for claim: Outbox.Claim, stored: [String: OrderState], tracker: OrderTracker,
+        now: Date
+    ) -> Bool {
+        guard let outcome = settlement.outcome, let state = changes[claim.orderID]?.state ?? stored[claim.orderID]
+        else { return false }
+        var change = changes[claim.orderID] ?? OrderChange(original: state, state: state)
+        let recorded = tracker.record(outcome, for: claim.push, in: change.state, now: now)
+        change.merge(recorded)
+        var resend = false
+        if let retryDelay = settlement.retryAfter {
+            let retried = tracker.retry(change.state, now: now)
+            change.merge(retried)
+            let notBefore = now.addingTimeInterval(retryDelay.seconds)
+            for key in Set((recorded.pushes + retried.pushes).map(\.activityKey)) {
+                change.notBefore[key] = notBefore
+            }
+            resend = change.pushes[claim.activityKey] != nil
+        }
+        changes[claim.orderID] = change
+        return resend
     }
 
     /// The settlement's note and pause. Only an answer other than "delivered" has a note; an app is
