@@ -5,8 +5,9 @@ import LiveDeliveryCore
 /// written in one pass with no field names, no escaping and no number text.
 ///
 /// The state is read from the database for nearly every event (the state cache holds only what this
-/// process wrote lately) and written for every event: as JSON, reading and writing it was two fifths of the
-/// worker's own instructions per update (`livedelivery-bench events`). The layout is the fields of
+/// process wrote lately) and written for every event: as JSON, reading and writing it and the push
+/// (``StoredPush``) was almost half the worker's own instructions per update (`livedelivery-bench events`).
+/// The layout is the fields of
 /// ``OrderState`` and its parts in declaration order:
 /// - a version byte (1) first;
 /// - strings as a length (LEB128) and their UTF-8 bytes; integers as zigzag LEB128;
@@ -40,18 +41,19 @@ enum StoredState {
             var reader = Reader(buffer: buffer)
             let version = try reader.byte()
             guard version == Self.version else {
-                throw StoredStateError(message: "\(name) document version \(version) is not known")
+                throw StoredDocumentError(message: "\(name) document version \(version) is not known")
             }
             let value = try body(&reader)
             guard reader.position == buffer.count else {
-                throw StoredStateError(message: "\(name) document has \(buffer.count - reader.position) extra bytes")
+                throw StoredDocumentError(message: "\(name) document has \(buffer.count - reader.position) extra bytes")
             }
             return value
         }
     }
 }
 
-struct StoredStateError: Error, CustomStringConvertible {
+/// A stored document that cannot be read: truncated, extended, of an unknown version or damaged. Names no value.
+struct StoredDocumentError: Error, CustomStringConvertible {
     var message: String
     var description: String { message }
 }
@@ -271,8 +273,8 @@ extension StoredState {
 
         init(buffer: UnsafeBufferPointer<UInt8>) { self.buffer = buffer }
 
-        private func truncated() -> StoredStateError {
-            StoredStateError(message: "stored document ends early (at byte \(position) of \(buffer.count))")
+        private func truncated() -> StoredDocumentError {
+            StoredDocumentError(message: "stored document ends early (at byte \(position) of \(buffer.count))")
         }
 
         mutating func byte() throws -> UInt8 {
@@ -286,7 +288,7 @@ extension StoredState {
             var shift: UInt64 = 0
             while true {
                 let byte = try byte()
-                guard shift < 64 else { throw StoredStateError(message: "stored document has a bad number") }
+                guard shift < 64 else { throw StoredDocumentError(message: "stored document has a bad number") }
                 value |= UInt64(byte & 0x7F) << shift
                 if byte < 0x80 { return value }
                 shift += 7
@@ -325,7 +327,7 @@ extension StoredState {
             switch try byte() {
             case 0: return nil
             case 1: return try read(&self)
-            case let other: throw StoredStateError(message: "stored document has a bad presence byte \(other)")
+            case let other: throw StoredDocumentError(message: "stored document has a bad presence byte \(other)")
             }
         }
 
@@ -339,7 +341,7 @@ extension StoredState {
 
         mutating func token() throws -> DeviceToken {
             guard let token = DeviceToken(hex: try string()) else {
-                throw StoredStateError(message: "stored document holds a malformed device token")
+                throw StoredDocumentError(message: "stored document holds a malformed device token")
             }
             return token
         }
@@ -413,7 +415,7 @@ extension StoredState {
         mutating func kind() throws -> PlannedPush.Kind {
             let text = try string()
             guard let kind = PlannedPush.Kind(rawValue: text) else {
-                throw StoredStateError(message: "stored document holds an unknown push kind")
+                throw StoredDocumentError(message: "stored document holds an unknown push kind")
             }
             return kind
         }
@@ -453,7 +455,7 @@ extension StoredState {
             switch try byte() {
             case 0: return .plain(try string())
             case 1: return .localized(key: try string(), args: try array { try $0.string() })
-            case let other: throw StoredStateError(message: "push document has a bad alert text tag \(other)")
+            case let other: throw StoredDocumentError(message: "push document has a bad alert text tag \(other)")
             }
         }
 

@@ -31,7 +31,7 @@ struct StoredBinaryTests {
             let document = StoredPush.encode(push)
             #expect(try StoredPush.decode(document) == push)
             #expect(try StoredPush.decode(try StoredJSON.encode(push)) == push)
-            #expect(throws: StoredStateError.self) { try StoredPush.decode(Array(document.dropLast())) }
+            #expect(throws: StoredDocumentError.self) { try StoredPush.decode(Array(document.dropLast())) }
         }
     }
 
@@ -47,12 +47,12 @@ struct StoredBinaryTests {
         let state = try #require(try StoredJSONTests.examples().states.last)
         let document = StoredState.encode(state)
         for length in stride(from: 0, to: document.count, by: 7) {
-            #expect(throws: StoredStateError.self) { try StoredState.decode(Array(document.prefix(length))) }
+            #expect(throws: StoredDocumentError.self) { try StoredState.decode(Array(document.prefix(length))) }
         }
-        #expect(throws: StoredStateError.self) { try StoredState.decode(document + [0]) }
+        #expect(throws: StoredDocumentError.self) { try StoredState.decode(document + [0]) }
         var unknown = document
         unknown[0] = 2
-        #expect(throws: StoredStateError.self) { try StoredState.decode(unknown) }
+        #expect(throws: StoredDocumentError.self) { try StoredState.decode(unknown) }
     }
 
     @Test("flipped bytes never crash the reader")
