@@ -162,19 +162,19 @@ let package = Package(
         // Child processes with a clean signal mask, for the end-to-end tests and the benchmarks.
         .target(name: "ChildProcesses"),
         .testTarget(
-            name: "RabbitMQTests",
+            name: "RabbitMQServerTests",
             dependencies: ["RabbitMQ", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
-            name: "PostgresTests",
+            name: "PostgresServerTests",
             dependencies: ["Postgres", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
-            name: "HTTP2Tests",
+            name: "HTTP2ServerTests",
             dependencies: ["HTTP2", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
-        // Tests that need no server (configuration, JSON, state machines, formats): `scripts/test --fast`
-        // runs these with LiveDeliveryCoreTests, APNsTests and APNsSimulatorTests, in seconds.
+        // Test targets say what they need: `…UnitTests` no server (`scripts/test --fast` runs them, in seconds),
+        // `…ServerTests` the local RabbitMQ and PostgreSQL (and the cluster, the standby, nghttpd) of scripts/services.
         .testTarget(
             name: "UnitTests",
             dependencies: [
@@ -183,14 +183,14 @@ let package = Package(
             ]
         ),
         .testTarget(
-            name: "LiveDeliveryCoreTests",
+            name: "LiveDeliveryCoreUnitTests",
             dependencies: [
                 "LiveDeliveryCore", "LiveDeliveryJSON",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
         .testTarget(
-            name: "APNsTests",
+            name: "APNsUnitTests",
             dependencies: [
                 "APNs", "APNsSimulator", "HTTP2", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -198,7 +198,7 @@ let package = Package(
             ]
         ),
         .testTarget(
-            name: "LiveDeliveryTests",
+            name: "WorkerServerTests",
             dependencies: [
                 "LiveDelivery", "LiveDeliveryCore", "Postgres", "RabbitMQ", "APNs", "APNsSimulator", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -211,7 +211,7 @@ let package = Package(
             ]
         ),
         .testTarget(
-            name: "ReportingTests",
+            name: "ReportingServerTests",
             dependencies: [
                 "LiveDelivery", "LiveDeliveryCore", "Postgres", "RabbitMQ", "APNs", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
@@ -219,7 +219,7 @@ let package = Package(
             ]
         ),
         .testTarget(
-            name: "APNsSimulatorTests",
+            name: "APNsSimulatorUnitTests",
             dependencies: [
                 "APNsSimulator", "LiveDeliveryJSON", "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -233,7 +233,7 @@ let package = Package(
             ]
         ),
         .testTarget(
-            name: "EndToEndTests",
+            name: "EndToEndServerTests",
             dependencies: [
                 "APNsSimulator", "ChildProcesses", "LiveDeliveryCore", "LiveDeliveryJSON", "Postgres", "RabbitMQ",
                 "TestSupport",

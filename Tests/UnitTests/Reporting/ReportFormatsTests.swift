@@ -4,7 +4,7 @@ import Testing
 
 /// `--format json` and `csv` of a table built by hand, for the cases a real report rarely has:
 /// quotes, line breaks, NULL next to an empty string, other time zones, milliseconds near a boundary.
-/// (AdminCommandTests in EndToEndTests parses real reports with JSONSerialization and SwiftCSV.)
+/// (AdminCommandTests in EndToEndServerTests parses real reports with JSONSerialization and SwiftCSV.)
 @Suite struct ReportFormatsTests {
     let table = ReportTable(
         columns: [

@@ -140,7 +140,7 @@ struct MigrationTests {
                 """)
             #expect(linguistic == [], "indexed text columns of the worker's tables")
             // Another text: the one above is prepared on this connection, and the column's new collation
-            // made its plan stale (the client prepares it again after one failure; see PostgresTests).
+            // made its plan stale (the client prepares it again after one failure; see PostgresServerTests).
             #expect(
                 try await database.strings("SELECT order_id AS id FROM orders ORDER BY order_id")
                     == ["B", "_", "a", "b"])
