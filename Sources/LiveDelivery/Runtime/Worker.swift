@@ -142,10 +142,7 @@ package func runMigrations(
 /// queues and the dead-letter path, as `run` does), so that events published before the first worker
 /// starts are kept. Returns the node it declared on.
 package func declareBrokerTopology(config: ConfigReader, logger: Logger) async throws -> String {
-    var amqp = WorkerConfiguration.AMQP(endpoints: try WorkerConfiguration.readEndpoints(config))
-    amqp.exchange = config.string(forKey: "amqp.exchange", default: amqp.exchange)
-    amqp.queue = config.string(forKey: "amqp.queue", default: amqp.queue)
-    amqp.deliveryLimit = config.int(forKey: "amqp.deliveryLimit", default: amqp.deliveryLimit)
+    let amqp = try WorkerConfiguration.loadAMQP(config: config)
     let (connection, node) = try await RabbitMQConnection.connect(to: amqp.endpoints, logger: logger)
     do {
         try await EventConsumer.declareTopology(amqp, on: connection)

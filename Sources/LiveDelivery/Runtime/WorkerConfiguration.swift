@@ -300,16 +300,7 @@ package struct WorkerConfiguration: Sendable {
             }
         }
 
-        var amqp = AMQP(
-            endpoints: catching(
-                { () throws(LiveDeliveryError) in try readEndpoints(config) }, or: AMQPEndpoints([.init()])))
-        amqp.exchange = config.string(forKey: "amqp.exchange", default: amqp.exchange)
-        amqp.queue = config.string(forKey: "amqp.queue", default: amqp.queue)
-        amqp.prefetch = int("amqp.prefetch", amqp.prefetch, 1...65_535)
-        amqp.deliveryLimit = int("amqp.deliveryLimit", amqp.deliveryLimit, 1...1000)
-        amqp.batchSize = int("amqp.batchSize", amqp.batchSize, 1...10_000)
-        if amqp.exchange.isEmpty { problems.add("amqp.exchange must not be empty") }
-        if amqp.queue.isEmpty { problems.add("amqp.queue must not be empty") }
+        let amqp = readAMQP(config, problems: problems)
 
         var postgres = Postgres(
             connection: catching(
@@ -391,6 +382,44 @@ package struct WorkerConfiguration: Sendable {
         configuration.metricsSampleInterval = seconds(
             "metrics.sampleSeconds", configuration.metricsSampleInterval, 0.1...3600)
         return configuration
+    }
+
+    /// The `amqp.*` keys, each read and checked here alone (``load(config:)`` and `migrate`'s topology use
+    /// it); their problems go to `problems`.
+    static func readAMQP(_ config: ConfigReader, problems: ProblemList) -> AMQP {
+        func int(_ key: String, _ defaultValue: Int, _ range: ClosedRange<Int>) -> Int {
+            let value = config.int(forKey: ConfigKey(key), default: defaultValue)
+            guard range.contains(value) else {
+                problems.add("\(key) must be between \(range.lowerBound) and \(range.upperBound) (is \(value))")
+                return defaultValue
+            }
+            return value
+        }
+        var amqp: AMQP
+        do {
+            amqp = AMQP(endpoints: try readEndpoints(config))
+        } catch {
+            problems.add(error.message)
+            amqp = AMQP(endpoints: AMQPEndpoints([.init()]))
+        }
+        amqp.exchange = config.string(forKey: "amqp.exchange", default: amqp.exchange)
+        amqp.queue = config.string(forKey: "amqp.queue", default: amqp.queue)
+        amqp.prefetch = int("amqp.prefetch", amqp.prefetch, 1...65_535)
+        amqp.deliveryLimit = int("amqp.deliveryLimit", amqp.deliveryLimit, 1...1000)
+        amqp.batchSize = int("amqp.batchSize", amqp.batchSize, 1...10_000)
+        if amqp.exchange.isEmpty { problems.add("amqp.exchange must not be empty") }
+        if amqp.queue.isEmpty { problems.add("amqp.queue must not be empty") }
+        return amqp
+    }
+
+    /// The `amqp.*` keys alone, for a command that needs nothing else (`migrate`'s topology).
+    package static func loadAMQP(config: ConfigReader) throws(LiveDeliveryError) -> AMQP {
+        let problems = ProblemList()
+        let amqp = readAMQP(config, problems: problems)
+        guard problems.items.isEmpty else {
+            throw LiveDeliveryError(.invalidConfiguration, "the configuration is not valid", problems: problems.items)
+        }
+        return amqp
     }
 
     /// `amqp.urls` (a list) or, without it, `amqp.url`, parsed. Errors name the key and the URL's
