@@ -131,10 +131,18 @@ let package = Package(
             ],
             exclude: ["README.md"]
         ),
+        // The admin side: reports, dead letters, failed pushes, status. The worker's runtime does not need it.
+        .target(
+            name: "LiveDeliveryAdmin",
+            dependencies: [
+                "LiveDelivery", "LiveDeliveryCore", "LiveDeliveryJSON", "Postgres", "RabbitMQ",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "livedelivery",
             dependencies: [
-                "LiveDelivery", "LiveDeliveryCore", "LiveDeliveryJSON", "RabbitMQ",
+                "LiveDelivery", "LiveDeliveryAdmin", "LiveDeliveryCore", "LiveDeliveryJSON", "RabbitMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -145,7 +153,7 @@ let package = Package(
             name: "livedelivery-bench",
             dependencies: [
                 "RabbitMQ", "Postgres", "HTTP2", "LiveDeliveryCore", "LiveDeliveryJSON", "LiveDelivery",
-                "APNs", "APNsSimulator", "ChildProcesses", "TestSupport",
+                "APNs", "APNsSimulator", "ChildProcesses", "LiveDeliveryAdmin", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -178,7 +186,8 @@ let package = Package(
         .testTarget(
             name: "UnitTests",
             dependencies: [
-                "APNs", "LiveDelivery", "LiveDeliveryCore", "LiveDeliveryJSON", "Postgres", "RabbitMQ", "TestSupport",
+                "APNs", "LiveDelivery", "LiveDeliveryAdmin", "LiveDeliveryCore", "LiveDeliveryJSON", "Postgres",
+                "RabbitMQ", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -200,7 +209,8 @@ let package = Package(
         .testTarget(
             name: "WorkerServerTests",
             dependencies: [
-                "LiveDelivery", "LiveDeliveryCore", "Postgres", "RabbitMQ", "APNs", "APNsSimulator", "TestSupport",
+                "LiveDelivery", "LiveDeliveryAdmin", "LiveDeliveryCore", "Postgres", "RabbitMQ", "APNs",
+                "APNsSimulator", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
@@ -213,7 +223,7 @@ let package = Package(
         .testTarget(
             name: "ReportingServerTests",
             dependencies: [
-                "LiveDelivery", "LiveDeliveryCore", "Postgres", "RabbitMQ", "APNs", "TestSupport",
+                "LiveDelivery", "LiveDeliveryAdmin", "LiveDeliveryCore", "Postgres", "RabbitMQ", "APNs", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]

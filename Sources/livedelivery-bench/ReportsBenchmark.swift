@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LiveDelivery
+import LiveDeliveryAdmin
 import Logging
 import Postgres
 import TestSupport

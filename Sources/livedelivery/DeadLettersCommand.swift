@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LiveDelivery
+import LiveDeliveryAdmin
 import LiveDeliveryCore
 
 /// `livedelivery dead-letters list|show|replay|purge`.

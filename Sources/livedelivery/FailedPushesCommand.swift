@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LiveDelivery
+import LiveDeliveryAdmin
 
 /// `livedelivery failed-pushes list|show|retry`.
 struct FailedPushesCommand: AsyncParsableCommand {

@@ -2,6 +2,7 @@ import ArgumentParser
 import Configuration
 import Foundation
 import LiveDelivery
+import LiveDeliveryAdmin
 import Logging
 
 /// Options of the admin commands (`report`, `dead-letters`, `failed-pushes`). Secrets (the

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LiveDelivery
+import LiveDeliveryAdmin
 import LiveDeliveryCore
 
 /// `livedelivery status`: the one command an on-call engineer runs first.

@@ -14,7 +14,7 @@ struct ShutdownTests {
                 try await fixture.count("SELECT count(*) FROM inbox") > 0
             }
             let status = try await first.process.terminate(timeout: .seconds(60))
-            #expect(status == 0, "exit status \(status):\n\(first.process.tail())")
+            #expect(status == 0, "exit status \(status):\n\(first.process.tail(400))")
             // Every push it had leased (claimed, or handed over by its own consumer) was sent and recorded
             // before it exited: none is left to wait out its lease.
             #expect(try await fixture.count("SELECT count(*) FROM outbox WHERE lease_until IS NOT NULL") == 0)

@@ -1,5 +1,6 @@
 import Foundation
 import LiveDelivery
+import LiveDeliveryAdmin
 import Postgres
 import TestSupport
 import Testing

@@ -1,6 +1,7 @@
 import APNs
 import Foundation
 import LiveDelivery
+import LiveDeliveryAdmin
 import LiveDeliveryCore
 import Postgres
 import TestSupport

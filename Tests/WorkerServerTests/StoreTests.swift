@@ -1,6 +1,7 @@
 import APNsSimulator
 import Foundation
 import LiveDelivery
+import LiveDeliveryAdmin
 import LiveDeliveryCore
 import Postgres
 import TestSupport

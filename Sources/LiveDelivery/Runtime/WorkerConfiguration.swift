@@ -481,7 +481,7 @@ package struct WorkerConfiguration: Sendable {
         "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)"
     }
 
-    static func loadTracking(directory: String, problems: ProblemList) -> TrackingConfiguration? {
+    package static func loadTracking(directory: String, problems: ProblemList) -> TrackingConfiguration? {
         let folder = URL(fileURLWithPath: directory, isDirectory: true)
         let policyURL = folder.appendingPathComponent(DefaultConfiguration.policyFileName)
         let mappingURL = folder.appendingPathComponent(DefaultConfiguration.mappingFileName)
@@ -623,11 +623,12 @@ package struct WorkerConfiguration: Sendable {
 }
 
 /// Collects problems from several places.
-final class ProblemList: Sendable {
+package final class ProblemList: Sendable {
     private let storage = Mutex<[String]>([])
-    func add(_ problem: String) { storage.withLock { $0.append(problem) } }
-    func add(contentsOf problems: [String]) { storage.withLock { $0 += problems } }
-    var items: [String] { storage.withLock { $0 } }
+    package init() {}
+    package func add(_ problem: String) { storage.withLock { $0.append(problem) } }
+    package func add(contentsOf problems: [String]) { storage.withLock { $0 += problems } }
+    package var items: [String] { storage.withLock { $0 } }
 }
 
 /// Records values that could not be converted (e.g. `LIVEDELIVERY_AMQP_PREFETCH=abc`), which

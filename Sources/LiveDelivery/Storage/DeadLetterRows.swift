@@ -2,7 +2,7 @@ import Postgres
 
 /// The worker's writes of `dead_letters`: a message refused on arrival, or dead-lettered by the broker.
 /// One row per distinct message (routing key and body); the admin side reads and replays them
-/// (`Reporting/DeadLetters.swift`).
+/// (`LiveDeliveryAdmin/DeadLetters.swift`).
 enum DeadLetterRows {
     /// Records a message; returns its row's `id` when it was new, nothing when the same message is on
     /// file already.

@@ -21,6 +21,16 @@ package struct Migrator: Sendable {
     /// (a test keeps the two in step). `livedelivery run` refuses any other.
     package static let schemaVersion = 118
 
+    /// The newest migration recorded in `schema_migrations`; 0 on a database never migrated.
+    package static func appliedVersion(_ client: PostgresClient) async throws -> Int {
+        do {
+            return try await client.query("SELECT coalesce(max(version), 0) FROM schema_migrations").first?
+                .decode(Int.self, at: 0) ?? 0
+        } catch let error as PostgresError where error.sqlState == .undefinedTable {
+            return 0
+        }
+    }
+
     /// `pg_advisory_lock` key: "LDMIGRAT" as an int8.
     static let lockKey: Int64 = 0x4C44_4D49_4752_4154
 

@@ -21,7 +21,7 @@ struct SchemaGuard: Service {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             let version: Int
             do {
-                version = try await Self.appliedVersion(client)
+                version = try await Migrator.appliedVersion(client)
             } catch let error as PostgresError where error.isRetriable {
                 health.update { $0.database = false }
                 await sleepUnlessShuttingDown(backoff.next())
@@ -42,16 +42,6 @@ struct SchemaGuard: Service {
             gate.open()
             try? await gracefulShutdown()
             return
-        }
-    }
-
-    /// The newest migration recorded in `schema_migrations`; 0 on a database never migrated.
-    static func appliedVersion(_ client: PostgresClient) async throws -> Int {
-        do {
-            return try await client.query("SELECT coalesce(max(version), 0) FROM schema_migrations").first?
-                .decode(Int.self, at: 0) ?? 0
-        } catch let error as PostgresError where error.sqlState == .undefinedTable {
-            return 0
         }
     }
 }

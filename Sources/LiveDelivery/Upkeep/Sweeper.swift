@@ -119,6 +119,23 @@ package final class Sweeper: Service {
         }
     }
 
+    /// Locks one order and sweeps it now, with `decision` first among the decisions its timeline row
+    /// records (an operator's action, such as retrying a failed push); returns the state written and the
+    /// pushes planned, nil when the order does not exist.
+    package static func sweepNow(
+        _ orderID: String, decision: Decision, tracker: OrderTracker, now: Date, on connection: PostgresConnection
+    ) async throws -> (state: OrderState, pushes: [PlannedPush])? {
+        guard let state = try await OrderStore.lockOrder(orderID, on: connection) else { return nil }
+        let users = state.record.map { [$0.userID] } ?? []
+        let tokens = try await OrderStore.pushToStartTokens(users: users, on: connection)
+        let context = TrackingContext(pushToStartTokens: users.first.flatMap { tokens[$0] } ?? [])
+        var change = OrderChange(original: state, state: state)
+        change.decisions.append(decision)
+        change.merge(tracker.sweep(state, context: context, now: now))
+        try await OrderStore.write(change, kind: "sweep", now: now, on: connection)
+        return (change.state, change.orderedPushes)
+    }
+
     /// The order's change by a sweep. An order with nothing more to do now is looked at again after the
     /// interval (never a hot loop).
     private func sweepChange(_ state: OrderState, _ step: Step, now: Date) -> OrderChange {

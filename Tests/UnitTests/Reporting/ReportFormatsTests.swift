@@ -1,5 +1,6 @@
 import Foundation
 import LiveDelivery
+import LiveDeliveryAdmin
 import Testing
 
 /// `--format json` and `csv` of a table built by hand, for the cases a real report rarely has:

@@ -1,5 +1,6 @@
 package import Configuration
 import Foundation
+package import LiveDelivery
 package import LiveDeliveryCore
 package import Logging
 package import Postgres

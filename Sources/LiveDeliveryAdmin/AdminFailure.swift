@@ -1,3 +1,4 @@
+import LiveDelivery
 import Postgres
 import RabbitMQ
 

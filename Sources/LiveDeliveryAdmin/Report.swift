@@ -1,4 +1,5 @@
 import Foundation
+import LiveDelivery
 
 /// One admin report: a `report_` view of sql/090_reports.sql and how `livedelivery report` queries it.
 package struct Report: Sendable, Hashable {

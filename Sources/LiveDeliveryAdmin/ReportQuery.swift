@@ -1,4 +1,5 @@
 package import Foundation
+import LiveDelivery
 import LiveDeliveryCore
 package import Postgres
 

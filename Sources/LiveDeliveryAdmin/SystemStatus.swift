@@ -1,5 +1,6 @@
 import Configuration
 package import Foundation
+import LiveDelivery
 package import Logging
 package import Postgres
 package import RabbitMQ
@@ -55,7 +56,7 @@ package struct SystemStatus: Sendable {
 
     /// Reads the database half; the broker half is filled by ``readBroker(endpoints:queue:logger:)``.
     package static func read(client: PostgresClient) async throws -> SystemStatus {
-        let version = try await SchemaGuard.appliedVersion(client)
+        let version = try await Migrator.appliedVersion(client)
         guard version > 0 else {
             // A database never migrated has none of the tables below; the version says what to do.
             return SystemStatus(

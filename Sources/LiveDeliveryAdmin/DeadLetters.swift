@@ -1,4 +1,5 @@
 package import Foundation
+package import LiveDelivery
 package import Logging
 package import Postgres
 package import RabbitMQ

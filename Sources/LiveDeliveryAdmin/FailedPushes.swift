@@ -1,4 +1,5 @@
 package import Foundation
+import LiveDelivery
 package import LiveDeliveryCore
 package import Logging
 package import Postgres
@@ -74,20 +75,16 @@ package struct FailedPushStore: Sendable {
             guard let row = rows.first else { return nil }
             let orderID = try row.decode(String.self, "order_id")
             let activityKey = try row.decode(String.self, "activity_key")
-            guard let state = try await OrderStore.lockOrder(orderID, on: connection) else {
+            let decision = Decision(
+                Self.retryDecision, activity: activityKey,
+                "an operator retried failed push \(id): the newest state is planned again if it was not delivered")
+            guard
+                let (state, pushes) = try await Sweeper.sweepNow(
+                    orderID, decision: decision, tracker: tracker, now: now, on: connection)
+            else {
                 return RetryResult(orderID: orderID, activityKey: activityKey, planned: [], activityState: nil)
             }
-            let users = state.record.map { [$0.userID] } ?? []
-            let tokens = try await OrderStore.pushToStartTokens(users: users, on: connection)
-            let context = TrackingContext(pushToStartTokens: users.first.flatMap { tokens[$0] } ?? [])
-            var change = OrderChange(original: state, state: state)
-            change.decisions.append(
-                Decision(
-                    Self.retryDecision, activity: activityKey,
-                    "an operator retried failed push \(id): the newest state is planned again if it was not delivered"))
-            change.merge(tracker.sweep(state, context: context, now: now))
-            try await OrderStore.write(change, kind: "sweep", now: now, on: connection)
-            let planned = change.orderedPushes.filter { $0.activityKey == activityKey }.map(\.kind.rawValue)
+            let planned = pushes.filter { $0.activityKey == activityKey }.map(\.kind.rawValue)
             logger.info(
                 "failed push retried",
                 metadata: [
@@ -97,7 +94,7 @@ package struct FailedPushStore: Sendable {
                 ])
             return RetryResult(
                 orderID: orderID, activityKey: activityKey, planned: planned,
-                activityState: change.state.activities.first { $0.key == activityKey }?.phase.rawValue)
+                activityState: state.activities.first { $0.key == activityKey }?.phase.rawValue)
         }
     }
 }

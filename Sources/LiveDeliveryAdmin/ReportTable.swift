@@ -1,3 +1,4 @@
+import LiveDelivery
 package import Postgres
 
 /// A query result as text, printed as an aligned table (`livedelivery report`, `dead-letters list`).
