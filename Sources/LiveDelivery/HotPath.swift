@@ -72,13 +72,8 @@ package struct HotPath: Sendable {
         statements += OrderStore.ExistingLock(orderIDs, cache: nil).queries
         var stored: [String: OrderState?] = [:]
         for orderID in orderIDs {
-            guard let order = orders[orderID] else {
-                stored[orderID] = .some(nil)
-                continue
-            }
-            var state = try StoredState.decode(try order.document())
-            state.settleDelivered(order.accepted)
-            stored[orderID] = state
+            let order = orders[orderID]
+            stored[orderID] = try OrderStore.readState(try order?.document(), accepted: order?.accepted ?? [])
         }
         let plan = EventsPlan(
             events, stored: stored, ordersOfUser: [:], tokens: [:], startLimit: StartLimit(maximum: 5),

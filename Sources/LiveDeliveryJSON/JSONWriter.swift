@@ -67,11 +67,17 @@ package final class JSONWriter {
             throw EncodingError.invalidValue(
                 value, .init(codingPath: path(), debugDescription: "\(value) is not a valid JSON number"))
         }
-        if value == value.rounded(), abs(value) < 9_007_199_254_740_992 {
-            appendDecimal(Int64(value))
+        if let integral = Self.integral(value) {
+            appendDecimal(integral)
         } else {
             writeRaw(String(value))
         }
+    }
+
+    /// The value as an integer when it is one that a `Double` holds exactly (below 2^53): JSON prints it
+    /// without a fraction.
+    private static func integral(_ value: Double) -> Int64? {
+        value == value.rounded() && abs(value) < 9_007_199_254_740_992 ? Int64(value) : nil
     }
 
     /// The decimal digits of `value`, written straight into the buffer (no `String` in between).
@@ -181,7 +187,7 @@ package final class JSONWriter {
     /// values have no JSON form; they print as null here (``writeDouble(_:path:)`` refuses them).
     package static func format(_ value: Double) -> String {
         guard value.isFinite else { return "null" }
-        if value == value.rounded(), abs(value) < 9_007_199_254_740_992 { return String(Int64(value)) }
+        if let integral = integral(value) { return String(integral) }
         return String(value)
     }
 

@@ -88,6 +88,14 @@ enum OrderStore {
         try document.map { try StoredState.decode($0) }
     }
 
+    /// A stored state as every read of an order sees it: decoded, with the updates APNs accepted
+    /// (``acceptedQuery(_:)``) settled.
+    static func readState(_ document: [UInt8]?, accepted: Set<String>) throws -> OrderState? {
+        var state = try decodeState(document)
+        state?.settleDelivered(accepted)
+        return state
+    }
+
     /// Locks the orders (creating empty rows first, all in sorted order so that concurrent
     /// workers never deadlock) and returns their stored states. One round trip for the statements.
     static func lockOrders(
@@ -165,15 +173,15 @@ enum OrderStore {
             var cached = 0
             for row in rows {
                 let orderID = try row.decode(String.self, "order_id")
-                var state: OrderState?
                 if try row.decode(Bool?.self, "held") == true, let entry = held[orderID] {
-                    state = entry.state
+                    var state = entry.state
+                    state.settleDelivered(accepted[orderID] ?? [])
+                    states[orderID] = state
                     cached += 1
                 } else {
-                    state = try OrderStore.decodeState(try row.decode([UInt8]?.self, "state"))
+                    states[orderID] = try OrderStore.readState(
+                        try row.decode([UInt8]?.self, "state"), accepted: accepted[orderID] ?? [])
                 }
-                state?.settleDelivered(accepted[orderID] ?? [])
-                states[orderID] = state
             }
             cache?.counted(cached: cached, fetched: states.count - cached)
             return states
@@ -235,8 +243,9 @@ enum OrderStore {
         var states: [OrderState] = []
         var notYet: [(orderID: String, at: Date)] = []
         for row in rows {
-            guard var state = try decodeState(try row.decode([UInt8]?.self, "state")) else { continue }
-            state.settleDelivered(accepted[state.orderID] ?? [])
+            let orderID = try row.decode(String.self, "order_id")
+            guard let state = try readState(try row.decode([UInt8]?.self, "state"), accepted: accepted[orderID] ?? [])
+            else { continue }
             if let at = state.nextSweepAt, at > now {
                 notYet.append((state.orderID, at))
             } else {
