@@ -49,7 +49,7 @@ package final class EventProcessor: Sendable {
     let states: OrderStateCache
     /// This process's dispatcher, which takes the new pushes it has room for straight from the
     /// transaction that plans them; without one, every push is claimed from the outbox.
-    let handoff: PushHandoff?
+    let capacity: PushCapacity?
     /// Each event's span continues the trace its message carried.
     let tracer: any Tracer
 
@@ -59,18 +59,18 @@ package final class EventProcessor: Sendable {
     ) {
         self.init(
             client: client, tracking: tracking, metrics: metrics, logger: logger, pushToStart: pushToStart,
-            states: OrderStateCache(), handoff: nil, tracer: InstrumentationSystem.tracer, now: now)
+            states: OrderStateCache(), capacity: nil, tracer: InstrumentationSystem.tracer, now: now)
     }
 
     init(
         client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
-        pushToStart: WorkerConfiguration.PushToStart, states: OrderStateCache, handoff: PushHandoff?,
+        pushToStart: WorkerConfiguration.PushToStart, states: OrderStateCache, capacity: PushCapacity?,
         tracer: any Tracer, now: @escaping @Sendable () -> Date
     ) {
         self.tracer = tracer
         self.client = client
         self.states = states
-        self.handoff = handoff
+        self.capacity = capacity
         self.pushToStart = pushToStart
         self.tracker = OrderTracker(configuration: tracking)
         self.metrics = metrics
@@ -108,10 +108,10 @@ package final class EventProcessor: Sendable {
         }
         defer { for span in spans { span.end() } }
         // Each event may plan a push: room for them all, so that none waits in the outbox to be claimed.
-        await handoff?.waitForRoom(decoded.count)
+        await capacity?.waitForRoom(decoded.count)
         var attempt = 1
         while true {
-            let handover = handoff.map(Handover.init)
+            let handover = capacity.map(Handover.init)
             do {
                 let (outcome, written) = try await client.withTransaction { connection in
                     try await apply(decoded, messages: messages, handover: handover, on: connection)

@@ -4,7 +4,6 @@ package import LiveDeliveryCore
 package import Logging
 package import Postgres
 import ServiceLifecycle
-import Synchronization
 import Tracing
 
 /// Sends the outbox: claims due rows with `FOR UPDATE SKIP LOCKED` and a lease (safe across
@@ -21,8 +20,8 @@ import Tracing
 /// - Configuration fault: the app is paused in `app_pauses` for `pause` (every worker skips it),
 ///   its rows are kept, and the fault is logged as an error once per pause.
 /// - Woken at once by `NOTIFY livedelivery_outbox`, with a poll as fallback; the new pushes of
-///   this process's own consumer come in memory, already leased, while there are free slots
-///   (``PushHandoff``).
+///   this process's own consumer come in memory, already leased, while there are free slots.
+///   ``PushCapacity`` owns the slots, the hand-off and the wake-ups between the loops.
 package final class PushDispatcher: Service {
     let configuration: WorkerConfiguration.Dispatcher
     let workerID: String
@@ -33,18 +32,12 @@ package final class PushDispatcher: Service {
     let metrics: WorkerMetrics
     let logger: Logger
     let now: @Sendable () -> Date
-    /// New outbox rows, rows released for resending, or pushes handed over.
-    let wakeup = Wakeup()
-    /// Set with the wake-ups that call for a claim (new or released rows): a handed push alone
-    /// does not.
-    private let claimWanted = Atomic<Bool>(true)
-    /// Pushes this process's consumer leased to this dispatcher as it wrote them.
-    let handoff: PushHandoff
-    /// The answers awaiting their recording, and the count of pushes in flight.
-    private let answers = Answers()
+    /// The pushes in flight and their limit, the consumer's hand-off, the answers awaiting their
+    /// recording, and the wake-ups between the loops.
+    let capacity: PushCapacity
 
     /// Pushes sent or awaiting their recording (the `livedelivery_pushes_in_flight` gauge).
-    package var pushesInFlight: Int { answers.inFlight }
+    package var pushesInFlight: Int { capacity.inFlight }
     /// States this process wrote (the consumer's, moments before a push is recorded).
     let states: OrderStateCache
     /// An APNs request's span continues the trace of the event that planned the push.
@@ -77,9 +70,9 @@ package final class PushDispatcher: Service {
         self.metrics = metrics
         self.logger = logger
         self.now = now
-        self.handoff = PushHandoff(
-            workerID: workerID, leaseSeconds: configuration.lease.seconds, concurrency: configuration.concurrency,
-            roomWait: configuration.handoffWait, wakeup: wakeup)
+        self.capacity = PushCapacity(
+            workerID: workerID, leaseSeconds: configuration.lease.seconds, limit: configuration.concurrency,
+            batchSize: configuration.batchSize, poll: configuration.poll, roomWait: configuration.handoffWait)
     }
 
     /// Claims while fewer than `concurrency` pushes are in flight (sent or awaiting their
@@ -87,19 +80,18 @@ package final class PushDispatcher: Service {
     /// groups. On graceful shutdown it stops claiming, waits for the answers in flight and
     /// records them.
     package func run() async throws {
-        let answers = self.answers
+        let capacity = self.capacity
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.listen() }
-            async let recorded: Void = recordAnswers(answers)
+            async let recorded: Void = recordAnswers()
             await withGracefulShutdownHandler {
                 await withDiscardingTaskGroup { sends in
-                    await claimLoop(answers, sends: &sends)
+                    await claimLoop(sends: &sends)
                 }
             } onGracefulShutdown: {
-                self.wakeup.signal()
-                answers.room.signal()
+                capacity.shutdown()
             }
-            answers.finish()
+            capacity.finish()
             await recorded
             group.cancelAll()
         }
@@ -107,42 +99,35 @@ package final class PushDispatcher: Service {
         logger.info("dispatcher stopped")
     }
 
-    private func claimLoop(_ answers: Answers, sends: inout DiscardingTaskGroup) async {
+    /// Sends what the consumer hands over, claims due rows while there is room, and waits otherwise
+    /// (``PushCapacity`` decides which).
+    private func claimLoop(sends: inout DiscardingTaskGroup) async {
         var backoff = Backoff(base: .milliseconds(100), maximum: .seconds(5))
-        var schedule = ClaimSchedule(
-            concurrency: configuration.concurrency, batchSize: configuration.batchSize, poll: configuration.poll,
-            now: ContinuousClock.now)
-        // Each claim is sent at once; its answer goes to the recorder.
+        // Each push is sent at once; its answer goes to the recorder.
         func start(_ claims: [Outbox.Claim], _ sends: inout DiscardingTaskGroup) {
             for claim in claims {
-                sends.addTask { answers.append(await self.send(claim)) }
+                sends.addTask { self.capacity.answered(await self.send(claim)) }
             }
         }
-        handoff.open(answers)
+        capacity.open()
         // Handed over after the last pass: sent all the same (their slots are counted).
-        defer { start(handoff.close(), &sends) }
+        defer { start(capacity.close(), &sends) }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            start(handoff.take(), &sends)
-            let wanted = claimWanted.exchange(false, ordering: .acquiringAndReleasing)
-            switch schedule.next(wanted: wanted, inFlight: answers.inFlight, now: .now) {
+            switch capacity.next() {
+            case .send(let handed):
+                start(handed, &sends)
             case .wait(let until):
-                await wakeup.wait(timeout: until - ContinuousClock.now)
-            case .waitForRoom:
-                claimWanted.store(true, ordering: .releasing)
-                await answers.room.wait(timeout: configuration.poll)
+                await capacity.waitForWork(until: until)
             case .claim(let limit, let expired):
                 do {
                     let claims = try await claim(limit: limit, expired: expired)
                     health.update { $0.database = true }
                     backoff.reset()
-                    answers.add(inFlight: claims.count)
+                    capacity.claimed(claims.count, limit: limit)
                     start(claims, &sends)
-                    if schedule.claimed(claims.count, limit: limit, now: .now) {
-                        claimWanted.store(true, ordering: .releasing)
-                    }
                 } catch {
                     health.update { $0.database = false }
-                    claimWanted.store(true, ordering: .releasing)
+                    capacity.claimFailed()
                     logger.warning(
                         "dispatcher cannot reach the database; retrying",
                         metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
@@ -154,25 +139,18 @@ package final class PushDispatcher: Service {
 
     /// Writes the answers that have arrived, all at once, until the claim loop has finished and
     /// nothing is left.
-    private func recordAnswers(_ answers: Answers) async {
-        while let sent = await answers.next(limit: configuration.batchSize) {
+    private func recordAnswers() async {
+        while let sent = await capacity.answers(limit: configuration.batchSize) {
             let released = await recordWithRetries(sent)
-            answers.remove(inFlight: sent.count)
-            if released { wantClaim() }
+            capacity.recorded(sent.count, released: released)
         }
     }
 
-    /// LISTEN for new outbox rows; every notification (and every re-LISTEN) wakes the loop.
+    /// LISTEN for new outbox rows; every notification (and every re-LISTEN) asks for a claim.
     private func listen() async {
         for await _ in client.notifications(channel: Outbox.notifyChannel) {
-            wantClaim()
+            capacity.wantClaim()
         }
-    }
-
-    /// Wakes the claim loop for a claim.
-    private func wantClaim() {
-        claimWanted.store(true, ordering: .releasing)
-        wakeup.signal()
     }
 
     /// A push and APNs' answer.
@@ -366,66 +344,6 @@ package final class PushDispatcher: Service {
         metrics.paused(app: bundleID, reason: reason)
         health.update { snapshot in
             if !snapshot.pausedApps.contains(bundleID) { snapshot.pausedApps.append(bundleID) }
-        }
-    }
-}
-
-/// The dispatcher's answers awaiting their recording, and the count of pushes in flight (claimed
-/// and not yet recorded), which bounds the claims.
-final class Answers: Sendable {
-    private struct State {
-        var pending: [PushDispatcher.Sent] = []
-        var inFlight = 0
-        var finished = false
-    }
-    private let state = Mutex(State())
-    /// Answers arrived (or the claim loop finished).
-    let arrived = Wakeup()
-    /// Room for more claims.
-    let room = Wakeup()
-    /// Slots freed, for the consumer waiting to hand its pushes over (``PushHandoff/waitForRoom(_:)``).
-    let freed = Wakeup()
-
-    var inFlight: Int { state.withLock { $0.inFlight } }
-
-    func add(inFlight count: Int) { state.withLock { $0.inFlight += count } }
-
-    /// Counts up to `count` more in flight, as long as that stays within `limit`; returns how many.
-    func reserve(upTo count: Int, limit: Int) -> Int {
-        state.withLock { state in
-            let slots = max(0, min(count, limit - state.inFlight))
-            state.inFlight += slots
-            return slots
-        }
-    }
-
-    func remove(inFlight count: Int) {
-        state.withLock { $0.inFlight -= count }
-        room.signal()
-        freed.signal()
-    }
-
-    func append(_ sent: PushDispatcher.Sent) {
-        state.withLock { $0.pending.append(sent) }
-        arrived.signal()
-    }
-
-    func finish() {
-        state.withLock { $0.finished = true }
-        arrived.signal()
-    }
-
-    /// Up to `limit` answers, waiting for the first; nil once finished and drained.
-    func next(limit: Int) async -> [PushDispatcher.Sent]? {
-        while true {
-            let (taken, finished) = state.withLock { state in
-                let taken = Array(state.pending.prefix(limit))
-                state.pending.removeFirst(taken.count)
-                return (taken, state.finished)
-            }
-            if !taken.isEmpty { return taken }
-            if finished { return nil }
-            await arrived.wait(timeout: .seconds(1))
         }
     }
 }

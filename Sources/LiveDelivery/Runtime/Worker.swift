@@ -56,7 +56,7 @@ package struct Worker: Sendable {
         // The consumer hands the pushes it plans to this dispatcher when it has room for them.
         self.processor = EventProcessor(
             client: client, tracking: configuration.tracking, metrics: metrics, logger: logger,
-            pushToStart: configuration.pushToStart, states: states, handoff: dispatcher.handoff, tracer: tracer,
+            pushToStart: configuration.pushToStart, states: states, capacity: dispatcher.capacity, tracer: tracer,
             now: now)
         self.consumer = try EventConsumer(
             configuration: configuration.amqp, processor: processor, client: client, health: health, metrics: metrics,

@@ -358,7 +358,7 @@ enum OrderStore {
     /// they were written as (for ``OrderStateCache``, once the transaction has committed).
     ///
     /// With a `handover`, new outbox rows are leased to this process's dispatcher as they are
-    /// inserted, as many as it has slots for (see ``PushHandoff``); the rest are announced with a
+    /// inserted, as many as it has slots for (see ``PushCapacity``); the rest are announced with a
     /// `NOTIFY` for any dispatcher to claim.
     ///
     /// `delivered` are orders whose only change is APNs' acceptance of current updates (see
