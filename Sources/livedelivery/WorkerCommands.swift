@@ -129,7 +129,14 @@ struct CheckConfigCommand: AsyncParsableCommand {
         help: "Also connect to each broker node, the database and each APNs host (no push is sent); one line each.")
     var connect = false
 
+    @Flag(name: .long, help: "Print every configuration key (environment variable, default, values, meaning) and exit.")
+    var keys = false
+
     func run() async throws {
+        if keys {
+            print(WorkerConfiguration.keysTable)
+            return
+        }
         do {
             let config = try await options.reader()
             let logger = options.logger(config: config)

@@ -11,55 +11,8 @@ import Synchronization
 /// upper snake case, e.g. `amqp.prefetch` → `LIVEDELIVERY_AMQP_PREFETCH`) > `$CONFIG_DIR/livedelivery.json`
 /// (nested objects, e.g. `{"amqp": {"prefetch": 200}}`) > the defaults below.
 ///
-/// ## Configuration keys
-/// - `config.dir` (string, optional, default `Config`): folder of livedelivery.json, policy.json,
-///   content-mapping.json and apns-apps.json (environment or override only).
-/// - `amqp.urls` (string list, secret): the broker's nodes, tried in order; on a lost connection the
-///   worker moves to the next (environment: comma-separated). Or `amqp.url` (string, secret): one node.
-///   One of the two is required.
-/// - `amqp.exchange` (string, optional, default `delivery.events`): topic exchange of the events.
-/// - `amqp.queue` (string, optional, default `livedelivery.events`): the quorum work queue.
-/// - `amqp.prefetch` (int, optional, default 500, 1…65535).
-/// - `amqp.deliveryLimit` (int, optional, default 5): `x-delivery-limit` of the queue.
-/// - `amqp.batchSize` (int, optional, default 250): deliveries applied in one transaction at most.
-/// - `postgres.url` (string, required, secret): the database, as a libpq connection string (a
-///   `postgresql://` URL or `key=value` words; several hosts with `target_session_attrs=read-write`
-///   follow a failover; `passfile`, `service` and the `PG*` variables work as in libpq).
-/// - `postgres.reportingUrl` (string, optional, secret): where `livedelivery report` reads (a hot
-///   standby); default `postgres.url`.
-/// - `postgres.poolSize` (int, optional, default 8).
-/// - `postgres.statementCacheSize` (int, optional, default 256; 0 = prepare nothing): statements each
-///   connection prepares once and then runs by name.
-/// - `postgres.stateCacheSize` (int, optional, default 4096; 0 = off): order states this worker wrote,
-///   kept decoded so that recording a push does not read back the state its event just wrote.
-/// - `apns.appsFile` (string, optional, default `$CONFIG_DIR/apns-apps.json`).
-/// - `apns.baseURL` (string, optional): send every app's pushes here (the simulator).
-/// - `apns.caFile` (string, optional): a CA/certificate PEM to trust for APNs.
-/// - `apns.requestTimeoutSeconds` (double, optional, default 15).
-/// - `apns.eventLoops` (int, optional, default 1; 0 = one per core, at most one per connection):
-///   libcurl threads per APNs host. One carries about 15,000 pushes/s, more than a worker's database
-///   path; a second thread only competed for the cores (measured: lower throughput, higher p99).
-/// - `http.host` (string, optional, default `127.0.0.1`), `http.port` (int, optional, default 9090;
-///   0 = any free port), `http.portFile` (string, optional): where to write the chosen port.
-/// - `worker.id` (string, optional, default hostname-pid): in logs and outbox leases.
-/// - `log.level` (string, optional, default `info`).
-/// - `dispatcher.batchSize` (int, default 250: rows per claim, answers per recording),
-///   `dispatcher.concurrency` (int, default 512: pushes in flight, sent or awaiting their recording),
-///   `dispatcher.handoffWaitSeconds` (double, default 0.1, 0…10: how long the consumer waits at most for
-///   room to hand a batch's pushes to its dispatcher), `dispatcher.leaseSeconds` (double, default 60),
-///   `dispatcher.pollSeconds` (double, default 1),
-///   `dispatcher.maxAttempts` (int, default 8), `dispatcher.backoffBaseSeconds` (double, default 1),
-///   `dispatcher.backoffMaxSeconds` (double, default 300), `dispatcher.pauseSeconds` (double, default 300).
-/// - `sweeper.intervalSeconds` (double, default 5), `sweeper.batchSize` (int, default 200).
-/// - `retention.days` (int, default 30; 0 keeps everything): the day partitions of `inbox`,
-///   `push_attempts` and `timeline` older than this are dropped; `retention.intervalSeconds` (double,
-///   default 300) between rounds, which also create partitions ahead and roll up push outcomes.
-/// - `pushToStart.maxStartsPerDevice` (int, default 5), `pushToStart.windowSeconds` (double, default 600):
-///   at most that many remote starts per device in the window (APNs refuses about ten in quick
-///   succession); a start over the limit waits and the sweeper or the next event tries again.
-/// - `metrics.sampleSeconds` (double, default 15): how often the deployment-wide gauges (pending
-///   pushes, paused apps, queue depths) are sampled from the database and the broker.
-/// - `migrations.dir` (string, optional, default `sql`).
+/// The keys, their defaults, ranges and meanings are declared once, in ``keys``
+/// (ConfigurationKeys.swift); ``load(config:)`` reads them, and docs/configuration.md shows them.
 package struct WorkerConfiguration: Sendable {
     package struct AMQP: Sendable {
         /// The broker's nodes, in the order to try them.
@@ -123,6 +76,11 @@ package struct WorkerConfiguration: Sendable {
         package var requestTimeout: Duration = .seconds(15)
         /// libcurl threads per host; nil: one per core, at most one per connection.
         package var eventLoops: Int? = 1
+        /// `apns.eventLoops` as written: 0 for one per core.
+        var eventLoopsSetting: Int {
+            get { eventLoops ?? 0 }
+            set { eventLoops = newValue == 0 ? nil : newValue }
+        }
         package init(appsFile: String) { self.appsFile = appsFile }
     }
 
@@ -139,7 +97,7 @@ package struct WorkerConfiguration: Sendable {
         /// batch's while the previous batch's are sent and recorded.
         package var concurrency: Int = 512
         /// How long the consumer waits, at most, for the dispatcher to have room for a batch's pushes
-        /// (``PushHandoff/waitForRoom(_:)``); 0: it never waits.
+        /// (``PushCapacity/waitForRoom(_:)``); 0: it never waits.
         package var handoffWait: Duration = .milliseconds(100)
         package var lease: Duration = .seconds(60)
         package var poll: Duration = .seconds(1)
@@ -177,6 +135,7 @@ package struct WorkerConfiguration: Sendable {
     package var http = HTTP()
     package var workerID: String
     package var logLevel: String = "info"
+    package var logFormat: String = "logfmt"
     package var dispatcher = Dispatcher()
     package var sweeper = Sweeper()
     package var retention = Retention()
@@ -255,161 +214,27 @@ package struct WorkerConfiguration: Sendable {
         let problems = ProblemList()
         let reporter = config.string(forKey: ConfigKey(ConversionProblems.idKey)).flatMap(ConversionProblems.lookup)
         reporter?.reset()
-        let directory = config.string(forKey: "config.dir", default: DefaultConfiguration.directoryName)
-
-        func required(_ key: String, secret: Bool) -> String {
-            guard let value = config.string(forKey: ConfigKey(key), isSecret: secret), !value.isEmpty else {
-                problems.add("\(key) is required (environment \(environmentName(key)))")
-                return ""
-            }
-            return value
-        }
-        func int(_ key: String, _ defaultValue: Int, _ range: ClosedRange<Int>) -> Int {
-            let value = config.int(forKey: ConfigKey(key), default: defaultValue)
-            guard range.contains(value) else {
-                problems.add("\(key) must be between \(range.lowerBound) and \(range.upperBound) (is \(value))")
-                return defaultValue
-            }
-            return value
-        }
-        func seconds(_ key: String, _ defaultValue: Duration, _ range: ClosedRange<Double>) -> Duration {
-            let fallback =
-                Double(defaultValue.components.seconds)
-                + Double(defaultValue.components.attoseconds) / 1e18
-            let value = config.double(forKey: ConfigKey(key), default: fallback)
-            guard range.contains(value) else {
-                problems.add("\(key) must be between \(range.lowerBound) and \(range.upperBound) seconds (is \(value))")
-                return defaultValue
-            }
-            return .milliseconds(Int64((value * 1000).rounded()))
-        }
-        func optional(_ key: String) -> String? {
-            config.string(forKey: ConfigKey(key)).flatMap { $0.isEmpty ? nil : $0 }
-        }
-        /// The value `read` returns, or a placeholder after noting its problem (load throws at the end).
-        func catching<Value>(
-            _ read: () throws(LiveDeliveryError) -> Value, or placeholder: @autoclosure () -> Value
-        )
-            -> Value
-        {
-            do {
-                return try read()
-            } catch {
-                problems.add(error.message)
-                return placeholder()
-            }
-        }
-
-        let amqp = readAMQP(config, problems: problems)
-
-        var postgres = Postgres(
-            connection: catching(
-                { () throws(LiveDeliveryError) in try readPostgres(config) }, or: PostgresConfiguration()))
-        if config.string(forKey: "postgres.reportingUrl", isSecret: true)?.isEmpty == false {
-            postgres.reporting = catching(
-                { () throws(LiveDeliveryError) in try readPostgres(config, key: "postgres.reportingUrl") }, or: nil)
-        }
-        postgres.poolSize = int("postgres.poolSize", postgres.poolSize, 1...256)
-        postgres.statementCacheSize = int("postgres.statementCacheSize", postgres.statementCacheSize, 0...10_000)
-        postgres.stateCacheSize = int("postgres.stateCacheSize", postgres.stateCacheSize, 0...1_000_000)
-
-        // Joined as text, not resolved, so that messages show the path as the operator wrote it
-        // (`Config/apns-apps.json`).
-        let appsFile =
-            optional("apns.appsFile")
-            ?? (directory.hasSuffix("/") ? directory + appsFileName : directory + "/" + appsFileName)
-        var apns = APNs(appsFile: appsFile)
-        apns.baseURL = optional("apns.baseURL")
-        apns.caFile = optional("apns.caFile")
-        apns.requestTimeout = seconds("apns.requestTimeoutSeconds", apns.requestTimeout, 1...120)
-        let eventLoops = int("apns.eventLoops", apns.eventLoops ?? 0, 0...64)
-        apns.eventLoops = eventLoops == 0 ? nil : eventLoops
-        apns.apps = loadApps(file: appsFile, problems: problems)
-        if let caFile = apns.caFile, !FileManager.default.isReadableFile(atPath: caFile) {
-            problems.add("apns.caFile (environment \(environmentName("apns.caFile"))): cannot read \(caFile)")
-        }
-        if let baseURL = apns.baseURL, URL(string: baseURL)?.scheme != "https" {
-            problems.add("apns.baseURL (environment \(environmentName("apns.baseURL"))): must be an https:// URL")
-        }
-
-        var http = HTTP()
-        http.host = config.string(forKey: "http.host", default: http.host)
-        http.port = int("http.port", http.port, 0...65_535)
-        http.portFile = optional("http.portFile")
-
-        var dispatcher = Dispatcher()
-        dispatcher.batchSize = int("dispatcher.batchSize", dispatcher.batchSize, 1...10_000)
-        dispatcher.concurrency = int("dispatcher.concurrency", dispatcher.concurrency, 1...10_000)
-        dispatcher.handoffWait = seconds("dispatcher.handoffWaitSeconds", dispatcher.handoffWait, 0...10)
-        dispatcher.lease = seconds("dispatcher.leaseSeconds", dispatcher.lease, 1...3600)
-        dispatcher.poll = seconds("dispatcher.pollSeconds", dispatcher.poll, 0.01...60)
-        dispatcher.maxAttempts = int("dispatcher.maxAttempts", dispatcher.maxAttempts, 1...100)
-        dispatcher.backoffBase = seconds("dispatcher.backoffBaseSeconds", dispatcher.backoffBase, 0.001...3600)
-        dispatcher.backoffMax = seconds("dispatcher.backoffMaxSeconds", dispatcher.backoffMax, 0.001...86_400)
-        dispatcher.pause = seconds("dispatcher.pauseSeconds", dispatcher.pause, 0.01...86_400)
-
-        var sweeper = Sweeper()
-        sweeper.interval = seconds("sweeper.intervalSeconds", sweeper.interval, 0.01...3600)
-        sweeper.batchSize = int("sweeper.batchSize", sweeper.batchSize, 1...10_000)
-        var retention = Retention()
-        retention.days = int("retention.days", retention.days, 0...36_500)
-        retention.interval = seconds("retention.intervalSeconds", retention.interval, 1...86_400)
-
-        var pushToStart = PushToStart()
-        pushToStart.maxStartsPerDevice = int("pushToStart.maxStartsPerDevice", pushToStart.maxStartsPerDevice, 1...1000)
-        pushToStart.window = seconds("pushToStart.windowSeconds", pushToStart.window, 1...86_400)
-
-        let tracking = loadTracking(directory: directory, problems: problems)
-        let level = config.string(forKey: "log.level", default: "info")
-        if !["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) {
-            problems.add("log.level must be one of trace, debug, info, notice, warning, error, critical")
-        }
+        let reader = KeyReader(config: config, problems: problems)
+        var configuration = defaults
+        for key in keys { key.read(&configuration, reader) }
+        configuration.apns.apps = loadApps(file: configuration.apns.appsFile, problems: problems)
+        let tracking = loadTracking(directory: configuration.configDirectory, problems: problems)
         problems.add(contentsOf: reporter?.problems ?? [])
         guard problems.items.isEmpty, let tracking else {
             throw LiveDeliveryError(
                 .invalidConfiguration, "the configuration is not valid", problems: problems.items)
         }
-        var configuration = WorkerConfiguration(
-            configDirectory: directory, amqp: amqp, postgres: postgres, apns: apns,
-            workerID: optional("worker.id") ?? defaultWorkerID(), tracking: tracking)
-        configuration.http = http
-        configuration.logLevel = level
-        configuration.dispatcher = dispatcher
-        configuration.sweeper = sweeper
-        configuration.retention = retention
-        configuration.pushToStart = pushToStart
-        configuration.migrationsDirectory = config.string(forKey: "migrations.dir", default: "sql")
-        configuration.metricsSampleInterval = seconds(
-            "metrics.sampleSeconds", configuration.metricsSampleInterval, 0.1...3600)
+        configuration.tracking = tracking
         return configuration
     }
 
-    /// The `amqp.*` keys, each read and checked here alone (``load(config:)`` and `migrate`'s topology use
-    /// it); their problems go to `problems`.
+    /// The `amqp.*` keys, each read and checked as ``load(config:)`` reads them; their problems go to
+    /// `problems`.
     static func readAMQP(_ config: ConfigReader, problems: ProblemList) -> AMQP {
-        func int(_ key: String, _ defaultValue: Int, _ range: ClosedRange<Int>) -> Int {
-            let value = config.int(forKey: ConfigKey(key), default: defaultValue)
-            guard range.contains(value) else {
-                problems.add("\(key) must be between \(range.lowerBound) and \(range.upperBound) (is \(value))")
-                return defaultValue
-            }
-            return value
-        }
-        var amqp: AMQP
-        do {
-            amqp = AMQP(endpoints: try readEndpoints(config))
-        } catch {
-            problems.add(error.message)
-            amqp = AMQP(endpoints: AMQPEndpoints([.init()]))
-        }
-        amqp.exchange = config.string(forKey: "amqp.exchange", default: amqp.exchange)
-        amqp.queue = config.string(forKey: "amqp.queue", default: amqp.queue)
-        amqp.prefetch = int("amqp.prefetch", amqp.prefetch, 1...65_535)
-        amqp.deliveryLimit = int("amqp.deliveryLimit", amqp.deliveryLimit, 1...1000)
-        amqp.batchSize = int("amqp.batchSize", amqp.batchSize, 1...10_000)
-        if amqp.exchange.isEmpty { problems.add("amqp.exchange must not be empty") }
-        if amqp.queue.isEmpty { problems.add("amqp.queue must not be empty") }
-        return amqp
+        let reader = KeyReader(config: config, problems: problems)
+        var configuration = defaults
+        for key in keys where key.name.hasPrefix("amqp.") { key.read(&configuration, reader) }
+        return configuration.amqp
     }
 
     /// The `amqp.*` keys alone, for a command that needs nothing else (`migrate`'s topology).
@@ -588,38 +413,16 @@ package struct WorkerConfiguration: Sendable {
         }
     }
 
-    /// A summary without secrets (check-config prints it).
+    /// A summary without secrets (check-config prints it): every key's value in effect, then the apps
+    /// and the policy.
     package var summary: [String] {
-        var lines: [String] = []
-        lines.append("config dir: \(configDirectory)")
-        lines.append("worker id: \(workerID)")
-        lines.append(
-            "amqp: \(amqp.endpoints) exchange \(amqp.exchange) queue \(amqp.queue) prefetch \(amqp.prefetch) delivery limit \(amqp.deliveryLimit) batch \(amqp.batchSize)"
-        )
-        lines.append("postgres: \(postgres.connection) pool \(postgres.poolSize)")
-        if let reporting = postgres.reporting { lines.append("postgres (reports): \(reporting)") }
-        lines.append(
-            "apns: \(apns.apps.count) app(s) from \(apns.appsFile)" + (apns.baseURL.map { ", base URL \($0)" } ?? "")
-                + (apns.caFile.map { ", CA \($0)" } ?? ""))
+        var lines = Self.keys.compactMap { key in key.show.map { "\(key.name): \($0(self))" } }
         for app in apns.apps {
-            lines.append("  app \(app.bundleID) (\(app.environment)) team \(app.teamID) key \(app.keyID)")
+            lines.append("app \(app.bundleID) (\(app.environment)) team \(app.teamID) key \(app.keyID)")
         }
-        lines.append("http: \(http.host):\(http.port)")
-        lines.append(
-            "dispatcher: batch \(dispatcher.batchSize), concurrency \(dispatcher.concurrency), "
-                + "handoff wait \(dispatcher.handoffWait), max attempts \(dispatcher.maxAttempts)")
-        lines.append("sweeper: every \(sweeper.interval), batch \(sweeper.batchSize)")
-        lines.append(
-            retention.days > 0
-                ? "retention: \(retention.days) days (inbox, push_attempts, timeline), every \(retention.interval)"
-                : "retention: off (history kept)")
-        lines.append(
-            "push-to-start: at most \(pushToStart.maxStartsPerDevice) starts per device in \(pushToStart.window)")
         lines.append("policy: \(tracking.policy.statuses.count) statuses; mapping: \(tracking.mapping.attributesType)")
         return lines
     }
-
-    /// A URL with its password replaced.
 }
 
 /// Collects problems from several places.

@@ -84,6 +84,12 @@ package struct ContentMapping: Sendable, Hashable {
     package var attributes: [Field]
     package var contentState: [Field]
 
+    package init(attributesType: String, attributes: [Field], contentState: [Field]) {
+        self.attributesType = attributesType
+        self.attributes = attributes
+        self.contentState = contentState
+    }
+
     /// Builds `attributes` for a start.
     package func attributes(for record: OrderRecord) -> JSONObject { build(attributes, record) }
 

@@ -127,4 +127,40 @@ struct ConfigurationTests {
         #expect(text.contains("amqp.prefetch"))
         #expect(text.contains("dispatcher.maxAttempts"))
     }
+
+    @Test("docs/configuration.md shows the keys as WorkerConfiguration.keys declares them")
+    func documentedKeys() throws {
+        let document = try String(
+            contentsOf: TestEnvironment.projectRoot.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
+        let start = try #require(document.range(of: "<!-- keys: livedelivery check-config --keys -->\n"))
+        let end = try #require(
+            document.range(of: "\n<!-- end of keys -->", range: start.upperBound..<document.endIndex))
+        let documented = String(document[start.upperBound..<end.lowerBound])
+        #expect(
+            documented == WorkerConfiguration.keysTable,
+            "docs/configuration.md differs from the keys: replace its table with `livedelivery check-config --keys`")
+        // Every key is in the table once, and every environment variable it names is the key's.
+        let names = WorkerConfiguration.keys.map(\.name)
+        #expect(Set(names).count == names.count)
+    }
+
+    @Test("the summary shows every key's value in effect, secrets masked")
+    func summaryShowsEveryKey() async throws {
+        let directory = try folder()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let environment = [
+            "LIVEDELIVERY_CONFIG_DIR": directory.path,
+            "LIVEDELIVERY_AMQP_URL": "amqp://user:s3cret@127.0.0.1:5672/%2F",
+            "LIVEDELIVERY_POSTGRES_URL": "postgresql://user:pw-secret@127.0.0.1:5432/db",
+            "LIVEDELIVERY_DISPATCHER_HANDOFF_WAIT_SECONDS": "0.25",
+        ]
+        let reader = try await WorkerConfiguration.makeReader(environment: environment)
+        let summary = try WorkerConfiguration.load(config: reader).summary
+        for key in WorkerConfiguration.keys where key.name != "amqp.url" {
+            #expect(summary.contains { $0.hasPrefix(key.name + ": ") }, "\(key.name)")
+        }
+        #expect(summary.contains("dispatcher.handoffWaitSeconds: 0.25"))
+        #expect(summary.contains("app com.example.delivery (production) team T1 key K1"))
+        #expect(!summary.joined().contains("s3cret") && !summary.joined().contains("pw-secret"))
+    }
 }
