@@ -48,26 +48,16 @@ struct MetricsSampler: Service {
     }
 
     func sampleDatabase() async throws {
-        let rows = try await client.query(
-            """
-            SELECT bundle_id, count(*),
-                   coalesce(extract(epoch FROM now() - min(not_before) FILTER (
-                       WHERE not_before <= now() AND (lease_until IS NULL OR lease_until < now()))), 0)::float8
-            FROM outbox GROUP BY bundle_id
-            """)
         var pending = Dictionary(uniqueKeysWithValues: apps.map { ($0, 0.0) })
         var oldest = pending
-        for row in rows {
-            let app = try row.decode(String.self, at: 0)
-            pending[app] = Double(try row.decode(Int.self, at: 1))
-            oldest[app] = try row.decode(Double.self, at: 2)
+        for app in try await Outbox.pendingByApp(client) {
+            pending[app.bundleID] = Double(app.pending)
+            oldest[app.bundleID] = app.oldestDueAge
         }
         metrics.setSampled("livedelivery_pushes_pending", label: "app", pending)
         metrics.setSampled("livedelivery_push_oldest_due_age_seconds", label: "app", oldest)
         var paused = Dictionary(uniqueKeysWithValues: apps.map { ($0, 0.0) })
-        for row in try await client.query("SELECT bundle_id, paused_until > now() FROM app_pauses") {
-            paused[try row.decode(String.self, at: 0)] = try row.decode(Bool.self, at: 1) ? 1 : 0
-        }
+        for (app, isPaused) in try await AppPauses.current(client) { paused[app] = isPaused ? 1 : 0 }
         metrics.setSampled("livedelivery_apps_paused", label: "app", paused)
     }
 

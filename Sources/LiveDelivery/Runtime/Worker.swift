@@ -258,26 +258,16 @@ func checkBrokerNodes(_ endpoints: AMQPEndpoints, logger: Logger) async -> [Conn
     return checks
 }
 
-/// One connection, `SELECT 1` and the server's role: a worker needs the primary.
+/// One connection and the server's role: a worker needs the primary.
 func checkDatabase(_ postgres: WorkerConfiguration.Postgres, logger: Logger) async -> ConnectionCheck {
     var settings = postgres.client(applicationName: "livedelivery check-config")
     settings.poolSize = 1
     let client = PostgresClient(configuration: settings, logger: logger)
     var check = ConnectionCheck(target: "postgres")
     do {
-        _ = try await client.query("SELECT 1")
-        let rows = try await client.query(
-            """
-            SELECT current_setting('server_version') AS version, pg_is_in_recovery() AS standby,
-                   coalesce(host(inet_server_addr()) || ':' || inet_server_port(), 'local socket') AS address,
-                   current_database() AS database
-            """)
-        let row = rows[0]
-        let standby = try row.decode(Bool.self, "standby")
-        let server =
-            "PostgreSQL \(try row.decode(String.self, "version")) at \(try row.decode(String.self, "address")), "
-            + "database \(try row.decode(String.self, "database"))"
-        if standby {
+        let facts = try await ServerFacts.read(client)
+        let server = "PostgreSQL \(facts.version) at \(facts.address), database \(facts.database)"
+        if facts.isStandby {
             check.problem = "reached \(server), but it is a standby (read-only); the worker needs the primary"
         } else {
             check.detail = "\(server), primary"

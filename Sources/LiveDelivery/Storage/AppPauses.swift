@@ -15,4 +15,11 @@ enum AppPauses {
             paused_at = now(), paused_until = EXCLUDED.paused_until
         """
     }
+
+    /// Every app paused now or before, and whether its pause still holds (the metrics' sample).
+    static func current(_ client: PostgresClient) async throws -> [(bundleID: String, paused: Bool)] {
+        try await client.query("SELECT bundle_id, paused_until > now() FROM app_pauses").map {
+            (try $0.decode(String.self, at: 0), try $0.decode(Bool.self, at: 1))
+        }
+    }
 }

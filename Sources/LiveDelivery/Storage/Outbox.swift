@@ -244,4 +244,19 @@ enum Outbox {
             """
         return release.planned(.everyRun)
     }
+
+    /// Per app: the pushes waiting in the outbox, and how long the oldest due and unleased one has been
+    /// due, in seconds (the metrics' sample; one pass over the table, which a backlog keeps small).
+    static func pendingByApp(
+        _ client: PostgresClient
+    ) async throws -> [(bundleID: String, pending: Int, oldestDueAge: Double)] {
+        try await client.query(
+            """
+            SELECT bundle_id, count(*),
+                   coalesce(extract(epoch FROM now() - min(not_before) FILTER (
+                       WHERE not_before <= now() AND (lease_until IS NULL OR lease_until < now()))), 0)::float8
+            FROM outbox GROUP BY bundle_id
+            """
+        ).map { (try $0.decode(String.self, at: 0), try $0.decode(Int.self, at: 1), try $0.decode(Double.self, at: 2)) }
+    }
 }

@@ -23,16 +23,8 @@ package struct Migrator: Sendable {
 
     /// The newest migration recorded in `schema_migrations`; 0 on a database never migrated.
     package static func appliedVersion(_ client: PostgresClient) async throws -> Int {
-        do {
-            return try await client.query("SELECT coalesce(max(version), 0) FROM schema_migrations").first?
-                .decode(Int.self, at: 0) ?? 0
-        } catch let error as PostgresError where error.sqlState == .undefinedTable {
-            return 0
-        }
+        try await SchemaMigrations.newestVersion(client)
     }
-
-    /// `pg_advisory_lock` key: "LDMIGRAT" as an int8.
-    static let lockKey: Int64 = 0x4C44_4D49_4752_4154
 
     package let directory: String
 
@@ -73,22 +65,18 @@ package struct Migrator: Sendable {
     package func migrate(client: PostgresClient, logger: Logger, before version: Int? = nil) async throws -> [String] {
         let migrations = try migrations().filter { $0.version < (version ?? .max) }
         return try await client.withConnection { connection in
-            try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))")
+            try await SchemaMigrations.lock(on: connection)
             do {
                 let applied = try await apply(migrations, on: connection, logger: logger)
                 // The history tables' partitions for today and the days ahead (sql/112), so that a
                 // migrated database takes rows before any worker runs.
-                let partitioned = try await connection.query(
-                    "SELECT to_regprocedure('history_partitions_upkeep(timestamptz, integer)') IS NOT NULL AS known")
-                if try partitioned[0].decode(Bool.self, "known") {
+                if try await HistoryPartitions.known(on: connection) {
                     _ = try await HistoryPartitions.upkeep(now: Date(), on: connection)
                 }
-                try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))")
+                try await SchemaMigrations.unlock(on: connection)
                 return applied
             } catch {
-                if !connection.isClosed {
-                    _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))")
-                }
+                if !connection.isClosed { try? await SchemaMigrations.unlock(on: connection) }
                 throw error
             }
         }
@@ -99,19 +87,7 @@ package struct Migrator: Sendable {
     ) async throws
         -> [String]
     {
-        try await connection.execute(
-            unsafeSQL: """
-                CREATE TABLE IF NOT EXISTS schema_migrations (
-                    version    integer PRIMARY KEY,
-                    name       text NOT NULL,
-                    checksum   text NOT NULL,
-                    applied_at timestamptz NOT NULL DEFAULT now()
-                )
-                """)
-        var done: [Int: String] = [:]
-        for row in try await connection.query("SELECT version, checksum FROM schema_migrations") {
-            done[try row.decode(Int.self, "version")] = try row.decode(String.self, "checksum")
-        }
+        let done = try await SchemaMigrations.applied(on: connection)
         if migrations.contains(where: { done[$0.version] == nil }) { try await checkRoles(on: connection) }
         var applied: [String] = []
         for migration in migrations {
@@ -122,17 +98,9 @@ package struct Migrator: Sendable {
                 }
                 continue
             }
-            try await connection.execute(unsafeSQL: "BEGIN")
             do {
-                try await connection.execute(unsafeSQL: migration.sql)
-                try await connection.query(
-                    """
-                    INSERT INTO schema_migrations (version, name, checksum)
-                    VALUES (\(migration.version), \(migration.name), \(migration.checksum))
-                    """)
-                try await connection.execute(unsafeSQL: "COMMIT")
+                try await SchemaMigrations.apply(migration, on: connection)
             } catch {
-                if !connection.isClosed { try? await connection.execute(unsafeSQL: "ROLLBACK") }
                 if let error = error as? PostgresError, error.code == .server {
                     var text = "\(migration.name) failed: \(error.sqlState?.description ?? "")"
                     // A migration's own RAISE EXCEPTION (P0001) says what to do; other server messages
@@ -151,20 +119,14 @@ package struct Migrator: Sendable {
     /// The group roles the migrations grant to (sql/090, sql/117) are cluster-wide, and an administrator
     /// creates them (docs/operations.md, Roles and privileges) unless the migrating login may create roles.
     private func checkRoles(on connection: PostgresConnection) async throws {
-        let rows = try await connection.query(
-            """
-            SELECT coalesce(string_agg(name, ', ' ORDER BY name), '') AS missing,
-                   (SELECT rolsuper OR rolcreaterole FROM pg_catalog.pg_roles WHERE rolname = current_user) AS may_create
-            FROM unnest(ARRAY['livedelivery_reporting', 'livedelivery_worker']) AS name
-            WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = name)
-            """)
-        let missing = try rows[0].decode(String.self, "missing")
-        guard !missing.isEmpty, !(try rows[0].decode(Bool.self, "may_create")) else { return }
+        let (missing, mayCreate) = try await SchemaMigrations.missingRoles(
+            ["livedelivery_reporting", "livedelivery_worker"], on: connection)
+        guard !missing.isEmpty, !mayCreate else { return }
         throw LiveDeliveryError(
             .migration,
-            "the roles \(missing) do not exist, and this login may not create roles: an administrator creates "
-                + "them once per server (CREATE ROLE livedelivery_worker NOLOGIN; CREATE ROLE livedelivery_reporting "
-                + "NOLOGIN; docs/operations.md, Roles and privileges), then migrate again")
+            "the roles \(missing.joined(separator: ", ")) do not exist, and this login may not create roles: an "
+                + "administrator creates them once per server (CREATE ROLE livedelivery_worker NOLOGIN; CREATE ROLE "
+                + "livedelivery_reporting NOLOGIN; docs/operations.md, Roles and privileges), then migrate again")
     }
 
     /// FNV-1a 64 of the file (changes are what matters, not cryptographic strength).
