@@ -153,7 +153,7 @@ let package = Package(
             name: "livedelivery-bench",
             dependencies: [
                 "RabbitMQ", "Postgres", "HTTP2", "LiveDeliveryCore", "LiveDeliveryJSON", "LiveDelivery",
-                "APNs", "APNsSimulator", "ChildProcesses", "LiveDeliveryAdmin", "TestSupport",
+                "APNs", "APNsSimulator", "ChildProcesses", "LiveDeliveryAdmin", "TestSupport", "WorkerHarness",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -169,6 +169,16 @@ let package = Package(
         ),
         // Child processes with a clean signal mask, for the end-to-end tests and the benchmarks.
         .target(name: "ChildProcesses"),
+        // One private deployment of the worker (database, simulator, key, processes): the end-to-end
+        // tests and the worker benchmark share it.
+        .target(
+            name: "WorkerHarness",
+            dependencies: [
+                "APNsSimulator", "ChildProcesses", "Postgres", "RabbitMQ", "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(
             name: "RabbitMQServerTests",
             dependencies: ["RabbitMQ", "TestSupport", .product(name: "Logging", package: "swift-log")]
@@ -246,7 +256,7 @@ let package = Package(
             name: "EndToEndServerTests",
             dependencies: [
                 "APNsSimulator", "ChildProcesses", "LiveDeliveryCore", "LiveDeliveryJSON", "Postgres", "RabbitMQ",
-                "TestSupport",
+                "TestSupport", "WorkerHarness",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftCSV", package: "SwiftCSV"),

@@ -9,6 +9,7 @@ import Logging
 import Postgres
 import RabbitMQ
 import TestSupport
+import WorkerHarness
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -266,41 +267,33 @@ struct WorkerBenchmark: AsyncParsableCommand {
     }
 }
 
-/// One benchmark's servers, simulator and worker processes.
+/// One benchmark's deployment (the harness the end-to-end tests use too: database, simulator, key, worker
+/// processes), and what the benchmark measures through it.
 final class BenchEnvironment: @unchecked Sendable {
     // Mutated only from the benchmark's single sequential flow.
-    let databaseName: String
-    let directory: URL
-    let simulator: RunningSimulator
+    let deployment: WorkerDeployment
+    /// The superuser's client on the benchmark's database (CHECKPOINT, the statistics views).
     let database: PostgresClient
-    let serverURL: String
-    let databaseURL: String
-    /// One AMQP URL, or a cluster's nodes, comma-separated.
-    let amqpURL: String
-    let exchange: String
-    let queue: String
-    let executable: String
     let logger: Logger
     let workerCount: Int
-    var workers: [ChildProcess] = []
-    /// Each running worker's HTTP port (for /metrics).
-    var workerPorts: [Int] = []
+    /// The running workers.
+    private(set) var running: [RunningWorker] = []
     private var sequences: [Int: Int] = [:]
 
-    private init(
-        databaseName: String, directory: URL, simulator: RunningSimulator, database: PostgresClient,
-        serverURL: String, databaseURL: String, amqpURL: String, executable: String, logger: Logger, workerCount: Int
-    ) {
-        self.databaseName = databaseName
-        self.directory = directory
-        self.simulator = simulator
+    var databaseName: String { deployment.databaseName }
+    var directory: URL { deployment.directory }
+    var simulator: RunningSimulator { deployment.simulator }
+    /// The workers' login on the benchmark's database.
+    var databaseURL: String { deployment.postgresURL }
+    /// One AMQP URL, or a cluster's nodes, comma-separated.
+    var amqpURL: String { deployment.amqpURL }
+    var exchange: String { deployment.exchange }
+    var queue: String { deployment.queue }
+    var workers: [ChildProcess] { running.map(\.process) }
+
+    private init(deployment: WorkerDeployment, database: PostgresClient, logger: Logger, workerCount: Int) {
+        self.deployment = deployment
         self.database = database
-        self.serverURL = serverURL
-        self.databaseURL = databaseURL
-        self.amqpURL = amqpURL
-        self.exchange = "\(databaseName).events"
-        self.queue = "\(databaseName).queue"
-        self.executable = executable
         self.logger = logger
         self.workerCount = workerCount
     }
@@ -311,95 +304,27 @@ final class BenchEnvironment: @unchecked Sendable {
         workers: Int, amqpURL: String, postgresURL: String, workerPostgresURL: String? = nil, executable: String,
         logger: Logger
     ) async throws -> BenchEnvironment {
-        let name = "bench_worker_\(UInt32.random(in: 0...UInt32.max))"
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(name)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        try await TestEnvironment.asSuperuser(on: postgresURL) {
-            try await $0.execute(unsafeSQL: "CREATE DATABASE \(name) OWNER \(PostgresLogin.owner.rawValue)")
+        let deployment = try await WorkerDeployment.start(
+            name: "bench_worker_\(UInt32.random(in: 0...UInt32.max))", amqpURL: amqpURL, serverURL: postgresURL,
+            workerServerURL: workerPostgresURL, bundleID: "com.example.pizza", keyID: "BENCHKEY01",
+            teamID: "BENCHTEAM1", executable: executable, workerLogLevel: "warning", logger: logger
+        ) { simulator in
+            simulator.recordLimit = 200_000
         }
-        // The workers (and pgbench) run as the worker's login, `migrate` as the owner's; the bench's own
-        // reads as the superuser's (CHECKPOINT, the statistics views).
-        let databaseURL = PostgresLogin.worker.url(workerPostgresURL ?? postgresURL, database: name)
-        var configuration = try PostgresConfiguration(PostgresLogin.superuser.url(databaseURL))
+        var configuration = try PostgresConfiguration(PostgresLogin.superuser.url(deployment.postgresURL))
         configuration.poolSize = 2
-        let database = PostgresClient(configuration: configuration, logger: logger)
-
-        let key = P256.Signing.PrivateKey()
-        let keyFile = directory.appendingPathComponent("AuthKey.p8")
-        try Data(key.pemRepresentation.utf8).write(to: keyFile)
-        var simulatorConfiguration = SimulatorConfiguration()
-        simulatorConfiguration.keys = [.init(keyID: "BENCHKEY01", teamID: "BENCHTEAM1", publicKey: key.publicKey)]
-        simulatorConfiguration.threads = 1
-        simulatorConfiguration.recordLimit = 200_000
-        let simulator = try await APNsSimulator.start(simulatorConfiguration, logger: logger)
-        let apps = [
-            [
-                "bundleID": "com.example.pizza", "teamID": "BENCHTEAM1", "keyID": "BENCHKEY01", "keyFile": keyFile.path,
-                "environment": "production",
-            ]
-        ]
-        try JSONSerialization.data(withJSONObject: apps).write(to: directory.appendingPathComponent("apns-apps.json"))
-
         let bench = BenchEnvironment(
-            databaseName: name, directory: directory, simulator: simulator, database: database, serverURL: postgresURL,
-            databaseURL: databaseURL, amqpURL: amqpURL, executable: executable, logger: logger, workerCount: workers)
-        let migrate = try ChildProcess(
-            name: "migrate", executable: executable, arguments: ["migrate"],
-            environment: bench.environment("migrate", port: 0).merging(
-                ["LIVEDELIVERY_POSTGRES_URL": PostgresLogin.owner.url(databaseURL)]) { $1 },
-            outputPath: directory.appendingPathComponent("migrate.log").path)
-        guard try await migrate.waitForExit(timeout: .seconds(120)) == 0 else {
-            throw ValidationError("livedelivery migrate failed:\n\(migrate.tail())")
-        }
+            deployment: deployment, database: PostgresClient(configuration: configuration, logger: logger),
+            logger: logger, workerCount: workers)
         // Let the workers declare the topology once, so that backlogs can be published while none runs.
         try await bench.startWorkers()
         try await bench.stopWorkers()
         return bench
     }
 
-    func environment(_ worker: String, port: Int) -> [String: String] {
-        var environment = ProcessInfo.processInfo.environment
-        environment.merge([
-            "LIVEDELIVERY_CONFIG_DIR": FileManager.default.currentDirectoryPath + "/Config",
-            "LIVEDELIVERY_MIGRATIONS_DIR": FileManager.default.currentDirectoryPath + "/sql",
-            "LIVEDELIVERY_AMQP_URLS": amqpURL,
-            "LIVEDELIVERY_AMQP_EXCHANGE": exchange,
-            "LIVEDELIVERY_AMQP_QUEUE": queue,
-            "LIVEDELIVERY_POSTGRES_URL": databaseURL,
-            "LIVEDELIVERY_APNS_BASE_URL": simulator.baseURL,
-            "LIVEDELIVERY_APNS_CA_FILE": simulator.certificatePEMPath,
-            "LIVEDELIVERY_APNS_APPS_FILE": directory.appendingPathComponent("apns-apps.json").path,
-            "LIVEDELIVERY_HTTP_HOST": "127.0.0.1",
-            "LIVEDELIVERY_HTTP_PORT": "0",
-            "LIVEDELIVERY_HTTP_PORT_FILE": directory.appendingPathComponent("\(worker).port").path,
-            "LIVEDELIVERY_WORKER_ID": "\(databaseName)-\(worker)",
-            "LIVEDELIVERY_LOG_LEVEL": "warning",
-        ]) { $1 }
-        return environment
-    }
-
     func startWorkers() async throws {
         for index in 1...workerCount {
-            let name = "worker-\(index)"
-            let portFile = directory.appendingPathComponent("\(name).port")
-            try? FileManager.default.removeItem(at: portFile)
-            let child = try ChildProcess(
-                name: name, executable: executable, arguments: ["run"], environment: environment(name, port: 0),
-                outputPath: directory.appendingPathComponent("\(name).log").path)
-            workers.append(child)
-            let port = try await poll("\(name) to report its port", timeout: 120) { () -> Int? in
-                if let status = child.exitStatus { throw ValidationError("\(name) exited \(status):\n\(child.tail())") }
-                return (try? String(contentsOf: portFile, encoding: .utf8)).flatMap {
-                    Int($0.trimmingCharacters(in: .whitespacesAndNewlines))
-                }
-            }
-            _ = try await poll("\(name) to be ready", timeout: 120) { () -> Bool? in
-                var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/readyz")!)
-                request.timeoutInterval = 5
-                let response = try? await URLSession.shared.data(for: request).1 as? HTTPURLResponse
-                return response?.statusCode == 200 ? true : nil
-            }
-            workerPorts.append(port)
+            running.append(try await deployment.startWorker("worker-\(index)"))
         }
     }
 
@@ -411,7 +336,7 @@ final class BenchEnvironment: @unchecked Sendable {
     /// Every running worker's `/metrics` lines, one scrape each.
     private func metricLines() async -> [Substring] {
         var lines: [Substring] = []
-        for port in workerPorts {
+        for port in running.map(\.metricsPort) {
             guard
                 let (data, _) = try? await URLSession.shared.data(
                     from: URL(string: "http://127.0.0.1:\(port)/metrics")!)
@@ -459,8 +384,8 @@ final class BenchEnvironment: @unchecked Sendable {
             let status = try await worker.waitForExit(timeout: .seconds(120))
             if status != 0 { print("note: \(worker.name) exited \(status) on SIGTERM") }
         }
-        workers = []
-        workerPorts = []
+        running = []
+        deployment.forgetWorkers()
     }
 
     // MARK: Events
@@ -849,23 +774,15 @@ final class BenchEnvironment: @unchecked Sendable {
         try await database.query(query).first?.decode(Int.self, at: 0) ?? 0
     }
 
+    /// Stops everything; with `keep`, the database, the queues and the logs stay for a look.
     func shutdown(keep: Bool) async {
-        for worker in workers { worker.signal(SIGKILL) }
-        for worker in workers { _ = try? await worker.waitForExit(timeout: .seconds(10)) }
         await database.shutdown()
-        try? await simulator.shutdown()
-        guard !keep else { return }
-        _ = try? await TestEnvironment.asSuperuser(on: serverURL) {
-            try await $0.execute(unsafeSQL: "DROP DATABASE IF EXISTS \(databaseName) WITH (FORCE)")
+        if keep {
+            for worker in deployment.startedWorkers { await worker.stop() }
+            try? await simulator.shutdown()
+        } else {
+            await deployment.shutdown(logger: logger)
         }
-        if let endpoints = try? AMQPEndpoints(urls: amqpURL),
-            let (connection, _) = try? await RabbitMQConnection.connect(to: endpoints, logger: logger)
-        {
-            for queue in [queue, "\(queue).dead-letter"] { _ = try? await connection.deleteQueue(queue) }
-            for exchange in [exchange, "\(exchange).dlx"] { try? await connection.deleteExchange(exchange) }
-            await connection.close()
-        }
-        try? FileManager.default.removeItem(at: directory)
     }
 }
 
@@ -873,17 +790,8 @@ final class BenchEnvironment: @unchecked Sendable {
 func poll<Value>(
     _ what: String, timeout: Double, interval: Double = 0.1, _ produce: () async throws -> Value?
 ) async throws -> Value {
-    let deadline = Date().addingTimeInterval(timeout)
-    var last: (any Error)?
-    while Date() < deadline {
-        do {
-            if let value = try await produce() { return value }
-        } catch {
-            last = error
-        }
-        try await Task.sleep(for: .milliseconds(Int(interval * 1000)))
-    }
-    throw ValidationError("timed out waiting for \(what)" + (last.map { " (\($0))" } ?? ""))
+    try await eventuallyValue(
+        what, timeout: .milliseconds(Int64(timeout * 1000)), every: .milliseconds(Int64(interval * 1000)), produce)
 }
 
 /// The `p` quantile (0…1) of sorted, non-empty samples.

@@ -3,6 +3,7 @@ import Foundation
 import SwiftCSV
 import TestSupport
 import Testing
+import WorkerHarness
 
 /// The admin command line as scripts use it: every `--format` parsed back by a real parser (JSON by
 /// JSONSerialization, CSV by SwiftCSV) and checked against the table a person sees, `status`, the

@@ -3,6 +3,7 @@ import Foundation
 import Postgres
 import TestSupport
 import Testing
+import WorkerHarness
 
 /// Beyond one machine: workers on a three-node RabbitMQ cluster whose nodes die under them, and on a
 /// primary/standby pair that fails over, with the same converged result as on one node of each.

@@ -1,6 +1,7 @@
 import ChildProcesses
 import Foundation
 import Testing
+import WorkerHarness
 
 #if canImport(Glibc)
 import Glibc

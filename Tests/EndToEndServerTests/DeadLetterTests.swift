@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import RabbitMQ
 import Testing
+import WorkerHarness
 
 /// Bad input ends in the dead-letter path with a machine-readable reason, and the worker carries on.
 @Suite(.timeLimit(.minutes(5)))

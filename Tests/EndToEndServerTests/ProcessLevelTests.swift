@@ -4,6 +4,7 @@ import Foundation
 import Postgres
 import TestSupport
 import Testing
+import WorkerHarness
 
 /// The command line as operators use it: `livedelivery publish` into a running worker, and an APNs refusal
 /// flowing through to the activity's state.

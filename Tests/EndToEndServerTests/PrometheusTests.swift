@@ -4,6 +4,7 @@ import Foundation
 import LiveDeliveryJSON
 import TestSupport
 import Testing
+import WorkerHarness
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking

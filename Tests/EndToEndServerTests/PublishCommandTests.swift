@@ -4,6 +4,7 @@ import Logging
 import RabbitMQ
 import TestSupport
 import Testing
+import WorkerHarness
 
 /// `livedelivery publish` on its own, against a queue this test binds: properties, counts, duplicates.
 @Suite(.timeLimit(.minutes(3)))

@@ -2,6 +2,7 @@ import ChildProcesses
 import Foundation
 import TestSupport
 import Testing
+import WorkerHarness
 
 /// The broker and the database restart under running workers (on the fault pair, which only this suite
 /// restarts): the workers reconnect and the result is the same as without the restarts.

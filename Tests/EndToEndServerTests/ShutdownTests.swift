@@ -1,6 +1,7 @@
 import ChildProcesses
 import Foundation
 import Testing
+import WorkerHarness
 
 /// SIGTERM: stop consuming, finish and acknowledge what is in flight, exit 0; nothing published is lost.
 @Suite(.timeLimit(.minutes(5)))

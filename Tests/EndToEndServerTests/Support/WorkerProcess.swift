@@ -1,6 +1,7 @@
 import ChildProcesses
 import Foundation
 import TestSupport
+import WorkerHarness
 
 #if canImport(Glibc)
 import Glibc
@@ -43,23 +44,16 @@ enum LiveDeliveryBinary {
     }
 }
 
-struct HarnessError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}
-
 extension ChildProcess {
     /// Starts `livedelivery ARGS` with `environment` added to (overriding) the test process's environment,
     /// its output in `logDirectory/NAME.log`.
     static func livedelivery(
         name: String, arguments: [String], environment: [String: String], logDirectory: URL
     ) throws -> ChildProcess {
-        var merged = ProcessInfo.processInfo.environment
         // The tests' own server URLs must not leak into a child that is meant to use other ones.
-        for key in merged.keys where key.hasPrefix("LIVEDELIVERY_") && key != "LIVEDELIVERY_BIN" { merged[key] = nil }
-        merged.merge(environment) { $1 }
-        return try ChildProcess(
-            name: name, executable: try LiveDeliveryBinary.path(), arguments: arguments, environment: merged,
+        try ChildProcess(
+            name: name, executable: try LiveDeliveryBinary.path(), arguments: arguments,
+            environment: WorkerDeployment.childEnvironment(environment),
             outputPath: logDirectory.appendingPathComponent("\(name).log").path)
     }
 }
