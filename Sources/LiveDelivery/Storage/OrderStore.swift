@@ -367,7 +367,7 @@ enum OrderStore {
     /// states are returned with the order rows' current versions.
     ///
     /// The statements go in one pipeline (one round trip), after `leading` ones of the caller's; only
-    /// withdrawn pushes, which must be locked before they are deleted, cost a round trip of their own.
+    /// withdrawn pushes, which must be locked before they are deleted, cost two round trips of their own.
     @discardableResult
     static func write(
         _ changes: [OrderChange], kind: String, handover: Handover? = nil, delivered: [Delivered] = [],
