@@ -85,8 +85,8 @@ package final class EventProcessor: Sendable {
 
     /// Applies the batch; retries the transaction a few times on serialization failures, deadlocks
     /// and lost connections, then throws (the consumer keeps the batch unacknowledged and tries it again
-    /// with backoff while the database is away; after another failure, message by message). Statements whose prepared
-    /// plans went stale are prepared again, without counting as attempts.
+    /// with backoff while the database is away; after another failure, message by message). Statements
+    /// whose prepared plans went stale are prepared again, without counting as attempts.
     package func process(_ messages: [InboundMessage]) async throws -> BatchOutcome {
         let started = ContinuousClock.now
         var decoded: [Decoded] = []
