@@ -80,9 +80,7 @@ package final class RabbitMQConnection: Sendable {
         routingKey: String,
         arguments: [String: AMQPValue] = [:]
     ) async throws(RabbitMQError) {
-        try await thread.perform { engine throws(RabbitMQError) in
-            try engine.bindQueue(queue, exchange: exchange, routingKey: routingKey, arguments: arguments, bind: true)
-        }
+        try await binding(queue, exchange: exchange, routingKey: routingKey, arguments: arguments, bind: true)
     }
 
     package func unbindQueue(
@@ -91,8 +89,14 @@ package final class RabbitMQConnection: Sendable {
         routingKey: String,
         arguments: [String: AMQPValue] = [:]
     ) async throws(RabbitMQError) {
+        try await binding(queue, exchange: exchange, routingKey: routingKey, arguments: arguments, bind: false)
+    }
+
+    private func binding(
+        _ queue: String, exchange: String, routingKey: String, arguments: [String: AMQPValue], bind: Bool
+    ) async throws(RabbitMQError) {
         try await thread.perform { engine throws(RabbitMQError) in
-            try engine.bindQueue(queue, exchange: exchange, routingKey: routingKey, arguments: arguments, bind: false)
+            try engine.bindQueue(queue, exchange: exchange, routingKey: routingKey, arguments: arguments, bind: bind)
         }
     }
 
