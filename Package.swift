@@ -118,6 +118,7 @@ let package = Package(
             name: "LiveDelivery",
             dependencies: [
                 "LiveDeliveryCore", "LiveDeliveryJSON", "RabbitMQ", "Postgres", "APNs", "CProcessControl",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

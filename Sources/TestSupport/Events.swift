@@ -35,12 +35,12 @@ package enum Events {
 
     package static func activityToken(
         _ orderID: String, activity: String, token: String, id: String = UUID().uuidString,
-        at: String = "2026-11-21T10:04:06Z"
+        at: String = "2026-11-21T10:04:06Z", bundleID: String = bundleID, environment: String = "production"
     ) -> InboundMessage {
         let body = """
             {"type":"activity.token","version":1,"event_id":"\(id)","occurred_at":"\(at)","order_id":"\(orderID)",\
             "activity_id":"\(activity)","device_id":"d-\(activity)","token":"\(token)","bundle_id":"\(bundleID)",\
-            "environment":"production"}
+            "environment":"\(environment)"}
             """
         return InboundMessage(body: Array(body.utf8), routingKey: "activity.token", messageID: id)
     }

@@ -77,6 +77,20 @@ struct EventDecoderTests {
         Case(
             name: "order_id over 64", bytes: with { $0["order_id"] = String(repeating: "o", count: 65) },
             reason: .invalidField, field: "order_id"),
+        Case(
+            // One character: an "o" carrying 300 combining marks, far past what an index row of ids holds.
+            name: "order_id of one character and 601 bytes",
+            bytes: with { $0["order_id"] = "o" + String(repeating: "\u{0301}", count: 300) },
+            reason: .invalidField, field: "order_id"),
+        Case(
+            name: "NUL in order_id", bytes: with { $0["order_id"] = "A-1\u{0000}0023" }, reason: .invalidField,
+            field: "order_id"),
+        Case(
+            name: "NUL in a courier's name", bytes: with { $0["courier"] = ["name": "Sam\u{0000}"] },
+            reason: .invalidField, field: "courier.name"),
+        Case(
+            name: "NUL in an event_id", bytes: with { $0["event_id"] = "\u{0000}" }, reason: .invalidField,
+            field: "event_id"),
         Case(name: "missing user_id", bytes: with { $0["user_id"] = nil }, reason: .missingField, field: "user_id"),
         Case(name: "missing status", bytes: with { $0["status"] = nil }, reason: .missingField, field: "status"),
         Case(name: "unknown status", bytes: with { $0["status"] = "lost" }, reason: .unknownStatus, field: "status"),
@@ -135,6 +149,10 @@ struct EventDecoderTests {
             name: "missing activity_id", bytes: with({ $0["activity_id"] = nil }, base: tokenBase),
             reason: .missingField, field: "activity_id"),
         Case(
+            name: "device_id of 129 characters' bytes",
+            bytes: with({ $0["device_id"] = "d" + String(repeating: "\u{0301}", count: 256) }, base: tokenBase),
+            reason: .invalidField, field: "device_id"),
+        Case(
             name: "push-to-start without device", bytes: with({ $0["device_id"] = nil }, base: startBase),
             reason: .missingField, field: "device_id"),
         Case(
@@ -165,7 +183,8 @@ struct EventDecoderTests {
     }
 
     @Test func everyReasonIsExercised() {
-        let covered = Set(Self.rejections.map(\.reason)).union([.routingKeyMismatch, .messageIDMismatch])
+        // The routing key and message id are the broker's; the apps are the worker's (EventProcessor).
+        let covered = Set(Self.rejections.map(\.reason)).union([.routingKeyMismatch, .messageIDMismatch, .unknownApp])
         #expect(covered == Set(EventRejection.Reason.all))
     }
 

@@ -278,10 +278,16 @@ package final class EventConsumer: Service {
             headers: delivery.headers.isEmpty ? [:] : delivery.headers.compactMapValues(\.stringValue))
     }
 
+    /// Why RabbitMQ dead-letters a message (`x-first-death-reason`).
+    static let brokerReasons: Set<String> = ["delivery_limit", "rejected", "expired", "maxlen"]
+
     /// Moves messages the broker dead-lettered (delivery limit) into `dead_letters`.
     private func moveDeadLetters(_ deliveries: RabbitMQDeliveries) async throws {
         for try await delivery in deliveries {
-            let reason = delivery.firstDeathReason ?? "dead_lettered"
+            // The broker's reasons, or one word for anything else: the headers are a publisher's to write
+            // (a message published straight to the dead-letter exchange), and the reason is a metric label.
+            let reason =
+                delivery.firstDeathReason.flatMap { Self.brokerReasons.contains($0) ? $0 : nil } ?? "dead_lettered"
             let routingKey =
                 delivery.headers["x-first-death-exchange"] != nil
                 ? (delivery.headers["x-death"]?.arrayValue?.first?.tableValue?["routing-keys"]?.arrayValue?.first?

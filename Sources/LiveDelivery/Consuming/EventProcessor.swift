@@ -52,6 +52,9 @@ package final class EventProcessor: Sendable {
     let capacity: PushCapacity?
     /// Each event's span continues the trace its message carried.
     let tracer: any Tracer
+    /// The apps of the apps file, as `bundle-id environment`: an event naming another is refused on
+    /// arrival (`unknown_app`), so a publisher cannot make up apps (metric labels, pauses). nil: any.
+    let apps: Set<String>?
 
     package convenience init(
         client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
@@ -59,15 +62,16 @@ package final class EventProcessor: Sendable {
     ) {
         self.init(
             client: client, tracking: tracking, metrics: metrics, logger: logger, pushToStart: pushToStart,
-            states: OrderStateCache(), capacity: nil, tracer: InstrumentationSystem.tracer, now: now)
+            states: OrderStateCache(), capacity: nil, tracer: InstrumentationSystem.tracer, apps: nil, now: now)
     }
 
     init(
         client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
         pushToStart: WorkerConfiguration.PushToStart, states: OrderStateCache, capacity: PushCapacity?,
-        tracer: any Tracer, now: @escaping @Sendable () -> Date
+        tracer: any Tracer, apps: Set<String>?, now: @escaping @Sendable () -> Date
     ) {
         self.tracer = tracer
+        self.apps = apps
         self.client = client
         self.states = states
         self.capacity = capacity
@@ -92,7 +96,12 @@ package final class EventProcessor: Sendable {
         var decoded: [Decoded] = []
         for (index, message) in messages.enumerated() {
             switch EventDecoder.decode(message.body, routingKey: message.routingKey, messageID: message.messageID) {
-            case .success(let event): decoded.append(.event(event, index: index))
+            case .success(let event):
+                if let rejection = unknownApp(event) {
+                    decoded.append(.rejected(rejection, index: index))
+                } else {
+                    decoded.append(.event(event, index: index))
+                }
             case .failure(let rejection): decoded.append(.rejected(rejection, index: index))
             }
         }
@@ -139,6 +148,20 @@ package final class EventProcessor: Sendable {
                 if !retriable.stalePlan { attempt += 1 }
             }
         }
+    }
+
+    /// The refusal of an event whose app is not in the apps file.
+    private func unknownApp(_ event: InboundEvent) -> EventRejection? {
+        let app: (bundleID: String, environment: APNsEnvironment)
+        switch event {
+        case .activityToken(let token): app = (token.bundleID, token.environment)
+        case .pushToStartToken(let token): app = (token.bundleID, token.environment)
+        case .orderStatus, .activityEnded: return nil
+        }
+        guard let apps, !apps.contains("\(app.bundleID) \(app.environment.rawValue)") else { return nil }
+        return EventRejection(
+            .unknownApp, field: "bundle_id",
+            "no app \(EventDecoder.quoted(app.bundleID)) (\(app.environment.rawValue)) in the worker's apps file")
     }
 
     /// Applies the batch inside the transaction; returns what it did and the states it wrote.

@@ -17,6 +17,7 @@ struct MetricsSampler: Service {
     let apps: [String]
     let client: PostgresClient
     let metrics: WorkerMetrics
+    let health: WorkerHealth
     let logger: Logger
 
     func run() async throws {
@@ -47,18 +48,26 @@ struct MetricsSampler: Service {
         await broker?.close()
     }
 
+    /// The label values are the configured apps and `unconfigured` (rows of an app since taken out of
+    /// the apps file), never a value from the database alone.
     func sampleDatabase() async throws {
+        func label(_ app: String) -> String { apps.contains(app) ? app : "unconfigured" }
         var pending = Dictionary(uniqueKeysWithValues: apps.map { ($0, 0.0) })
         var oldest = pending
         for app in try await Outbox.pendingByApp(client) {
-            pending[app.bundleID] = Double(app.pending)
-            oldest[app.bundleID] = app.oldestDueAge
+            pending[label(app.bundleID), default: 0] += Double(app.pending)
+            oldest[label(app.bundleID)] = max(oldest[label(app.bundleID)] ?? 0, app.oldestDueAge)
         }
         metrics.setSampled("livedelivery_pushes_pending", label: "app", pending)
         metrics.setSampled("livedelivery_push_oldest_due_age_seconds", label: "app", oldest)
         var paused = Dictionary(uniqueKeysWithValues: apps.map { ($0, 0.0) })
-        for (app, isPaused) in try await AppPauses.current(client) { paused[app] = isPaused ? 1 : 0 }
+        for (app, isPaused) in try await AppPauses.current(client) where apps.contains(app) {
+            paused[app] = isPaused ? 1 : 0
+        }
         metrics.setSampled("livedelivery_apps_paused", label: "app", paused)
+        // /health lists the apps paused now: a pause that ended leaves it.
+        let pausedNow = paused.filter { $0.value > 0 }.keys.sorted()
+        health.update { $0.pausedApps = pausedNow }
     }
 
     func sampleBroker(_ connection: RabbitMQConnection) async throws {

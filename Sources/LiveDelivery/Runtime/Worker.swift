@@ -57,7 +57,7 @@ package struct Worker: Sendable {
         self.processor = EventProcessor(
             client: client, tracking: configuration.tracking, metrics: metrics, logger: logger,
             pushToStart: configuration.pushToStart, states: states, capacity: dispatcher.capacity, tracer: tracer,
-            now: now)
+            apps: Set(configuration.apns.apps.map { "\($0.bundleID) \($0.environment)" }), now: now)
         self.consumer = try EventConsumer(
             configuration: configuration.amqp, processor: processor, client: client, health: health, metrics: metrics,
             logger: logger, schemaChecked: schemaGate)
@@ -67,7 +67,8 @@ package struct Worker: Sendable {
         self.retention = Retention(configuration: configuration.retention, client: client, logger: logger)
         self.sampler = MetricsSampler(
             interval: configuration.metricsSampleInterval, amqp: configuration.amqp,
-            apps: configuration.apns.apps.map(\.bundleID), client: client, metrics: metrics, logger: logger)
+            apps: configuration.apns.apps.map(\.bundleID), client: client, metrics: metrics, health: health,
+            logger: logger)
         let dispatcher = self.dispatcher
         metrics.addCollector { metrics in
             let pool = client.poolStatistics

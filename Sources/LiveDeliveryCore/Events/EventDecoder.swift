@@ -102,7 +102,7 @@ package enum EventDecoder {
                     eventID: eventID, occurredAt: occurredAt,
                     orderID: try root.requiredString("order_id", length: 1...64),
                     activityID: try root.requiredString("activity_id", length: 1...128),
-                    deviceID: try root.optionalString("device_id", maxLength: 128),
+                    deviceID: try root.optionalString("device_id", maxLength: 128, identifier: true),
                     token: try root.requiredToken("token"),
                     bundleID: try root.requiredBundleID("bundle_id"),
                     environment: try root.requiredEnvironment("environment")
@@ -142,7 +142,7 @@ package enum EventDecoder {
     }
 
     /// A short, printable excerpt of a contract identifier for a rejection message.
-    static func quoted(_ text: String) -> String {
+    package static func quoted(_ text: String) -> String {
         let cleaned = String(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.map(Character.init))
         return cleaned.count > 40 ? String(cleaned.prefix(40)) + "…" : cleaned
     }
@@ -175,16 +175,33 @@ struct FieldReader {
             throw EventRejection(
                 .invalidField, field: path(key), "\(path(key)) must be a string, not \(value.typeName)")
         }
-        guard length.contains(text.count) else {
+        guard length.contains(text.count), text.utf8.count <= length.upperBound * Self.bytesPerCharacter else {
             throw EventRejection(
                 .invalidField, field: path(key),
-                "\(path(key)) must be \(length.lowerBound)–\(length.upperBound) characters (has \(text.count))")
+                "\(path(key)) must be \(length.lowerBound)–\(length.upperBound) characters of at most "
+                    + "\(length.upperBound * Self.bytesPerCharacter) bytes (has \(text.count), \(text.utf8.count) bytes)"
+            )
         }
+        try storable(text, key)
         return text
     }
 
-    /// nil when absent, `null`, empty or whitespace only.
-    func optionalString(_ key: String, maxLength: Int) throws(EventRejection) -> String? {
+    /// At most this many UTF-8 bytes per character of an identifier (every required text is one): a
+    /// character may join any number of combining marks, and an identifier must fit in an index row
+    /// (PostgreSQL's B-tree rows hold about 2.7 kB).
+    static let bytesPerCharacter = 4
+
+    /// Refuses what PostgreSQL's `text` cannot store: U+0000.
+    private func storable(_ text: String, _ key: String) throws(EventRejection) {
+        guard !text.utf8.contains(0) else {
+            throw EventRejection(
+                .invalidField, field: path(key), "\(path(key)) must not contain U+0000 (NUL), which cannot be stored")
+        }
+    }
+
+    /// nil when absent, `null`, empty or whitespace only. An `identifier` (a key of an index) is held to
+    /// ``bytesPerCharacter`` bytes per character too; a name is not (the body's size bounds it).
+    func optionalString(_ key: String, maxLength: Int, identifier: Bool = false) throws(EventRejection) -> String? {
         guard let value = value(key) else { return nil }
         guard case .string(let text) = value else {
             throw EventRejection(
@@ -196,6 +213,12 @@ struct FieldReader {
                 .invalidField, field: path(key),
                 "\(path(key)) must be at most \(maxLength) characters (has \(text.count))")
         }
+        if identifier, text.utf8.count > maxLength * Self.bytesPerCharacter {
+            throw EventRejection(
+                .invalidField, field: path(key),
+                "\(path(key)) must be at most \(maxLength * Self.bytesPerCharacter) bytes (has \(text.utf8.count))")
+        }
+        try storable(text, key)
         return text
     }
 

@@ -32,11 +32,13 @@ package struct EventRejection: Error, Hashable, Sendable, Codable, CustomStringC
         package static let routingKeyMismatch = Reason(rawValue: "routing_key_mismatch")
         /// The AMQP `message_id` is set and differs from `event_id`.
         package static let messageIDMismatch = Reason(rawValue: "message_id_mismatch")
+        /// `bundle_id` and `environment` name no app of the worker's apps file.
+        package static let unknownApp = Reason(rawValue: "unknown_app")
 
         package static let all: [Reason] = [
             .bodyTooLarge, .malformedJSON, .missingField, .invalidField, .unknownType, .unknownVersion,
             .unknownStatus, .invalidTimestamp, .invalidToken, .invalidETARange, .routingKeyMismatch,
-            .messageIDMismatch,
+            .messageIDMismatch, .unknownApp,
         ]
 
         package var description: String { rawValue }

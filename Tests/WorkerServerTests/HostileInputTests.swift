@@ -1,0 +1,91 @@
+import Crypto
+import Foundation
+import LiveDelivery
+import LiveDeliveryCore
+import Postgres
+import TestSupport
+import Testing
+
+/// What a publisher controls stays bounded and never fails a batch: refusals on first sight with a
+/// specific reason, dead letters kept in part, texts the database cannot store made storable.
+@Suite("Hostile input", .timeLimit(.minutes(3)))
+struct HostileInputTests {
+    @Test("an app not in the apps file is refused on arrival (unknown_app), and the rest of the batch is applied")
+    func unknownApp() async throws {
+        try await withWorker { harness, worker in
+            let order = TestEnvironment.uniqueName("O")
+            let outcome = try await worker.processor.process([
+                Events.status(order, "confirmed", sequence: 1),
+                Events.activityToken(order, activity: "a-1", token: Events.token(), bundleID: "com.example.madeup"),
+                // The configured app, in the other environment.
+                Events.activityToken(order, activity: "a-2", token: Events.token(), environment: "sandbox"),
+                Events.activityToken(order, activity: "a-3", token: Events.token()),
+            ])
+            #expect(outcome.applied == 2 && outcome.rejected == 2)
+            let rows = try await harness.database.client.query(
+                "SELECT reason, field, message FROM dead_letters ORDER BY id")
+            let refused = try rows.map {
+                (
+                    try $0.decode(String.self, "reason"), try $0.decode(String?.self, "field"),
+                    try $0.decode(String.self, "message")
+                )
+            }
+            #expect(refused.map(\.0) == ["unknown_app", "unknown_app"])
+            #expect(refused.map(\.1) == ["bundle_id", "bundle_id"])
+            #expect(refused[0].2.contains("com.example.madeup (production)"))
+            #expect(try await harness.database.count("SELECT count(*) FROM activities") == 1)
+        }
+    }
+
+    @Test("a body past the limit keeps its first 8 KiB, its length and the hash of all of it; it is sent once")
+    func largeBodyKeptInPart() async throws {
+        try await withWorker { harness, worker in
+            let body = Array(repeating: UInt8(ascii: "x"), count: 100_000)
+            let outcome = try await worker.processor.process([
+                InboundMessage(body: body, routingKey: "order.status", messageID: "big-1")
+            ])
+            #expect(outcome.rejected == 1)
+            let row = try #require(
+                try await harness.database.client.query(
+                    "SELECT reason, octet_length(body) AS kept, body_length, body_sha256 FROM dead_letters"
+                ).first)
+            #expect(try row.decode(String.self, "reason") == "body_too_large")
+            #expect(try row.decode(Int.self, "kept") == 8192)
+            #expect(try row.decode(Int.self, "body_length") == 100_000)
+            #expect(try row.decode([UInt8].self, "body_sha256") == Array(SHA256.hash(data: body)))
+            // The same body again is the same dead letter.
+            #expect(
+                try await worker.processor.process([
+                    InboundMessage(body: body, routingKey: "order.status", messageID: "big-1")
+                ]).rejected == 1)
+            #expect(try await harness.database.count("SELECT count(*) FROM dead_letters") == 1)
+        }
+    }
+
+    @Test("U+0000 in a field, a routing key or a message id is refused or stored replaced: the batch commits")
+    func nulNeverFailsABatch() async throws {
+        try await withWorker { harness, worker in
+            let order = TestEnvironment.uniqueName("O")
+            let good = Events.status(order, "confirmed", sequence: 1)
+            var nulInField = Events.status(order + "-n", "confirmed", sequence: 1)
+            nulInField.body = Array(
+                String(decoding: nulInField.body, as: UTF8.self)
+                    .replacingOccurrences(of: "Pizza Place", with: "Pizza\\u0000Place").utf8)
+            let nulInRoutingKey = InboundMessage(
+                body: Array("{}".utf8), routingKey: "order.status\u{0000}x", messageID: "m\u{0000}1")
+            let outcome = try await worker.processor.process([good, nulInField, nulInRoutingKey])
+            #expect(outcome.applied == 1 && outcome.rejected == 2)
+            let rows = try await harness.database.client.query(
+                "SELECT reason, field, routing_key, event_id FROM dead_letters ORDER BY id")
+            let refused = try rows.map {
+                (
+                    try $0.decode(String.self, "reason"), try $0.decode(String?.self, "field"),
+                    try $0.decode(String.self, "routing_key"), try $0.decode(String?.self, "event_id")
+                )
+            }
+            #expect(refused.count == 2)
+            #expect(refused[0].0 == "invalid_field" && refused[0].1 == "merchant.name")
+            #expect(refused[1].2 == "order.status\u{FFFD}x" && refused[1].3 == "m\u{FFFD}1")
+        }
+    }
+}
