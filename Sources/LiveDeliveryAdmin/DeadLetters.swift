@@ -12,14 +12,18 @@ package struct DeadLetter: Sendable, Hashable {
     package var reason: String
     package var field: String?
     package var message: String
+    /// The body as kept: whole, or its first 8 KiB (``isWhole``).
     package var body: [UInt8]
+    /// The whole body's size, bytes.
+    package var bodyLength: Int
     package var receivedAt: Date
     package var replayedAt: Date?
 
     package init(
         id: Int64, eventID: String?, routingKey: String, reason: String, field: String?, message: String,
-        body: [UInt8], receivedAt: Date, replayedAt: Date?
+        body: [UInt8], bodyLength: Int? = nil, receivedAt: Date, replayedAt: Date?
     ) {
+        self.bodyLength = bodyLength ?? body.count
         self.id = id
         self.eventID = eventID
         self.routingKey = routingKey
@@ -31,14 +35,29 @@ package struct DeadLetter: Sendable, Hashable {
         self.replayedAt = replayedAt
     }
 
+    /// Whether ``body`` is the whole body (else its first 8 KiB: it cannot be replayed).
+    package var isWhole: Bool { body.count >= bodyLength }
+
     /// The body for people: UTF-8 text with every run of 32 or more hex digits (device tokens)
-    /// cut to its first 8 digits; a body that is not UTF-8 as a hex preview.
+    /// cut to its first 8 digits and control characters shown as U+FFFD (``TerminalText``); a body
+    /// that is not UTF-8 as a hex preview. A body kept in part says so first.
     package var displayBody: String {
-        guard let text = String(validating: body, as: UTF8.self) else {
+        let part = isWhole ? "" : "(the first \(body.count) of \(bodyLength) bytes) "
+        // A prefix may end inside a character: decode what is whole of it.
+        guard let text = String(validating: body, as: UTF8.self) ?? (isWhole ? nil : Self.wholeCharacters(body))
+        else {
             let preview = body.prefix(256).map { String(format: "%02x", $0) }.joined()
-            return "(\(body.count) bytes, not UTF-8) \(preview)" + (body.count > 256 ? "…" : "")
+            return part + "(\(bodyLength) bytes, not UTF-8) \(preview)" + (body.count > 256 ? "…" : "")
         }
-        return Self.redactingHexRuns(text)
+        return part + TerminalText.printable(Self.redactingHexRuns(text), keepingLines: true)
+    }
+
+    /// The longest prefix of `bytes` that is UTF-8, cut at most three bytes short; nil if there is none.
+    static func wholeCharacters(_ bytes: [UInt8]) -> String? {
+        for cut in 0...min(3, bytes.count) {
+            if let text = String(validating: bytes.dropLast(cut), as: UTF8.self) { return text }
+        }
+        return nil
     }
 
     /// The row as `dead-letters show --format json` prints it: what the text form shows, with the
@@ -54,7 +73,8 @@ package struct DeadLetter: Sendable, Hashable {
             .init("routing_key", .string(routingKey)),
             .init("event_id", eventID.map(AdminJSON.string) ?? .null),
             .init("replayed_at", time(replayedAt)),
-            .init("body_bytes", .integer(Int64(body.count))),
+            .init("body_bytes", .integer(Int64(bodyLength))),
+            .init("body_whole", .bool(isWhole)),
             .init("body", .string(displayBody)),
         ])
     }
@@ -112,7 +132,8 @@ package struct DeadLetterStore: Sendable {
     package func get(_ id: Int64) async throws -> DeadLetter? {
         let rows = try await client.query(
             """
-            SELECT id, event_id, routing_key, reason, field, message, body, received_at, replayed_at
+            SELECT id, event_id, routing_key, reason, field, message, body,
+                   coalesce(body_length, octet_length(body)) AS body_length, received_at, replayed_at
             FROM dead_letters WHERE id = \(id)
             """)
         guard let row = rows.first else { return nil }
@@ -124,6 +145,7 @@ package struct DeadLetterStore: Sendable {
             field: try row.decode(String?.self, "field"),
             message: try row.decode(String.self, "message"),
             body: try row.decode([UInt8].self, "body"),
+            bodyLength: try row.decode(Int.self, "body_length"),
             receivedAt: try row.decode(Date.self, "received_at"),
             replayedAt: try row.decode(Date?.self, "replayed_at"))
     }
@@ -166,6 +188,8 @@ package final class DeadLetterReplayer: Sendable {
     package enum Result: Sendable, Hashable {
         case replayed(id: Int64, routingKey: String)
         case notFound(id: Int64)
+        /// Only a prefix of its body was kept: there is nothing whole to replay.
+        case notWhole(id: Int64, bytes: Int)
     }
 
     let store: DeadLetterStore
@@ -200,6 +224,10 @@ package final class DeadLetterReplayer: Sendable {
             defer { progress(results.count) }
             guard let letter = try await store.get(id) else {
                 results.append(.notFound(id: id))
+                continue
+            }
+            guard letter.isWhole else {
+                results.append(.notWhole(id: id, bytes: letter.bodyLength))
                 continue
             }
             let properties = RabbitMQMessageProperties(

@@ -150,7 +150,8 @@ extension ReportTable {
     /// CRLF (as the RFC says; spreadsheet programs and CSV libraries read it). A field with a comma, a
     /// double quote, CR or LF is quoted, its quotes doubled. NULL is an empty field; an empty string
     /// is `""`, so the two stay apart. Cells are typed as in ``value(row:column:)`` (timestamps in
-    /// RFC 3339, booleans `true`/`false`) and numbers keep PostgreSQL's digits.
+    /// RFC 3339, booleans `true`/`false`) and numbers keep PostgreSQL's digits. A text cell that starts
+    /// like a formula is defused (``TerminalText/defusedCell(_:)``): the texts come from publishers.
     package func csv() -> String {
         var text = columns.map { Self.csvField($0.name) }.joined(separator: ",") + "\r\n"
         for row in rows.indices {
@@ -158,7 +159,8 @@ extension ReportTable {
                 guard let cell = rows[row][column] else { return "" }
                 switch value(row: row, column: column) {
                 case .bool(let value): return value ? "true" : "false"
-                case .string(let value): return value.isEmpty ? "\"\"" : Self.csvField(value)
+                case .string(let value):
+                    return value.isEmpty ? "\"\"" : Self.csvField(TerminalText.defusedCell(value))
                 default: return Self.csvField(cell)
                 }
             }

@@ -87,7 +87,7 @@ package struct ReportTable: Sendable, Hashable {
     package func render(maxCellWidth: Int = 60) -> String {
         func clean(_ text: String?) -> String {
             guard var text else { return "" }
-            text = String(text.map { $0.isNewline || $0 == "\t" ? " " : $0 })
+            text = TerminalText.printable(String(text.map { $0.isNewline || $0 == "\t" ? " " : $0 }))
             if maxCellWidth > 1 && text.count > maxCellWidth { text = String(text.prefix(maxCellWidth - 1)) + "…" }
             return text
         }

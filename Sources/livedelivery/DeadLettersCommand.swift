@@ -69,12 +69,14 @@ struct DeadLettersCommand: AsyncParsableCommand {
             }
             print("id:          \(letter.id)")
             print("received:    \(RFC3339.format(letter.receivedAt, fractional: true))")
-            print("reason:      \(letter.reason)" + (letter.field.map { " (field \($0))" } ?? ""))
-            print("message:     \(letter.message)")
-            print("routing key: \(letter.routingKey)")
-            print("event id:    \(letter.eventID ?? "")")
+            // What a publisher wrote is shown with its control characters as U+FFFD.
+            print(
+                "reason:      \(TerminalText.printable(letter.reason))" + (letter.field.map { " (field \($0))" } ?? ""))
+            print("message:     \(TerminalText.printable(letter.message))")
+            print("routing key: \(TerminalText.printable(letter.routingKey))")
+            print("event id:    \(TerminalText.printable(letter.eventID ?? ""))")
             print("replayed:    \(letter.replayedAt.map { RFC3339.format($0, fractional: true) } ?? "no")")
-            print("body (\(letter.body.count) bytes):")
+            print("body (\(letter.bodyLength) bytes):")
             print(letter.displayBody)
         }
     }
@@ -134,13 +136,19 @@ struct DeadLettersCommand: AsyncParsableCommand {
             var missing = 0
             for result in results {
                 switch result {
-                case .replayed(let id, let routingKey): if !all { print("replayed \(id) (\(routingKey))") }
+                case .replayed(let id, let routingKey):
+                    if !all { print("replayed \(id) (\(TerminalText.printable(routingKey)))") }
                 case .notFound(let id):
                     print("no dead letter \(id)")
                     missing += 1
+                case .notWhole(let id, let bytes):
+                    print(
+                        "dead letter \(id) kept only the first \(DeadLetterRows.bodyPrefix) of its \(bytes) bytes: not replayed"
+                    )
+                    missing += 1
                 }
             }
-            let notFound = missing > 0 ? ", \(missing) not found" : ""
+            let notFound = missing > 0 ? ", \(missing) not replayed (not found, or kept in part)" : ""
             print("dead-letters replay: \(results.count - missing) replayed\(notFound)")
             if missing > 0 { throw AdminExitCode.failure }
         }

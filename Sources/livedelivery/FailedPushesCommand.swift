@@ -66,7 +66,7 @@ struct FailedPushesCommand: AsyncParsableCommand {
             let width = push.columns.map(\.name.count).max() ?? 0
             for (index, column) in push.columns.enumerated() {
                 let padding = String(repeating: " ", count: width - column.name.count)
-                print("\(column.name):\(padding) \(push.rows[0][index] ?? "")")
+                print("\(column.name):\(padding) \(TerminalText.printable(push.rows[0][index] ?? ""))")
             }
             print("")
             print("attempts to this activity:")
