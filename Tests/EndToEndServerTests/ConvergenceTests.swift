@@ -18,8 +18,10 @@ struct ConvergenceTests {
             try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)))
             try await fixture.waitUntilAllEnded(scenario)
             try await fixture.verifyConverged(scenario)
-            // Both processes took part (the queue is shared, not exclusive).
+            // Both processes took part (the queue is shared, not exclusive): each sent pushes.
             for worker in fixture.runningWorkers { #expect(worker.isRunning, "\(worker.name) died:\n\(worker.tail())") }
+            let senders = try await fixture.strings("SELECT DISTINCT worker_id FROM push_attempts ORDER BY 1")
+            #expect(senders == ["\(fixture.name)-w1", "\(fixture.name)-w2"])
         }
     }
 }

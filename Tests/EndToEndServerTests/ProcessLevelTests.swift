@@ -81,6 +81,24 @@ struct ProcessLevelTests {
         }
     }
 
+    @Test("a worker refuses a database whose schema is older than it knows, and says to migrate first")
+    func olderSchemaIsRefused() async throws {
+        try await Fixture.with("schema-older") { fixture in
+            // As if the newest migration had not run: the database of the release before.
+            try await fixture.database.query(
+                "DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)")
+            let older = try await fixture.count("SELECT max(version) FROM schema_migrations")
+            let worker = try ChildProcess.livedelivery(
+                name: "w1", arguments: ["run"], environment: fixture.environment(worker: "w1"),
+                logDirectory: fixture.directory)
+            #expect(try await worker.waitForExit(timeout: .seconds(60)) == 1)
+            let output = worker.output
+            #expect(output.contains("schema is version \(older);"), "\(output)")
+            #expect(output.contains("run `livedelivery migrate` with this release first"), "\(output)")
+            #expect(try await fixture.count("SELECT count(*) FROM inbox") == 0)
+        }
+    }
+
     @Test func unregisteredTokenFailsTheActivityWithoutFurtherPushes() async throws {
         try await Fixture.with("unregistered") { fixture in
             try await fixture.startWorker("w1")

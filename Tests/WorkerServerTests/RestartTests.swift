@@ -70,7 +70,12 @@ struct RestartTests {
         try await withWorker(postgresServer: TestEnvironment.faultPostgresURL) { harness, worker in
             try await whileRunning(worker) {
                 try await eventually("the worker is ready") { worker.health.snapshot.ready }
-                try await TestEnvironment.restartFaultPostgres()
+                try await TestEnvironment.runServices(["stop-postgres"], instance: "fault")
+                // Health says so while the database is away (the dispatcher's claims fail; /readyz is 503).
+                try await eventually("health reports the database down", limit: .seconds(60)) {
+                    !worker.health.snapshot.database && !worker.health.snapshot.ready
+                }
+                try await TestEnvironment.runServices(["start-postgres"], instance: "fault")
                 let order = TestEnvironment.uniqueName("DR")
                 let token = Events.token()
                 try await publish(

@@ -32,4 +32,46 @@ struct TopologyTests {
         await connection.close()
         try await deleteTopology(amqp)
     }
+
+    @Test("the worker's queues are quorum queues with the delivery limit, the dead-letter path and three members")
+    func queueArguments() async throws {
+        var amqp = WorkerConfiguration.AMQP(endpoints: try AMQPEndpoints(urls: TestEnvironment.amqpURL))
+        amqp.exchange = TestEnvironment.uniqueName("ld.topology")
+        amqp.queue = TestEnvironment.uniqueName("ld.topology.queue")
+        amqp.deliveryLimit = 7
+        let (connection, _) = try await RabbitMQConnection.connect(to: amqp.endpoints, logger: quietLogger)
+        try await EventConsumer.declareTopology(amqp, on: connection)
+        await connection.close()
+
+        let queues = try await Self.queueArguments()
+        try await deleteTopology(amqp)
+        let events = try #require(queues[amqp.queue])
+        #expect(events["x-queue-type"] == "quorum")
+        #expect(events["x-delivery-limit"] == "7")
+        #expect(events["x-dead-letter-exchange"] == amqp.deadLetterExchange)
+        #expect(events["x-quorum-initial-group-size"] == "3")
+        let deadLetters = try #require(queues[amqp.deadLetterQueue])
+        #expect(deadLetters["x-queue-type"] == "quorum")
+        #expect(deadLetters["x-dead-letter-exchange"] == nil, "a dead letter is never dead-lettered again")
+    }
+
+    /// Every queue's arguments as the broker holds them (`rabbitmqctl list_queues`), values as text.
+    static func queueArguments() async throws -> [String: [String: String]] {
+        let output = try await TestEnvironment.services([
+            "rabbitmqctl", "list_queues", "name", "arguments", "--formatter", "json",
+        ])
+        let start = try #require(output.firstIndex(of: "["))
+        let rows = try #require(
+            try JSONSerialization.jsonObject(with: Data(output[start...].utf8)) as? [[String: Any]])
+        var queues: [String: [String: String]] = [:]
+        for row in rows {
+            guard let name = row["name"] as? String, let arguments = row["arguments"] as? [[Any]] else { continue }
+            var values: [String: String] = [:]
+            for argument in arguments where argument.count == 3 {
+                if let key = argument[0] as? String { values[key] = "\(argument[2])" }
+            }
+            queues[name] = values
+        }
+        return queues
+    }
 }
