@@ -10,6 +10,7 @@ import LiveDeliveryJSON
 //
 // Built and run by scripts/fuzz (swiftc -sanitize=fuzzer,address); seeds in Tests/Fuzz/corpus/event-decoder.
 
+/// libFuzzer's entry point: one input, any bytes.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzEventDecoder(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
