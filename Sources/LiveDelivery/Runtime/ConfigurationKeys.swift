@@ -1,6 +1,7 @@
 import Configuration
 import Foundation
 import LiveDeliveryCore
+import LiveDeliveryJSON
 import Postgres
 import RabbitMQ
 
@@ -54,7 +55,7 @@ package struct ConfigurationKey: Sendable {
             read: { configuration, reader in
                 configuration[keyPath: path] = reader.seconds(name, configuration[keyPath: path], range)
             },
-            show: { secondsText($0[keyPath: path]) })
+            show: { JSONWriter.format($0[keyPath: path].seconds) })
     }
 
     static func text(
@@ -101,11 +102,6 @@ package struct ConfigurationKey: Sendable {
             show: { $0[keyPath: path] ?? "none" })
     }
 
-    static func secondsText(_ duration: Duration) -> String {
-        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-        return seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
-    }
-
     /// The table's row: key, environment variable, default, values, meaning.
     func row(defaults: WorkerConfiguration) -> String {
         let values: String
@@ -114,16 +110,12 @@ package struct ConfigurationKey: Sendable {
         case .list: values = "list"
         case .int(let range): values = "\(range.lowerBound)…\(range.upperBound)"
         case .seconds(let range):
-            values = "\(Self.number(range.lowerBound))…\(Self.number(range.upperBound)) s"
+            values = "\(JSONWriter.format(range.lowerBound))…\(JSONWriter.format(range.upperBound)) s"
         case .oneOf(let choices): values = choices.map { "`\($0)`" }.joined(separator: ", ")
         }
         let defaultValue = defaultText ?? show.map { "`\($0(defaults))`" } ?? ""
         return
             "| `\(name)` | `\(environmentVariable)` | \(defaultValue) | \(values)\(secret ? ", secret" : "") | \(meaning) |"
-    }
-
-    private static func number(_ value: Double) -> String {
-        value == value.rounded() ? String(Int(value)) : String(value)
     }
 }
 
@@ -143,8 +135,7 @@ package struct KeyReader: Sendable {
     }
 
     func seconds(_ key: String, _ defaultValue: Duration, _ range: ClosedRange<Double>) -> Duration {
-        let fallback = Double(defaultValue.components.seconds) + Double(defaultValue.components.attoseconds) / 1e18
-        let value = config.double(forKey: ConfigKey(key), default: fallback)
+        let value = config.double(forKey: ConfigKey(key), default: defaultValue.seconds)
         guard range.contains(value) else {
             problems.add("\(key) must be between \(range.lowerBound) and \(range.upperBound) seconds (is \(value))")
             return defaultValue
