@@ -17,7 +17,7 @@ package enum APNsSimulator {
         if let files = configuration.certificate {
             certificate = (files.certificatePath, files.privateKeyPath)
         } else {
-            let generated = try SelfSignedCertificate()
+            let generated = try SelfSignedCertificate(hostNames: configuration.certificateHostNames)
             let directory = FileManager.default.temporaryDirectory
                 .appendingPathComponent("apns-sim-\(UUID().uuidString.prefix(8))")
             do {

@@ -3,12 +3,16 @@ import Foundation
 import SwiftASN1
 import X509
 
-/// A self-signed P-256 certificate for `localhost` and `127.0.0.1`, usable as its own CA file.
+/// A self-signed P-256 certificate for the given host names and IPv4 addresses, usable as its own CA file.
 struct SelfSignedCertificate {
     let certificatePEM: String
     let privateKeyPEM: String
 
-    init(commonName: String = "apns-sim", now: Date = Date()) throws(SimulatorError) {
+    init(hostNames: [String], commonName: String = "apns-sim", now: Date = Date()) throws(SimulatorError) {
+        let names: [GeneralName] = hostNames.map { name in
+            let octets = name.split(separator: ".", omittingEmptySubsequences: false).compactMap { UInt8($0) }
+            return octets.count == 4 ? .ipAddress(ASN1OctetString(contentBytes: ArraySlice(octets))) : .dnsName(name)
+        }
         do {
             let key = P256.Signing.PrivateKey()
             let name = try DistinguishedName { CommonName(commonName) }
@@ -25,10 +29,7 @@ struct SelfSignedCertificate {
                     Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
                     Critical(KeyUsage(digitalSignature: true, keyCertSign: true))
                     try ExtendedKeyUsage([.serverAuth])
-                    SubjectAlternativeNames([
-                        .dnsName("localhost"),
-                        .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])),
-                    ])
+                    SubjectAlternativeNames(names)
                 },
                 issuerPrivateKey: Certificate.PrivateKey(key)
             )

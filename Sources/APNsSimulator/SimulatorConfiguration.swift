@@ -10,8 +10,11 @@ package struct SimulatorConfiguration: Sendable {
     /// Port of the plain HTTP/1.1 JSON control API; `0` picks a free port.
     package var controlPort: Int = 0
     /// Certificate and key (PEM files) to serve; `nil` generates a self-signed certificate at start
-    /// for `localhost` and `127.0.0.1`, written to ``RunningSimulator/certificatePEMPath``.
+    /// for ``certificateHostNames``, written to ``RunningSimulator/certificatePEMPath``.
     package var certificate: CertificateFiles?
+    /// The names (DNS names or IPv4 addresses) the generated certificate is for. Another host's name
+    /// here makes the simulator present a certificate its clients must refuse.
+    package var certificateHostNames: [String] = ["localhost", "127.0.0.1"]
     /// Provider keys whose JWTs the simulator accepts.
     package var keys: [AcceptedKey] = []
     /// Accept any well-formed ES256 JWT without checking its signature (handy for demos; not faithful).

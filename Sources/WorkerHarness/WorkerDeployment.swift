@@ -82,6 +82,7 @@ package final class WorkerDeployment: Sendable {
         let key = P256.Signing.PrivateKey()
         let keyFile = directory.appendingPathComponent("AuthKey.p8")
         try Data(key.pemRepresentation.utf8).write(to: keyFile)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyFile.path)
         var configuration = SimulatorConfiguration()
         configuration.threads = 1
         try adjust(&configuration)

@@ -36,6 +36,11 @@ struct Serve: AsyncParsableCommand {
     var privateKey: String?
 
     @Option(
+        name: .customLong("certificate-host"),
+        help: "A name the generated certificate is for (default localhost and 127.0.0.1). Repeatable.")
+    var certificateHosts: [String] = []
+
+    @Option(
         name: .customLong("key"),
         help: "An accepted provider key, KEYID=TEAMID:/path/key.pem (public key or the .p8 private key). Repeatable.")
     var keys: [String] = []
@@ -90,6 +95,7 @@ struct Serve: AsyncParsableCommand {
         default:
             throw ValidationError("--certificate and --private-key go together")
         }
+        if !certificateHosts.isEmpty { configuration.certificateHostNames = certificateHosts }
         configuration.keys = try keys.map { try SimulatorConfiguration.AcceptedKey(argument: $0) }
         configuration.acceptUnknownKeys = acceptAnyKey
         guard let environment = SimulatorConfiguration.Environment(rawValue: environment) else {

@@ -205,6 +205,17 @@ struct APNsClientTests {
         try await fixture.stop()
     }
 
+    @Test("a trusted certificate for another host is refused: a TLS configuration fault, never a push")
+    func certificateForAnotherHostIsRefused() async throws {
+        // The client trusts the simulator's certificate (its CA file), but it names another host.
+        let fixture = try await ClientFixture.start(
+            simulator: { $0.certificateHostNames = ["api.push.example.net"] },
+            client: { $0.maxAttempts = 1 })
+        #expect(await fixture.send() == .configurationFault(reason: .tlsFailure, status: nil))
+        #expect(fixture.simulator.pushes().isEmpty, "nothing reached the simulator")
+        try await fixture.stop()
+    }
+
     @Test func payloadFaultOutcomesAndUnknownReasons() async throws {
         let fixture = try await ClientFixture.start()
         let big = Array(("{\"aps\":{},\"pad\":\"" + String(repeating: "x", count: 5000) + "\"}").utf8)

@@ -121,6 +121,9 @@ struct PostgresService: Service {
 package func buildWorker(config: ConfigReader, logger: Logger) async throws -> ServiceGroup {
     let configuration = try WorkerConfiguration.load(config: config)
     for warning in ProcessHardening.keyFileWarnings(configuration.apns.apps) { logger.warning("\(warning)") }
+    for finding in LinkFinding.findings(configuration) {
+        logger.log(level: finding.isLocal ? .notice : .warning, "\(finding.message)")
+    }
     return try Worker(configuration: configuration, logger: logger).serviceGroup(logger: logger)
 }
 
@@ -184,6 +187,7 @@ package func checkConfiguration(config: ConfigReader, logger: Logger) throws -> 
         throw LiveDeliveryError(.invalidConfiguration, "the configuration is not valid", problems: problems)
     }
     return configuration.summary + ProcessHardening.keyFileWarnings(configuration.apns.apps).map { "warning: \($0)" }
+        + LinkFinding.findings(configuration).map(\.description)
 }
 
 /// `livedelivery sweep --once`: one sweep pass over everything due now, with the normal
