@@ -141,6 +141,10 @@ package final class PushDispatcher: Service {
     /// nothing is left.
     private func recordAnswers() async {
         while let sent = await capacity.answers(limit: configuration.batchSize) {
+            if FaultPoints.killBeforeRecording != nil {
+                FaultPoints.beforeRecording(
+                    accepted: sent.count { if case .delivered = $0.outcome { true } else { false } })
+            }
             let released = await recordWithRetries(sent)
             capacity.recorded(sent.count, released: released)
         }
