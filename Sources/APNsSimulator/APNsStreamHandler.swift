@@ -111,7 +111,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
                 context: context,
                 APNsAnswer(
                     status: status, reason: fault.reason, apnsID: stored.apnsID,
-                    unregisteredAt: stored.unregisteredAt))
+                    unregisteredAt: stored.unregisteredAt, retryAfter: fault.retryAfter))
         }
     }
 
@@ -141,6 +141,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
             body += ",\"timestamp\":\(Int64((date.timeIntervalSince1970 * 1000).rounded()))"
         }
         body += "}"
+        if let retryAfter = answer.retryAfter { headers.add(name: "retry-after", value: String(retryAfter)) }
         headers.add(name: "content-type", value: "application/json")
         headers.add(name: "content-length", value: String(body.utf8.count))
         context.write(wrapOutboundOut(.headers(.init(headers: headers))), promise: nil)

@@ -3,7 +3,8 @@
 /// A rule matches the next `count` requests (default 1), or each request with probability `percent`/100
 /// when `percent` is given, optionally only requests to one `token`. What it does, in this order:
 /// wait `latencyMs`; then `drop` the TCP connection, `stall` (never answer), send `goaway` (with
-/// `reason` in its debug data) and close the connection, or answer `status` with `{"reason": reason}`.
+/// `reason` in its debug data) and close the connection, or answer `status` with `{"reason": reason}`
+/// (and a `retry-after` header of `retryAfter` seconds, when given, as APNs may send with 429 or 503).
 /// A rule with only `latencyMs` delays the request and then lets it through.
 package struct FaultRule: Sendable, Codable, Hashable {
     package var status: Int?
@@ -15,6 +16,7 @@ package struct FaultRule: Sendable, Codable, Hashable {
     package var drop: Bool?
     package var stall: Bool?
     package var token: String?
+    package var retryAfter: Int?
 
     package init(
         status: Int? = nil,
@@ -25,7 +27,8 @@ package struct FaultRule: Sendable, Codable, Hashable {
         goaway: Bool = false,
         drop: Bool = false,
         stall: Bool = false,
-        token: String? = nil
+        token: String? = nil,
+        retryAfter: Int? = nil
     ) {
         self.status = status
         self.reason = reason
@@ -36,6 +39,7 @@ package struct FaultRule: Sendable, Codable, Hashable {
         self.drop = drop ? true : nil
         self.stall = stall ? true : nil
         self.token = token
+        self.retryAfter = retryAfter
     }
 
     /// Whether the rule does anything beyond a delay.

@@ -31,6 +31,8 @@ struct APNsAnswer: Sendable {
     var reason: String?
     var apnsID: String
     var unregisteredAt: Date?
+    /// Seconds for a `retry-after` header (injected faults only).
+    var retryAfter: Int?
     /// The connection just proved a valid provider token: lift the one-stream limit.
     var becameAuthenticated = false
 }

@@ -144,6 +144,9 @@ struct APNsClientTests {
         #expect(await fixture.send() == .retryLater(reason: .tooManyRequests, status: 429, after: .seconds(10)))
         simulator.injectFault(FaultRule(status: 503, reason: "ServiceUnavailable"))
         #expect(await fixture.send() == .retryLater(reason: .serviceUnavailable, status: 503, after: .seconds(30)))
+        // APNs' own delay, in a retry-after header, wins over the client's default for the cause.
+        simulator.injectFault(FaultRule(status: 429, reason: "TooManyRequests", retryAfter: 42))
+        #expect(await fixture.send() == .retryLater(reason: .tooManyRequests, status: 429, after: .seconds(42)))
         simulator.injectFault(FaultRule(status: 500, reason: "InternalServerError"))
         #expect(await fixture.send() == .retryLater(reason: .internalServerError, status: 500, after: .seconds(30)))
         simulator.injectFault(FaultRule(drop: true))
