@@ -44,4 +44,17 @@ package enum Events {
             """
         return InboundMessage(body: Array(body.utf8), routingKey: "activity.token", messageID: id)
     }
+
+    /// An `activity.push_to_start_token` of `user`'s `device` (the shipped attributes type).
+    package static func pushToStartToken(
+        user: String, device: String, token: String, id: String = UUID().uuidString,
+        at: String = "2026-11-21T10:03:00Z"
+    ) -> InboundMessage {
+        let body = """
+            {"type":"activity.push_to_start_token","version":1,"event_id":"\(id)","occurred_at":"\(at)",\
+            "user_id":"\(user)","device_id":"\(device)","token":"\(token)","bundle_id":"\(bundleID)",\
+            "environment":"production","attributes_type":"DeliveryAttributes"}
+            """
+        return InboundMessage(body: Array(body.utf8), routingKey: "activity.push_to_start_token", messageID: id)
+    }
 }

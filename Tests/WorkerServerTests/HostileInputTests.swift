@@ -37,6 +37,43 @@ struct HostileInputTests {
         }
     }
 
+    @Test("a user's push-to-start devices and an order's activities are capped; the known ones still rotate")
+    func devicesAndActivitiesAreCapped() async throws {
+        try await withWorker { harness, worker in
+            let user = TestEnvironment.uniqueName("u")
+            let devices = OrderState.maxPushToStartDevices + 3
+            let outcome = try await worker.processor.process(
+                (0..<devices).map { Events.pushToStartToken(user: user, device: "d\($0)", token: Events.token()) })
+            #expect(outcome.applied == devices, "each event is applied: the cap is a decision, not a refusal")
+            let onFile = try await harness.database.strings(
+                "SELECT device_id FROM push_to_start_tokens WHERE user_id = \(user) ORDER BY device_id")
+            #expect(onFile.count == OrderState.maxPushToStartDevices, "\(onFile)")
+            // A device on file gets its newer token all the same.
+            let rotated = Events.token()
+            _ = try await worker.processor.process([
+                Events.pushToStartToken(user: user, device: "d0", token: rotated, at: "2026-11-21T10:05:00Z")
+            ])
+            #expect(
+                try await harness.database.strings(
+                    "SELECT registration ->> 'token' FROM push_to_start_tokens WHERE user_id = \(user) AND device_id = 'd0'"
+                ) == [rotated])
+
+            let order = TestEnvironment.uniqueName("O")
+            _ = try await worker.processor.process(
+                [Events.status(order, "confirmed", sequence: 1)]
+                    + (0..<(OrderState.maxActivities + 5)).map {
+                        Events.activityToken(order, activity: "a-\($0)", token: Events.token())
+                    })
+            #expect(
+                try await harness.database.count("SELECT count(*) FROM activities WHERE order_id = \(order)")
+                    == OrderState.maxActivities)
+            #expect(
+                try await harness.database.count(
+                    "SELECT count(*) FROM timeline_decisions WHERE order_id = \(order) AND code = 'activity_limit'")
+                    == 5)
+        }
+    }
+
     @Test("a body past the limit keeps its first 8 KiB, its length and the hash of all of it; it is sent once")
     func largeBodyKeptInPart() async throws {
         try await withWorker { harness, worker in

@@ -288,13 +288,18 @@ enum OrderStore {
     }
 
     /// Files a push-to-start token (newest wins: a registration older than the one on file changes nothing).
+    /// A device new to a user who has ``OrderState/maxPushToStartDevices`` on file (not retired) is refused:
+    /// the core says so on the user's orders. (The user's row lock, taken before, orders concurrent batches.)
     static func registerQuery(_ e: PushToStartTokenEvent) throws -> PostgresQuery {
         """
         INSERT INTO push_to_start_tokens (user_id, device_id, registration, bundle_id, attributes_type,
                                           environment, token_prefix, occurred_at, event_id)
-        VALUES (\(e.userID), \(e.deviceID), \(try json(e.registration)),
-                \(e.bundleID), \(e.attributesType), \(e.environment.rawValue), \(e.token.prefix),
-                \(e.occurredAt), \(e.eventID))
+        SELECT \(e.userID), \(e.deviceID), \(try json(e.registration)),
+               \(e.bundleID), \(e.attributesType), \(e.environment.rawValue), \(e.token.prefix),
+               \(e.occurredAt), \(e.eventID)
+        WHERE EXISTS (SELECT FROM push_to_start_tokens WHERE user_id = \(e.userID) AND device_id = \(e.deviceID))
+           OR (SELECT count(*) FROM push_to_start_tokens WHERE user_id = \(e.userID) AND invalidated_at IS NULL)
+              < \(OrderState.maxPushToStartDevices)
         ON CONFLICT (user_id, device_id) DO UPDATE SET
             registration = EXCLUDED.registration, bundle_id = EXCLUDED.bundle_id,
             attributes_type = EXCLUDED.attributes_type, environment = EXCLUDED.environment,

@@ -3,6 +3,14 @@ package import Foundation
 /// Everything the worker stores for one order (as JSON, plus the indexed columns it reads from
 /// the computed properties below).
 package struct OrderState: Hashable, Sendable, Codable {
+    /// The most activities one order tracks, ended ones included (docs/events.md, Limits): an app's
+    /// reports of more are recorded on the timeline and not tracked, so a publisher cannot grow an
+    /// order's row without bound.
+    package static let maxActivities = 20
+    /// The most devices one user has push-to-start tokens on file for (docs/events.md, Limits): a
+    /// token for a further device is refused until one of them is retired.
+    package static let maxPushToStartDevices = 10
+
     package var orderID: String
     /// nil until the first `order.status` (an `activity.token` may come first).
     package var record: OrderRecord?

@@ -165,6 +165,14 @@ package struct OrderTracker: Sendable {
             return nil
         }
 
+        guard activities.count < OrderState.maxActivities else {
+            step.decisions.append(
+                Decision(
+                    .activityLimit,
+                    "the order tracks \(activities.count) activities, the most it may; activity \(e.activityID) is not tracked"
+                ))
+            return nil
+        }
         var activity = ActivityState(
             key: "activity:\(e.activityID)", activityID: e.activityID, deviceID: e.deviceID, phase: .active, now: now)
         activity.updateToken = token
@@ -200,6 +208,15 @@ package struct OrderTracker: Sendable {
     }
 
     private func applyPushToStart(_ e: PushToStartTokenEvent, _ step: inout Step) {
+        let devices = step.state.pushToStartTokens
+        if !devices.contains(where: { $0.deviceID == e.deviceID }), devices.count >= OrderState.maxPushToStartDevices {
+            step.decisions.append(
+                Decision(
+                    .pushToStartDeviceLimit,
+                    "the user has push-to-start tokens for \(devices.count) devices, the most they may; device \(e.deviceID)'s is refused"
+                ))
+            return
+        }
         if merge(e.registration, into: &step.state) {
             step.decisions.append(
                 Decision(
@@ -226,6 +243,14 @@ package struct OrderTracker: Sendable {
     private func applyEnded(_ e: ActivityEndedEvent, _ step: inout Step, now: Date) {
         let phase: ActivityState.Phase = e.reason == .expired ? .expired : .ended
         guard let index = step.state.activities.firstIndex(where: { $0.activityID == e.activityID }) else {
+            guard step.state.activities.count < OrderState.maxActivities else {
+                step.decisions.append(
+                    Decision(
+                        .activityLimit,
+                        "the order tracks \(step.state.activities.count) activities, the most it may; the end of activity \(e.activityID) is not recorded"
+                    ))
+                return
+            }
             var activity = ActivityState(
                 key: "activity:\(e.activityID)", activityID: e.activityID, deviceID: nil, phase: phase, now: now)
             activity.closeReason = e.reason.rawValue

@@ -47,6 +47,7 @@ package struct Decision: Hashable, Sendable, Codable, CustomStringConvertible {
         // Push-to-start
         package static let pushToStartRegistered = Code(rawValue: "push_to_start_registered")
         package static let pushToStartOlder = Code(rawValue: "push_to_start_older")
+        package static let pushToStartDeviceLimit = Code(rawValue: "push_to_start_device_limit")
         package static let startPlanned = Code(rawValue: "start_planned")
         package static let startNotOnStatus = Code(rawValue: "start_not_on_status")
         package static let startWrongAttributesType = Code(rawValue: "start_wrong_attributes_type")
@@ -55,6 +56,7 @@ package struct Decision: Hashable, Sendable, Codable, CustomStringConvertible {
         // Update tokens and the app's reports
         package static let activityAdopted = Code(rawValue: "activity_adopted")
         package static let activityDiscovered = Code(rawValue: "activity_discovered")
+        package static let activityLimit = Code(rawValue: "activity_limit")
         package static let tokenRotated = Code(rawValue: "token_rotated")
         package static let tokenOlder = Code(rawValue: "token_older")
         package static let tokenForFinalActivity = Code(rawValue: "token_for_final_activity")
