@@ -131,6 +131,8 @@ struct PropertyTests {
             var shown: [String: EventKey] = [:]
             var alerted: [String: Set<String>] = [:]
             var timestamps: [String: Int] = [:]
+            // Every scenario reports a token: the loop has pushes to check.
+            #expect(!replay.pushes.isEmpty, "\(scenario)")
             for push in replay.pushes {
                 let device = push.activityKey
                 if let previous = shown[device] {
@@ -147,6 +149,143 @@ struct PropertyTests {
                 #expect(push.payload.count <= 4096)
                 #expect((try? decodeApp(push)) != nil)
             }
+        }
+    }
+}
+
+/// A delivery through the tracker as the worker runs it: an outbox of one push per activity (a newer
+/// push replaces an older one, a withdrawn start leaves), answered at random moments with 200, 429 (then
+/// rebuilt by `retry`), 410 or a refusal, sweeps at random moments, and at the end every push left
+/// answered 200 until nothing is left.
+struct OutboxReplay {
+    var state: OrderState
+    /// Every push answered, in order, with its answer.
+    var answered: [(push: PlannedPush, outcome: PushOutcome)] = []
+    var outbox: [String: PlannedPush] = [:]
+    var sweeps = 0
+
+    init(_ events: [InboundEvent], context: TrackingContext, tracker: OrderTracker, seed: UInt64) {
+        var rng = SplitMix64(seed: seed)
+        var minute = 1000.0
+        state = OrderState(orderID: "A-10023", now: Fixtures.at(minute))
+        for event in events {
+            minute += Double(Int.random(in: 0...20, using: &rng))
+            take(tracker.apply(event, to: state, context: context, now: Fixtures.at(minute)))
+            if Int.random(in: 0..<3, using: &rng) == 0 {
+                dispatch(tracker: tracker, now: Fixtures.at(minute), rng: &rng)
+            }
+            if Int.random(in: 0..<6, using: &rng) == 0 {
+                minute += Double(Int.random(in: 30...600, using: &rng))
+                take(tracker.sweep(state, context: context, now: Fixtures.at(minute)))
+                sweeps += 1
+            }
+        }
+        var rounds = 0
+        while !outbox.isEmpty && rounds < 50 {
+            minute += 1
+            var accept = SplitMix64(seed: 0)
+            dispatch(tracker: tracker, now: Fixtures.at(minute), rng: &accept, alwaysAccept: true)
+            rounds += 1
+        }
+    }
+
+    private mutating func take(_ step: Step) {
+        state = step.state
+        for key in step.withdrawn { outbox[key] = nil }
+        for push in step.pushes { outbox[push.activityKey] = push }
+    }
+
+    private mutating func dispatch(
+        tracker: OrderTracker, now: Date, rng: inout SplitMix64, alwaysAccept: Bool = false
+    ) {
+        for key in outbox.keys.sorted() {
+            guard let push = outbox.removeValue(forKey: key) else { continue }
+            let outcome: PushOutcome
+            switch alwaysAccept ? 0 : Int.random(in: 0..<10, using: &rng) {
+            case 0..<6: outcome = .accepted
+            case 6, 7: outcome = .retryLater(reason: "TooManyRequests")
+            case 8: outcome = .tokenRejected(reason: "Unregistered", unregisteredAt: nil)
+            default: outcome = .dropped(reason: "PayloadTooLarge")
+            }
+            answered.append((push, outcome))
+            take(tracker.record(outcome, for: push, in: state, now: max(now, push.notBefore)))
+            if case .retryLater = outcome { take(tracker.retry(state, now: now)) }
+        }
+    }
+
+    var accepted: [PlannedPush] { answered.filter { $0.outcome == .accepted }.map(\.push) }
+}
+
+extension Scenario {
+    /// The scenario with a second device: an activity the app reports on an iPad and, half the time, a
+    /// push-to-start token on a third device.
+    func withMoreDevices(seed: UInt64) -> Scenario {
+        var rng = SplitMix64(seed: seed)
+        var scenario = self
+        let at = Double(Int.random(in: 1...40, using: &rng))
+        scenario.events.append(
+            Fixtures.token(
+                String(repeating: "d4", count: 32), minute: at, id: "tok-ipad", activity: "ACT-2", device: "ipad"))
+        if Bool.random(using: &rng) {
+            scenario.context.pushToStartTokens.append(
+                Fixtures.registration(device: "watch", hex: String(repeating: "e5", count: 32)))
+        }
+        return scenario
+    }
+}
+
+@Suite("Properties with answers, devices and sweeps")
+struct OutboxPropertyTests {
+    let tracker = Fixtures.tracker()
+
+    @Test("whatever APNs answers and whenever the sweeper runs, what a device shows only moves forward")
+    func answersDevicesAndSweeps() async {
+        await propertyCheck(
+            count: 300, input: Gen.int(in: 0...Int(Int32.max)), Gen.int(in: 0...Int(Int32.max)),
+            Gen.int(in: 0...Int(Int32.max))
+        ) { scenarioSeed, orderSeed, answerSeed in
+            let scenario = Scenario(seed: UInt64(scenarioSeed)).withMoreDevices(seed: UInt64(orderSeed))
+            let replay = OutboxReplay(
+                scenario.delivery(seed: UInt64(orderSeed)), context: scenario.context, tracker: tracker,
+                seed: UInt64(answerSeed))
+            // The loops below must have something to check: the iPad's activity is always pushed to.
+            #expect(!replay.answered.isEmpty, "\(scenario)")
+            #expect(replay.outbox.isEmpty, "the outbox drains")
+
+            var shown: [String: EventKey] = [:]
+            var timestamps: [String: Int] = [:]
+            var alerted: [String: Set<String>] = [:]
+            var starts: [String: Int] = [:]
+            var ends: [String: Int] = [:]
+            var rejected: Set<String> = []
+            for (push, outcome) in replay.answered {
+                let activity = push.activityKey
+                #expect(!rejected.contains(push.deviceToken.hex), "a push to a token APNs said is gone")
+                if let last = timestamps[activity] { #expect(push.timestamp > last, "timestamps increase") }
+                timestamps[activity] = push.timestamp
+                switch outcome {
+                case .accepted:
+                    #expect(ends[activity, default: 0] == 0, "\(push.kind) after the activity's end")
+                    if let previous = shown[activity] {
+                        #expect(!previous.isNewer(than: push.statusKey), "\(push.statusKey) after \(previous)")
+                    }
+                    shown[activity] = push.statusKey
+                    if push.alert != nil {
+                        #expect(
+                            alerted[activity, default: []].insert(push.step).inserted, "two alerts for \(push.step)")
+                    }
+                    if push.kind == .start { starts[activity, default: 0] += 1 }
+                    if push.kind == .end { ends[activity, default: 0] += 1 }
+                case .tokenRejected:
+                    rejected.insert(push.deviceToken.hex)
+                default:
+                    break
+                }
+                #expect(push.payload.count <= 4096)
+                #expect((try? decodeApp(push)) != nil)
+            }
+            #expect(starts.values.allSatisfy { $0 <= 1 }, "one start per order and device: \(starts)")
+            #expect(ends.values.allSatisfy { $0 <= 1 }, "ended once: \(ends)")
         }
     }
 }
