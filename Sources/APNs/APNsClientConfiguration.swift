@@ -43,19 +43,8 @@ package struct APNsClientConfiguration: Sendable {
         self.apps = apps
     }
 
-    /// Delays suggested to the worker, per cause (a `Retry-After` header wins when present).
-    package struct RetryDelays: Sendable, Hashable {
-        /// 429 `TooManyRequests`.
-        package var tooManyRequests: Duration = .seconds(10)
-        /// 429 `TooManyProviderTokenUpdates` (the shared token will be accepted again).
-        package var tooManyProviderTokenUpdates: Duration = .seconds(5)
-        /// 500, 503 and other 5xx.
-        package var serverError: Duration = .seconds(30)
-        /// Timeouts, lost connections, `IdleTimeout`.
-        package var transport: Duration = .seconds(1)
-
-        package init() {}
-    }
+    /// Delays suggested to the worker, per cause (``APNsRetryDelays``).
+    package typealias RetryDelays = APNsRetryDelays
 
     func validate() throws(APNsError) {
         let minutes = tokenRefreshInterval / .seconds(60)

@@ -13,7 +13,7 @@ extension APNsOutcome {
         body: [UInt8],
         apnsID: UUID,
         retryAfter: Duration?,
-        delays: APNsClientConfiguration.RetryDelays
+        delays: APNsRetryDelays
     ) -> APNsOutcome {
         if status == 200 { return .delivered(apnsID: apnsID) }
         let error = ErrorBody.parse(body)

@@ -156,19 +156,48 @@ package struct PostgresConfiguration: Sendable, CustomStringConvertible {
     }
 
     /// libpq's parse errors quote the part of the string they stumbled on, which may be a password.
-    /// Only the two messages that quote a keyword the caller wrote keep it.
+    /// A message holds at most one such part, after any quoted punctuation of libpq's own (`missing "="
+    /// after "…"`), and the part may hold quotes itself: everything from its opening quote to the
+    /// message's last quote is the caller's, and is cut. Only a quoted keyword survives (`invalid
+    /// connection option "sslmod"`), when it looks like one: in `postgre{ql://user:pw@host`, a URL
+    /// misspelt, libpq quotes everything up to an `=` as the keyword (both found by scripts/fuzz).
     static func withoutQuotedText(_ message: String) -> String {
-        var reason = message
+        var reason = Substring(message)
         while reason.last?.isNewline == true { reason.removeLast() }
-        if reason.hasPrefix("invalid connection option") || reason.hasPrefix("invalid URI query parameter") {
-            return reason
+        let quotesKeyword =
+            reason.hasPrefix("invalid connection option") || reason.hasPrefix("invalid URI query parameter")
+        var result = ""
+        var rest = reason[...]
+        var first = true
+        while let open = rest.firstIndex(of: "\"") {
+            result += rest[..<open]
+            let afterOpen = rest.index(after: open)
+            // libpq's own punctuation, such as "=", comes first: one character that is neither a letter nor
+            // a digit.
+            if first, let close = rest[afterOpen...].firstIndex(of: "\""),
+                rest.distance(from: afterOpen, to: close) == 1,
+                let mark = rest[afterOpen...].first, !mark.isLetter, !mark.isNumber
+            {
+                first = false
+                result += "\"\(mark)\""
+                rest = rest[rest.index(after: close)...]
+                continue
+            }
+            guard let last = rest.lastIndex(of: "\""), last > open else {
+                return result + "\"…"
+            }
+            let quoted = rest[afterOpen..<last]
+            let isKeyword =
+                quotesKeyword && (1...64).contains(quoted.utf8.count)
+                && quoted.utf8.allSatisfy {
+                    $0 == UInt8(ascii: "_") || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0 | 0x20)
+                        || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+                }
+            result += "\"" + (isKeyword ? String(quoted) : "…") + "\""
+            rest = rest[rest.index(after: last)...]
+            break
         }
-        // Quoted parts alternate with the rest; a lone punctuation mark ("=") is libpq's, not the caller's.
-        return reason.split(separator: "\"", omittingEmptySubsequences: false).enumerated().map { index, part in
-            if index.isMultiple(of: 2) { return String(part) }
-            let isPunctuation = part.count == 1 && !(part.first?.isLetter ?? true) && !(part.first?.isNumber ?? true)
-            return isPunctuation ? String(part) : "…"
-        }.joined(separator: "\"")
+        return result + rest
     }
 }
 

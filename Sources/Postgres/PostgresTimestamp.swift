@@ -78,7 +78,8 @@ enum PostgresTimestamp {
             index += 1
             return true
         }
-        guard var year = number(), expect("-"), let month = number(maxDigits: 2), expect("-"),
+        // PostgreSQL's years end at 294276 (AD) and 4714 BC; seven digits leave no room for an overflow.
+        guard var year = number(maxDigits: 7), expect("-"), let month = number(maxDigits: 2), expect("-"),
             let day = number(maxDigits: 2), expect(" ") || expect("T"), let hour = number(maxDigits: 2), expect(":"),
             let minute = number(maxDigits: 2), expect(":"), let second = number(maxDigits: 2),
             (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
@@ -124,7 +125,10 @@ enum PostgresTimestamp {
         if isBC { year = 1 - year }
         let days = Self.days(fromCivil: year, month, day)
         let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
-        return date(microsecondsSince1970: seconds * 1_000_000 + micros)
+        // Past what microseconds in an Int64 hold (about 292,000 years from 1970): not a timestamp we read.
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000)
+        guard !overflow, whole <= Int64.max - micros else { return nil }
+        return date(microsecondsSince1970: whole + micros)
     }
 
     private static func digit(_ byte: UInt8) -> Int64? {

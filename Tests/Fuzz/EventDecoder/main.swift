@@ -15,16 +15,16 @@ import LiveDeliveryJSON
 public func fuzzEventDecoder(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     if case .success(let event) = EventDecoder.decode(bytes) {
-        precondition(!holdsNUL(event), "an accepted event holds U+0000")
+        require(!holdsNUL(event), "an accepted event holds U+0000")
     }
     if let value = JSONValue.parse(bytes) {
         // A number keeps its value, not always its case: a double that is a whole number past 2^53 is
         // written with an exponent, which reads back as an integer when one holds it (as JSONDecoder
         // reads it). After one round the bytes are stable.
         guard let again = JSONValue.parse(value.serialized()) else { fatalError("serialized JSON does not parse") }
-        precondition(sameNumbers(value, again), "JSON does not keep its values through serializing")
+        require(sameNumbers(value, again), "JSON does not keep its values through serializing")
         let twice = again.serialized()
-        precondition(JSONValue.parse(twice)?.serialized() == twice, "JSON does not serialize to the same bytes")
+        require(JSONValue.parse(twice)?.serialized() == twice, "JSON does not serialize to the same bytes")
     }
     return 0
 }
@@ -45,4 +45,9 @@ func sameNumbers(_ a: JSONValue, _ b: JSONValue) -> Bool {
 func holdsNUL(_ value: Any) -> Bool {
     if let text = value as? String { return text.utf8.contains(0) }
     return Mirror(reflecting: value).children.contains { holdsNUL($0.value) }
+}
+
+/// `precondition` that says why in an optimized build too (libFuzzer's log keeps the message).
+func require(_ condition: Bool, _ message: @autoclosure () -> String) {
+    if !condition { fatalError(message()) }
 }
