@@ -46,9 +46,9 @@ package enum Events {
     }
 
     /// An `activity.push_to_start_token` of `user`'s `device` (the shipped attributes type).
-    package static func pushToStartToken(
+    package static func pushToStart(
         user: String, device: String, token: String, id: String = UUID().uuidString,
-        at: String = "2026-11-21T10:03:00Z"
+        at: String = "2026-11-21T10:00:00Z"
     ) -> InboundMessage {
         let body = """
             {"type":"activity.push_to_start_token","version":1,"event_id":"\(id)","occurred_at":"\(at)",\

@@ -40,10 +40,14 @@ package enum TestTLS {
             + (url.contains("?") ? "&" : "?") + "sslmode=verify-full&sslrootcert=\(file(ca))"
     }
 
-    /// The login that authenticates by its client certificate alone (a worker), on `database`.
-    package static func certificateLoginURL(database: String, ca: String = "ca.pem") -> String {
-        let port = URLComponents(string: TestEnvironment.postgresURL)?.port ?? 55432
-        return "postgresql://livedelivery_cert@localhost:\(port)/\(database)?sslmode=verify-full"
-            + "&sslrootcert=\(file(ca))&sslcert=\(file("client.pem"))&sslkey=\(file("client.key"))"
+    /// The main database's port.
+    package static var postgresPort: Int { URLComponents(string: TestEnvironment.postgresURL)?.port ?? 55432 }
+
+    /// The login that authenticates by its client certificate alone (a worker), on `database`, over
+    /// `sslmode=verify-full`; without `clientCertificate`, the same login presenting none.
+    package static func certificateLoginURL(database: String, clientCertificate: Bool = true) -> String {
+        "postgresql://livedelivery_cert@localhost:\(postgresPort)/\(database)?sslmode=verify-full"
+            + "&sslrootcert=\(file("ca.pem"))"
+            + (clientCertificate ? "&sslcert=\(file("client.pem"))&sslkey=\(file("client.key"))" : "")
     }
 }

@@ -25,16 +25,12 @@ struct PrometheusTests {
     func rulesAndPanelsHaveData() async throws {
         try await Fixture.with("prometheus") { fixture in
             // The shipped configuration with the sweeper's limits short, so that the load includes sweeps.
-            let config = fixture.directory.appendingPathComponent("config")
-            try FileManager.default.copyItem(
-                at: TestEnvironment.projectRoot.appendingPathComponent("Config"), to: config)
-            let policyFile = config.appendingPathComponent("policy.json")
-            var policy = try JSONSerialization.jsonObject(with: Data(contentsOf: policyFile)) as! [String: Any]
-            var sweep = policy["sweep"] as? [String: Any] ?? [:]
-            sweep["idleSeconds"] = 10
-            sweep["adoptionTimeoutSeconds"] = 10
-            policy["sweep"] = sweep
-            try JSONSerialization.data(withJSONObject: policy).write(to: policyFile)
+            let config = try fixture.config { policy in
+                var sweep = policy["sweep"] as? [String: Any] ?? [:]
+                sweep["idleSeconds"] = 10
+                sweep["adoptionTimeoutSeconds"] = 10
+                policy["sweep"] = sweep
+            }
             let environment = [
                 "LIVEDELIVERY_CONFIG_DIR": config.path, "LIVEDELIVERY_METRICS_SAMPLE_SECONDS": "1",
                 "LIVEDELIVERY_DISPATCHER_PAUSE_SECONDS": "1", "LIVEDELIVERY_SWEEPER_INTERVAL_SECONDS": "0.5",

@@ -45,16 +45,13 @@ struct PushPolicyTests {
             // The shipped policy with a budget of one priority-10 push per activity and hour, and alerts on
             // `preparing` and `picked_up` too: three routine alerts (with `on_the_way`) want priority 10. The
             // essential steps (`arriving`, and the end) keep it when the budget is spent (Config/policy.json).
-            let config = fixture.directory.appendingPathComponent("Config")
-            try FileManager.default.copyItem(
-                at: TestEnvironment.projectRoot.appendingPathComponent("Config"), to: config)
-            let policyFile = config.appendingPathComponent("policy.json")
-            var policy = try JSONSerialization.jsonObject(with: Data(contentsOf: policyFile)) as? [String: Any] ?? [:]
-            policy["budget"] = ["priority10PerHour": 1]
-            var statuses = policy["statuses"] as? [String: [String: Any]] ?? [:]
-            for status in ["preparing", "picked_up"] { statuses[status]?["alert"] = true }
-            policy["statuses"] = statuses
-            try JSONSerialization.data(withJSONObject: policy).write(to: policyFile)
+            var statuses: [String: [String: Any]] = [:]
+            let config = try fixture.config { policy in
+                policy["budget"] = ["priority10PerHour": 1]
+                statuses = policy["statuses"] as? [String: [String: Any]] ?? [:]
+                for status in ["preparing", "picked_up"] { statuses[status]?["alert"] = true }
+                policy["statuses"] = statuses
+            }
             // The relevance scores of the essential statuses tell their pushes apart at the device.
             let essential = Set(
                 statuses.values.filter { $0["essential"] as? Bool == true }.compactMap { $0["relevance"] as? Int })

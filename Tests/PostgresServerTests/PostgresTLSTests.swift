@@ -52,14 +52,13 @@ struct PostgresTLSTests {
             )
         }
         #expect(user == "livedelivery_cert" && encrypted)
-        let port = URLComponents(string: TestEnvironment.postgresURL)?.port ?? 55432
-        let withoutCertificate = TestTLS.postgresURL("postgresql://livedelivery_cert@127.0.0.1:\(port)/livedelivery")
+        let withoutCertificate = TestTLS.certificateLoginURL(database: "livedelivery", clientCertificate: false)
         let refused = await #expect(throws: PostgresError.self) {
             try await PostgresTestSupport.withClient(url: withoutCertificate) { try await $0.query("SELECT 1") }
         }
         #expect(
             refused?.message?.contains("requires a valid client certificate") == true, "\(String(describing: refused))")
-        let plain = "postgresql://livedelivery_cert@127.0.0.1:\(port)/livedelivery?sslmode=disable"
+        let plain = "postgresql://livedelivery_cert@127.0.0.1:\(TestTLS.postgresPort)/livedelivery?sslmode=disable"
         let rejected = await #expect(throws: PostgresError.self) {
             try await PostgresTestSupport.withClient(url: plain) { try await $0.query("SELECT 1") }
         }

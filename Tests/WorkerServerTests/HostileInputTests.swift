@@ -43,7 +43,7 @@ struct HostileInputTests {
             let user = TestEnvironment.uniqueName("u")
             let devices = OrderState.maxPushToStartDevices + 3
             let outcome = try await worker.processor.process(
-                (0..<devices).map { Events.pushToStartToken(user: user, device: "d\($0)", token: Events.token()) })
+                (0..<devices).map { Events.pushToStart(user: user, device: "d\($0)", token: Events.token()) })
             #expect(outcome.applied == devices, "each event is applied: the cap is a decision, not a refusal")
             let onFile = try await harness.database.strings(
                 "SELECT device_id FROM push_to_start_tokens WHERE user_id = \(user) ORDER BY device_id")
@@ -51,7 +51,7 @@ struct HostileInputTests {
             // A device on file gets its newer token all the same.
             let rotated = Events.token()
             _ = try await worker.processor.process([
-                Events.pushToStartToken(user: user, device: "d0", token: rotated, at: "2026-11-21T10:05:00Z")
+                Events.pushToStart(user: user, device: "d0", token: rotated, at: "2026-11-21T10:05:00Z")
             ])
             #expect(
                 try await harness.database.strings(

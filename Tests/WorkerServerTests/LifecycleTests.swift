@@ -18,18 +18,6 @@ final class TestClock: Sendable {
 }
 
 extension Events {
-    static func pushToStart(
-        user: String, device: String, token: String, id: String = UUID().uuidString,
-        at: String = "2026-11-21T10:00:00Z"
-    ) -> InboundMessage {
-        let body = """
-            {"type":"activity.push_to_start_token","version":1,"event_id":"\(id)","occurred_at":"\(at)",\
-            "user_id":"\(user)","device_id":"\(device)","token":"\(token)","bundle_id":"\(bundleID)",\
-            "environment":"production","attributes_type":"DeliveryAttributes"}
-            """
-        return InboundMessage(body: Array(body.utf8), routingKey: "activity.push_to_start_token", messageID: id)
-    }
-
     /// An `activity.token` from a given device (the app reporting a started activity's token).
     static func deviceToken(
         _ orderID: String, activity: String, token: String, device: String, id: String = UUID().uuidString,

@@ -77,6 +77,18 @@ final class Fixture: Sendable {
     /// The environment of a `livedelivery` child process (see WORKER_CONTRACT.md).
     func environment(worker: String) -> [String: String] { deployment.environment(worker: worker) }
 
+    /// A copy of the shipped Config folder in this test's folder, its `policy.json` changed by `edit`: for
+    /// a worker's `LIVEDELIVERY_CONFIG_DIR`.
+    func config(policy edit: (inout [String: Any]) -> Void) throws -> URL {
+        let config = directory.appendingPathComponent("config")
+        try FileManager.default.copyItem(at: TestEnvironment.projectRoot.appendingPathComponent("Config"), to: config)
+        let policyFile = config.appendingPathComponent("policy.json")
+        var policy = try JSONSerialization.jsonObject(with: Data(contentsOf: policyFile)) as? [String: Any] ?? [:]
+        edit(&policy)
+        try JSONSerialization.data(withJSONObject: policy).write(to: policyFile)
+        return config
+    }
+
     /// The owner's login on this test's database: `livedelivery migrate` runs as it.
     var ownerPostgresURL: String { deployment.ownerPostgresURL }
 
