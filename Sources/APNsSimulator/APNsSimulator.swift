@@ -201,6 +201,10 @@ package final class RunningSimulator: Sendable {
         store.pushes(token: token, activity: activity, limit: limit)
     }
 
+    /// Kept records whose ``PushRecord/sequence`` is above `sequence`, oldest first: what arrived since a
+    /// reader last saw that sequence (a long run reads its records as they come, beyond `recordLimit`).
+    package func pushes(after sequence: Int) -> [PushRecord] { store.pushes(after: sequence) }
+
     /// What the phone behind a token shows.
     package func device(token: String) -> DeviceView? { store.device(token: token) }
     /// One activity's view.

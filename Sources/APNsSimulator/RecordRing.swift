@@ -35,6 +35,22 @@ struct RecordRing<Element: Sendable>: Sendable {
         }
     }
 
+    /// The kept elements at the end for which `isNewer` holds, oldest first: a walk back from the newest
+    /// that stops at the first element it rejects, so reading what arrived since the last read costs what
+    /// arrived, not what is kept.
+    func suffix(while isNewer: (Element) -> Bool) -> [Element] {
+        var newest: [Element] = []
+        for chunkIndex in chunks.indices.reversed() {
+            let chunk = chunks[chunkIndex]
+            let start = chunkIndex == 0 ? dropped : 0
+            for index in stride(from: chunk.count - 1, through: start, by: -1) {
+                guard isNewer(chunk[index]) else { return newest.reversed() }
+                newest.append(chunk[index])
+            }
+        }
+        return newest.reversed()
+    }
+
     /// The kept elements, oldest first.
     var elements: [Element] {
         guard let first = chunks.first else { return [] }

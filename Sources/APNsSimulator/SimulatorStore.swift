@@ -68,6 +68,10 @@ final class SimulatorStore: Sendable {
         }
     }
 
+    func pushes(after sequence: Int) -> [PushRecord] {
+        state.withLockedValue { state in state.records.suffix { $0.sequence > sequence } }
+    }
+
     func pushes(token: String?, activity: String?, limit: Int?) -> [PushRecord] {
         state.withLockedValue { state in
             let matching = state.records.elements.filter { record in

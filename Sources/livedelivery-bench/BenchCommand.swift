@@ -10,7 +10,7 @@ struct BenchCommand: AsyncParsableCommand {
         version: LiveDeliveryVersion.description,
         subcommands: [
             FoundationBenchmark.self, RabbitMQBenchmark.self, PostgresBenchmark.self, HTTP2Benchmark.self,
-            APNsBenchmark.self, WorkerBenchmark.self, ReportsBenchmark.self, EventsBenchmark.self,
+            APNsBenchmark.self, WorkerBenchmark.self, SoakBenchmark.self, ReportsBenchmark.self, EventsBenchmark.self,
             EventStream.self,
         ]
     )

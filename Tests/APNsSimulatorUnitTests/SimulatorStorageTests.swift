@@ -20,6 +20,11 @@ struct SimulatorStorageTests {
             }
         }
         #expect(ring.elements == Array((total - limit)..<total))
+        // What arrived after a point, read from the end: across chunks, from inside the oldest chunk,
+        // nothing new, and a point older than everything kept.
+        for after in [total - 1, total - 2, total - min(limit, 4100), total - limit - 1, -1] {
+            #expect(ring.suffix { $0 > after } == Array(max(after + 1, total - limit)..<total), "after \(after)")
+        }
     }
 
     @Test func theRingBelowItsLimitKeepsEverything() {
