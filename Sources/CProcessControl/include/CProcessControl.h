@@ -9,4 +9,8 @@ int livedelivery_make_non_dumpable(void);
 /// 1 when the process is dumpable, 0 when not, -1 where it cannot be told.
 int livedelivery_is_dumpable(void);
 
+/// Gives the pages the allocator holds free back to the system (glibc's malloc_trim(0), which malloc.h
+/// declares and Swift's Glibc module does not). Returns 1 when memory was released, else 0.
+int livedelivery_release_free_memory(void);
+
 #endif

@@ -7,7 +7,8 @@ import ServiceLifecycle
 /// Samples what the whole deployment is waiting on, every `interval`, into gauges (see
 /// ``WorkerMetrics``): pending pushes and the age of the oldest due one per app (one aggregate over
 /// the outbox, which holds only pushes not yet settled), the apps paused now, and the broker's
-/// queue depths and consumers (passive declarations on a connection of its own).
+/// queue depths and consumers (passive declarations on a connection of its own). After each sample it gives
+/// the memory freed since back to the system (``MemoryUpkeep``).
 ///
 /// Scrapes only read the gauges: no scrape runs a query. Every worker samples, so every worker
 /// reports the same values; dashboards and alerts take the `max` over workers.
@@ -43,6 +44,7 @@ struct MetricsSampler: Service {
                 await broker?.close()
                 broker = nil
             }
+            MemoryUpkeep.returnFreedMemory()
             await sleepUnlessShuttingDown(interval)
         }
         await broker?.close()
