@@ -144,6 +144,9 @@ package struct WorkerConfiguration: Sendable {
     /// `metrics.sampleSeconds`.
     package var metricsSampleInterval: Duration = .seconds(15)
     package var tracking: TrackingConfiguration
+    /// Where each secret key's value came from (`environment LIVEDELIVERY_POSTGRES_URL`, the file a
+    /// `…_FILE` variable names, livedelivery.json), for `check-config`; never the value.
+    package var secretSources: [String: String] = [:]
 
     package init(
         configDirectory: String, amqp: AMQP, postgres: Postgres, apns: APNs, workerID: String,
@@ -169,14 +172,22 @@ package struct WorkerConfiguration: Sendable {
         let directory =
             overrides["config.dir"] ?? environment["LIVEDELIVERY_CONFIG_DIR"].flatMap { $0.isEmpty ? nil : $0 }
             ?? DefaultConfiguration.directoryName
-        let secrets: Set<String> = [
-            "LIVEDELIVERY_AMQP_URL", "LIVEDELIVERY_AMQP_URLS", "LIVEDELIVERY_POSTGRES_URL",
-            "LIVEDELIVERY_POSTGRES_REPORTING_URL",
-        ]
+        let secretKeys = keys.filter(\.secret)
+        let secrets = Set(secretKeys.map(\.environmentVariable))
         // Overrides are text (command-line flags): parsed like environment variables.
         var flags: [String: String] = [:]
         for (key, value) in overrides { flags[environmentName(key)] = value }
         var values: [AbsoluteConfigKey: ConfigValue] = [:]
+        // A secret may come from a file that `…_FILE` names (Docker and Kubernetes secrets); where each came
+        // from is kept for `check-config`, never its value.
+        var environment = environment
+        for key in secretKeys {
+            let source = try SecretFiles.resolve(key, flags: flags, environment: &environment)
+            if let source {
+                values[AbsoluteConfigKey(ConfigKey(SecretFiles.sourcePrefix + key.name))] = ConfigValue(
+                    .string(source), isSecret: false)
+            }
+        }
         values[AbsoluteConfigKey(ConfigKey("config.dir"))] = ConfigValue(.string(directory), isSecret: false)
         // As written (not resolved), so that problems name the file as the operator knows it.
         let file = directory.hasSuffix("/") ? directory + fileName : directory + "/" + fileName
@@ -217,6 +228,9 @@ package struct WorkerConfiguration: Sendable {
         let reader = KeyReader(config: config, problems: problems)
         var configuration = defaults
         for key in keys { key.read(&configuration, reader) }
+        for key in keys where key.secret {
+            configuration.secretSources[key.name] = SecretFiles.source(of: key, in: config)
+        }
         configuration.apns.apps = loadApps(file: configuration.apns.appsFile, problems: problems)
         let tracking = loadTracking(directory: configuration.configDirectory, problems: problems)
         problems.add(contentsOf: reporter?.problems ?? [])
@@ -416,7 +430,14 @@ package struct WorkerConfiguration: Sendable {
     /// A summary without secrets (check-config prints it): every key's value in effect, then the apps
     /// and the policy.
     package var summary: [String] {
-        var lines = Self.keys.compactMap { key in key.show.map { "\(key.name): \($0(self))" } }
+        var lines = Self.keys.compactMap { key in
+            key.show.map { show in
+                // `amqp.urls` shows the nodes whichever of it and `amqp.url` set them.
+                var source = key.secret ? secretSources[key.name] : nil
+                if key.name == "amqp.urls", source == nil { source = secretSources["amqp.url"] }
+                return "\(key.name): \(show(self))" + (source.map { " (from \($0))" } ?? "")
+            }
+        }
         for app in apns.apps {
             lines.append("app \(app.bundleID) (\(app.environment)) team \(app.teamID) key \(app.keyID)")
         }

@@ -110,6 +110,77 @@ struct ConfigurationTests {
         #expect(text.contains(bad.keys.first!), "the problem names its variable: \(text)")
     }
 
+    @Test("secrets from files that …_FILE variables name; check-config says where each came from, never its value")
+    func secretsFromFiles() async throws {
+        let directory = try folder(
+            fileJSON: #"{"postgres": {"reportingUrl": "postgresql://r:json-secret@replica/db"}}"#)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let nodes = directory.appendingPathComponent("amqp_urls")
+        let database = directory.appendingPathComponent("postgres_url")
+        // One node a line, and the usual trailing line break of `echo` or an editor.
+        try Data("amqp://u:node-secret@rmq1:5672/%2F\namqp://u:node-secret@rmq2:5672/%2F\n".utf8).write(to: nodes)
+        try Data("postgresql://u:db-secret@db1:5432/livedelivery\r\n".utf8).write(to: database)
+        let reader = try await WorkerConfiguration.makeReader(environment: [
+            "LIVEDELIVERY_CONFIG_DIR": directory.path,
+            "LIVEDELIVERY_AMQP_URLS_FILE": nodes.path,
+            "LIVEDELIVERY_POSTGRES_URL_FILE": database.path,
+        ])
+        let configuration = try WorkerConfiguration.load(config: reader)
+        #expect(configuration.amqp.endpoints.nodes.count == 2)
+        #expect(configuration.postgres.connection.environment["PGHOST"] == "db1")
+        #expect(configuration.postgres.connection.environment["PGPASSWORD"] == "db-secret")
+        let summary = configuration.summary.joined(separator: "\n")
+        #expect(summary.contains("(from the file LIVEDELIVERY_AMQP_URLS_FILE names, \(nodes.path))"), "\(summary)")
+        #expect(summary.contains("(from the file LIVEDELIVERY_POSTGRES_URL_FILE names, \(database.path))"))
+        #expect(summary.contains("postgres.reportingUrl: ") && summary.contains("(from livedelivery.json)"))
+        for secret in ["node-secret", "db-secret", "json-secret"] { #expect(!summary.contains(secret)) }
+
+        // The environment variable itself still works, and says so.
+        let plain = try WorkerConfiguration.load(
+            config: try await WorkerConfiguration.makeReader(environment: [
+                "LIVEDELIVERY_CONFIG_DIR": directory.path, "LIVEDELIVERY_AMQP_URL": "amqp://u:p@h/%2F",
+                "LIVEDELIVERY_POSTGRES_URL_FILE": database.path,
+            ]))
+        #expect(
+            plain.summary.contains {
+                $0.hasPrefix("amqp.urls: ") && $0.hasSuffix("(from environment LIVEDELIVERY_AMQP_URL)")
+            })
+    }
+
+    /// A `…_FILE` that cannot be used is refused with the variable and the path, never with the file's text or
+    /// the other variable's value.
+    @Test(arguments: ["missing", "empty", "two lines", "both set"])
+    func unusableSecretFile(_ case: String) async throws {
+        let directory = try folder()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("postgres_url")
+        var environment = [
+            "LIVEDELIVERY_CONFIG_DIR": directory.path, "LIVEDELIVERY_AMQP_URL": "amqp://u:p@h/%2F",
+            "LIVEDELIVERY_POSTGRES_URL_FILE": file.path,
+        ]
+        let expected: String
+        switch `case` {
+        case "missing":
+            expected = "LIVEDELIVERY_POSTGRES_URL_FILE: \(file.path): no such file"
+        case "empty":
+            try Data("\n  \n".utf8).write(to: file)
+            expected = "LIVEDELIVERY_POSTGRES_URL_FILE: \(file.path) is empty"
+        case "two lines":
+            try Data("postgresql://u:file-secret@a/d\npostgresql://u:file-secret@b/d\n".utf8).write(to: file)
+            expected = "LIVEDELIVERY_POSTGRES_URL_FILE: \(file.path) holds 2 lines; the value is one line"
+        default:
+            try Data("postgresql://u:file-secret@a/d".utf8).write(to: file)
+            environment["LIVEDELIVERY_POSTGRES_URL"] = "postgresql://u:env-secret@b/d"
+            expected =
+                "postgres.url: both LIVEDELIVERY_POSTGRES_URL and LIVEDELIVERY_POSTGRES_URL_FILE are set; set one of them"
+        }
+        let error = try await #require(throws: LiveDeliveryError.self) {
+            try await WorkerConfiguration.makeReader(environment: environment)
+        }
+        #expect(error.message == expected)
+        #expect(!"\(error)".contains("file-secret") && !"\(error)".contains("env-secret"))
+    }
+
     @Test("every problem is reported at once, with the environment variable to set")
     func problems() async throws {
         let directory = try folder()
