@@ -73,6 +73,9 @@ package struct Report: Sendable, Hashable {
         Report(
             "duplicate-starts", summary: "start pushes accepted more than once for one activity, per app",
             timeColumn: "attempted_at", hasOrderColumn: false, orderBy: "app", windowFunction: true),
+        Report(
+            "people-by-setting", summary: "people and devices by their Live Activity settings (snapshot)",
+            timeColumn: nil, hasOrderColumn: false, orderBy: "activities_enabled DESC, frequent_pushes_enabled DESC"),
     ]
 
     /// The report called `name`: `order-timeline`, `order_timeline` or `report_order_timeline`.

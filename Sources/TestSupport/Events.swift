@@ -57,4 +57,17 @@ package enum Events {
             """
         return InboundMessage(body: Array(body.utf8), routingKey: "activity.push_to_start_token", messageID: id)
     }
+
+    /// An `activity.settings` of `user`'s `device`: the person's Live Activity settings as the app read them.
+    package static func settings(
+        user: String, device: String, activities: Bool = true, frequent: Bool = false, id: String = UUID().uuidString,
+        at: String = "2026-11-21T10:05:00Z"
+    ) -> InboundMessage {
+        let body = """
+            {"type":"activity.settings","version":1,"event_id":"\(id)","occurred_at":"\(at)",\
+            "user_id":"\(user)","device_id":"\(device)","activities_enabled":\(activities),\
+            "frequent_pushes_enabled":\(frequent)}
+            """
+        return InboundMessage(body: Array(body.utf8), routingKey: "activity.settings", messageID: id)
+    }
 }

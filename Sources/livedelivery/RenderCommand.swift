@@ -83,6 +83,8 @@ private struct Renderer {
     var orders: [String: OrderState] = [:]
     var orderOrder: [String] = []
     var users: [String: [PushToStartRegistration]] = [:]
+    /// The device settings reported so far, by user and device (newest report wins).
+    var settings: [String: [String: DeviceSettings]] = [:]
     var pushCount = 0
     var rejectionCount = 0
 
@@ -119,6 +121,22 @@ private struct Renderer {
                     )
                 }
                 for orderID in open { run(event, orderID: orderID, now: now) }
+            case .activitySettings(let e):
+                if let filed = settings[e.userID]?[e.deviceID], filed.key.isNewer(than: e.key) {
+                    print(
+                        "   user \(e.userID): an older settings report for device \(e.deviceID); the newer one stands")
+                } else {
+                    settings[e.userID, default: [:]][e.deviceID] = e.settings
+                }
+                let open = orderOrder.filter {
+                    orders[$0]?.record?.userID == e.userID && !(orders[$0]?.isSettled ?? true)
+                }
+                if open.isEmpty {
+                    print(
+                        "   user \(e.userID): device \(e.deviceID) has Live Activities \(e.activitiesEnabled ? "on" : "off"), frequent updates \(e.frequentPushesEnabled ? "on" : "off"); no open order"
+                    )
+                }
+                for orderID in open { run(event, orderID: orderID, now: now) }
             default:
                 run(event, orderID: event.orderID!, now: now)
             }
@@ -130,7 +148,9 @@ private struct Renderer {
         let state = orders[orderID] ?? OrderState(orderID: orderID, now: now)
         if orders[orderID] == nil { orderOrder.append(orderID) }
         let userID = state.record?.userID ?? event.userID
-        let context = TrackingContext(pushToStartTokens: userID.flatMap { users[$0] } ?? [])
+        let context = TrackingContext(
+            pushToStartTokens: userID.flatMap { users[$0] } ?? [],
+            deviceSettings: userID.flatMap { settings[$0] } ?? [:])
         let step = tracker.apply(event, to: state, context: context, now: now)
         orders[orderID] = show(step, orderID: orderID, now: now)
     }
@@ -139,7 +159,9 @@ private struct Renderer {
         print("── sweep at \(RFC3339.format(now))")
         for orderID in orderOrder {
             guard let state = orders[orderID] else { continue }
-            let context = TrackingContext(pushToStartTokens: state.record.flatMap { users[$0.userID] } ?? [])
+            let context = TrackingContext(
+                pushToStartTokens: state.record.flatMap { users[$0.userID] } ?? [],
+                deviceSettings: state.record.flatMap { settings[$0.userID] } ?? [:])
             let step = tracker.sweep(state, context: context, now: now)
             if step.decisions.isEmpty && step.pushes.isEmpty {
                 print("   order \(orderID): nothing to do")

@@ -156,7 +156,7 @@ package final class EventProcessor: Sendable {
         switch event {
         case .activityToken(let token): app = (token.bundleID, token.environment)
         case .pushToStartToken(let token): app = (token.bundleID, token.environment)
-        case .orderStatus, .activityEnded: return nil
+        case .orderStatus, .activityEnded, .activitySettings: return nil
         }
         guard let apps, !apps.contains("\(app.bundleID) \(app.environment.rawValue)") else { return nil }
         return EventRejection(
@@ -181,13 +181,13 @@ package final class EventProcessor: Sendable {
             return nil
         }
         guard !events.isEmpty else { return (outcome, []) }
-        let (newEvents, tokens) = try await admit(events, outcome: &outcome, on: connection)
+        let (newEvents, tokens, settings) = try await admit(events, outcome: &outcome, on: connection)
         guard !newEvents.isEmpty else { return (outcome, []) }
         let startLimit = try await StartLimit.load(
             devices: tokens.values.flatMap { $0.map(\.deviceID) }, configuration: pushToStart, now: now,
             on: connection)
-        // 3. The orders concerned, locked: each event's order; for a push-to-start token, every open order
-        //    of the user (stored, or created by this batch).
+        // 3. The orders concerned, locked: each event's order; for a push-to-start token or a settings
+        //    report, every open order of the user (stored, or created by this batch).
         let ordersOfUser = try await openOrders(for: newEvents, on: connection)
         var orderIDs = Set(newEvents.compactMap(\.orderID))
         for orders in ordersOfUser.values { orderIDs.formUnion(orders) }
@@ -201,7 +201,8 @@ package final class EventProcessor: Sendable {
             if let orderID = event.orderID { orderTraces[orderID] = traceParent }
         }
         let plan = EventsPlan(
-            newEvents, stored: stored, ordersOfUser: ordersOfUser, tokens: tokens, startLimit: startLimit,
+            newEvents, stored: stored, ordersOfUser: ordersOfUser, tokens: tokens, settings: settings,
+            startLimit: startLimit,
             traces: traces, orderTraces: orderTraces, tracker: tracker, now: now)
         for event in newEvents { metrics.event(type: event.type.rawValue, outcome: "applied") }
         outcome.applied += newEvents.count
@@ -234,17 +235,18 @@ package final class EventProcessor: Sendable {
         logger.warning("event refused and dead-lettered", metadata: metadata)
     }
 
-    /// The events the inbox has not seen, in arrival order, and their users' push-to-start tokens (the
-    /// batch's own registrations filed first). Every event's user is locked (a duplicate's too: harmless),
-    /// so that the inbox, the locks and the tokens' read go in one round trip.
+    /// The events the inbox has not seen, in arrival order, and their users' push-to-start tokens and
+    /// device settings (the batch's own reports filed first). Every event's user is locked (a duplicate's
+    /// too: harmless), so that the inbox, the locks and the reads go in one round trip.
     private func admit(
         _ events: [InboundEvent], outcome: inout BatchOutcome, on connection: PostgresConnection
-    ) async throws -> ([InboundEvent], [String: [PushToStartRegistration]]) {
+    ) async throws -> ([InboundEvent], [String: [PushToStartRegistration]], [String: [String: DeviceSettings]]) {
         let users = Set(events.compactMap(\.userID)).sorted()
         var statements = [Inbox.insertQuery(events)]
         if !users.isEmpty {
             statements.append(UserLocks.lockQuery(users))
             statements.append(OrderStore.pushToStartTokensQuery(users: users))
+            statements.append(DeviceSettingsRows.query(users: users))
         }
         let results = try await connection.pipeline(statements)
         var fresh = try Inbox.fresh(from: results[0])
@@ -257,25 +259,39 @@ package final class EventProcessor: Sendable {
                 metrics.event(type: event.type.rawValue, outcome: "duplicate")
             }
         }
-        guard !newEvents.isEmpty, !users.isEmpty else { return (newEvents, [:]) }
+        guard !newEvents.isEmpty, !users.isEmpty else { return (newEvents, [:], [:]) }
         var registered = false
-        for case .pushToStartToken(let e) in newEvents {
-            registered = true
-            try await connection.query(try OrderStore.registerQuery(e))
+        var reported = false
+        for event in newEvents {
+            switch event {
+            case .pushToStartToken(let e):
+                registered = true
+                try await connection.query(try OrderStore.registerQuery(e))
+            case .activitySettings(let e):
+                reported = true
+                try await connection.query(DeviceSettingsRows.upsertQuery(e))
+            default:
+                continue
+            }
         }
-        // A batch that registered tokens reads them again.
+        // A batch that filed tokens or settings reads them again.
         let tokens =
             registered
             ? try await OrderStore.pushToStartTokens(users: users, on: connection)
             : try OrderStore.pushToStartTokens(from: results[2])
-        return (newEvents, tokens)
+        let settings =
+            reported
+            ? try await DeviceSettingsRows.load(users: users, on: connection)
+            : try DeviceSettingsRows.settings(from: results[3])
+        return (newEvents, tokens, settings)
     }
 
-    /// The open orders of each user whose push-to-start token arrived: stored, or created by this batch.
+    /// The open orders of each user whose push-to-start token or settings arrived: stored, or created by
+    /// this batch.
     private func openOrders(
         for events: [InboundEvent], on connection: PostgresConnection
     ) async throws -> [String: Set<String>] {
-        let users = Set(events.compactMap { if case .pushToStartToken(let e) = $0 { e.userID } else { nil } })
+        let users = Set(events.compactMap { $0.reachesUser ? $0.userID : nil })
         guard !users.isEmpty else { return [:] }
         var ordersOfUser = try await OrderStore.openOrders(of: users.sorted(), on: connection)
         for case .orderStatus(let e) in events where users.contains(e.userID) {

@@ -2,8 +2,8 @@ import Foundation
 import LiveDeliveryCore
 
 /// What a batch of new events does to their orders, decided from what the consumer read and nothing
-/// else (no I/O): the core applied per event in arrival order, a push-to-start token to every open order
-/// of its user, each push carrying the trace of the event that set its content. ``EventProcessor``
+/// else (no I/O): the core applied per event in arrival order, a push-to-start token or a settings report
+/// to every open order of its user, each push carrying the trace of the event that set its content. ``EventProcessor``
 /// reads, builds this, and has ``OrderStore`` write it in the batch's transaction.
 struct EventsPlan {
     /// Every order an event reached, by order id.
@@ -12,20 +12,22 @@ struct EventsPlan {
     /// - Parameters:
     ///   - events: the batch's new events, in arrival order.
     ///   - stored: the orders' states as locked (nil for an order created by this batch).
-    ///   - ordersOfUser: the open orders of each user whose push-to-start token arrived.
+    ///   - ordersOfUser: the open orders of each user whose push-to-start token or settings arrived.
     ///   - tokens: the push-to-start tokens on file, by user.
+    ///   - settings: the device settings on file, by user and device.
     ///   - traces: the `traceparent` each event's message carried, by event id.
     ///   - orderTraces: the `traceparent` of each order's newest event of the batch that carried one.
     init(
         _ events: [InboundEvent], stored: [String: OrderState?], ordersOfUser: [String: Set<String>],
-        tokens: [String: [PushToStartRegistration]], startLimit: StartLimit, traces: [String: String] = [:],
+        tokens: [String: [PushToStartRegistration]], settings: [String: [String: DeviceSettings]] = [:],
+        startLimit: StartLimit, traces: [String: String] = [:],
         orderTraces: [String: String] = [:], tracker: OrderTracker, now: Date
     ) {
         var startLimit = startLimit
         for event in events {
             let targets: [String]
-            if case .pushToStartToken(let e) = event {
-                targets = (ordersOfUser[e.userID] ?? []).sorted()
+            if event.reachesUser, let userID = event.userID {
+                targets = (ordersOfUser[userID] ?? []).sorted()
             } else {
                 targets = event.orderID.map { [$0] } ?? []
             }
@@ -34,10 +36,11 @@ struct EventsPlan {
                 var change =
                     changes[orderID]
                     ?? OrderChange(original: original, state: original ?? OrderState(orderID: orderID, now: now))
-                if case .pushToStartToken = event, change.state.isSettled { continue }
+                if event.reachesUser, change.state.isSettled { continue }
                 let userID = change.state.record?.userID ?? event.userID
                 let context = TrackingContext(
-                    pushToStartTokens: userID.flatMap { tokens[$0] } ?? [], startRefusedDevices: startLimit.refused)
+                    pushToStartTokens: userID.flatMap { tokens[$0] } ?? [], startRefusedDevices: startLimit.refused,
+                    deviceSettings: userID.flatMap { settings[$0] } ?? [:])
                 let step = tracker.apply(event, to: change.state, context: context, now: now)
                 startLimit.count(step, before: change.state)
                 change.merge(step)

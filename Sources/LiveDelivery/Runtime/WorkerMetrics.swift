@@ -114,7 +114,7 @@ package final class WorkerMetrics: Sendable {
 
     func event(type: String, outcome: String) {
         let type =
-            ["order.status", "activity.token", "activity.push_to_start_token", "activity.ended"].contains(type)
+            EventType.known.contains(EventType(rawValue: type))
             ? type : "other"
         Counter(
             label: "livedelivery_events_total", dimensions: [("type", type), ("outcome", outcome)], factory: factory

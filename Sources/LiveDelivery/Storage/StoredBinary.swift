@@ -9,7 +9,8 @@ import LiveDeliveryCore
 /// (``StoredPush``) was almost half the worker's own instructions per update (`livedelivery-bench events`).
 /// The layout is the fields of
 /// ``OrderState`` and its parts in declaration order:
-/// - a version byte (1) first;
+/// - a version byte first: 2 (an activity ends with its device's frequent-updates setting and its scheduled
+///   start); 1 (without them) still reads;
 /// - strings as a length (LEB128) and their UTF-8 bytes; integers as zigzag LEB128;
 /// - `Double`s and `Date`s (seconds since 2001) as their 8 bytes, little-endian, so they read back exactly;
 /// - optionals as a 0 or 1 byte before the value; arrays and sets as a count before the elements;
@@ -19,10 +20,14 @@ import LiveDeliveryCore
 /// A field added to a core type must be added here, in both directions, with a new version byte;
 /// the round-trip tests cover every state and push of the example deliveries.
 enum StoredState {
-    static let version: UInt8 = 1
+    static let version: UInt8 = 2
+    /// The versions this release reads.
+    static let readable: ClosedRange<UInt8> = 1...2
 
-    static func encode(_ state: OrderState) -> [UInt8] {
+    /// `version` 1 (without the frequent-updates setting) is what the release before wrote; tests write it.
+    static func encode(_ state: OrderState, version: UInt8 = version) -> [UInt8] {
         var writer = Writer()
+        writer.version = version
         writer.bytes.append(version)
         writer.state(state)
         return writer.bytes
@@ -40,9 +45,10 @@ enum StoredState {
         try bytes.withUnsafeBufferPointer { buffer in
             var reader = Reader(buffer: buffer)
             let version = try reader.byte()
-            guard version == Self.version else {
+            guard readable.contains(version) else {
                 throw StoredDocumentError(message: "\(name) document version \(version) is not known")
             }
+            reader.version = version
             let value = try body(&reader)
             guard reader.position == buffer.count else {
                 throw StoredDocumentError(message: "\(name) document has \(buffer.count - reader.position) extra bytes")
@@ -80,6 +86,7 @@ enum StoredPush {
 extension StoredState {
     struct Writer {
         var bytes: [UInt8] = []
+        var version = StoredState.version
 
         init() { bytes.reserveCapacity(1024) }
 
@@ -195,6 +202,10 @@ extension StoredState {
             array(activity.alertedSteps) { $0.string($1) }
             int(activity.alertCount)
             array(activity.highPriorityLog) { $0.int($1) }
+            if version >= 2 {
+                optional(activity.frequentPushes) { $0.bytes.append($1 ? 1 : 0) }
+                optional(activity.scheduledStart) { $0.date($1) }
+            }
         }
 
         mutating func mark(_ mark: ActivityState.ContentMark) {
@@ -270,6 +281,8 @@ extension StoredState {
     struct Reader {
         let buffer: UnsafeBufferPointer<UInt8>
         var position = 0
+        /// The document's version byte: what a version-1 document lacks is not read.
+        var version = StoredState.version
 
         init(buffer: UnsafeBufferPointer<UInt8>) { self.buffer = buffer }
 
@@ -281,6 +294,14 @@ extension StoredState {
             guard position < buffer.count else { throw truncated() }
             defer { position += 1 }
             return buffer[position]
+        }
+
+        mutating func flag() throws -> Bool {
+            switch try byte() {
+            case 0: return false
+            case 1: return true
+            default: throw StoredDocumentError(message: "stored document has a bad flag")
+            }
         }
 
         mutating func unsigned() throws -> UInt64 {
@@ -409,7 +430,9 @@ extension StoredState {
                 lastTimestamp: try int(),
                 alertedSteps: try array { try $0.string() },
                 alertCount: try int(),
-                highPriorityLog: try array { try $0.int() })
+                highPriorityLog: try array { try $0.int() },
+                frequentPushes: version >= 2 ? try optional { try $0.flag() } : nil,
+                scheduledStart: version >= 2 ? try optional { try $0.date() } : nil)
         }
 
         mutating func kind() throws -> PlannedPush.Kind {

@@ -171,6 +171,8 @@ enum StoredJSON {
         object.member("highPriorityLog") {
             writer.writeArray(activity.highPriorityLog) { writer.writeInt($0) }
         }
+        object.member("frequentPushes", ifPresent: activity.frequentPushes) { writer.writeBool($0) }
+        try object.member("scheduledStart", ifPresent: activity.scheduledStart) { try writeDate($0, to: writer) }
         object.close()
     }
 
@@ -401,7 +403,9 @@ extension StoredJSON {
                 alertCount: try object.int("alertCount"),
                 highPriorityLog: try object.read("highPriorityLog") {
                     try tape.array(at: $0) { index in try tape.integer(Int.self, at: index) }
-                })
+                },
+                frequentPushes: try object.readIfPresent("frequentPushes") { index in try tape.bool(at: index) },
+                scheduledStart: try object.readIfPresent("scheduledStart") { index in try tape.date(at: index) })
         }
 
         private func mark(at index: Int) throws -> ActivityState.ContentMark {

@@ -100,6 +100,8 @@ package final class Sweeper: Service {
             let states = due.states.filter { state in state.record.map { lockedUsers.contains($0.userID) } ?? true }
             let tokens = try await OrderStore.pushToStartTokens(
                 users: states.compactMap { $0.record?.userID }, on: connection)
+            let settings = try await DeviceSettingsRows.load(
+                users: states.compactMap { $0.record?.userID }, on: connection)
             var startLimit = try await StartLimit.load(
                 devices: tokens.values.flatMap { $0.map(\.deviceID) }, configuration: pushToStart, now: now,
                 on: connection)
@@ -108,7 +110,8 @@ package final class Sweeper: Service {
             for state in states {
                 let context = TrackingContext(
                     pushToStartTokens: state.record.flatMap { tokens[$0.userID] } ?? [],
-                    startRefusedDevices: startLimit.refused)
+                    startRefusedDevices: startLimit.refused,
+                    deviceSettings: state.record.flatMap { settings[$0.userID] } ?? [:])
                 let step = tracker.sweep(state, context: context, now: now)
                 startLimit.count(step, before: state)
                 let change = sweepChange(state, step, now: now)
@@ -128,7 +131,10 @@ package final class Sweeper: Service {
         guard let state = try await OrderStore.lockOrder(orderID, on: connection) else { return nil }
         let users = state.record.map { [$0.userID] } ?? []
         let tokens = try await OrderStore.pushToStartTokens(users: users, on: connection)
-        let context = TrackingContext(pushToStartTokens: users.first.flatMap { tokens[$0] } ?? [])
+        let settings = try await DeviceSettingsRows.load(users: users, on: connection)
+        let context = TrackingContext(
+            pushToStartTokens: users.first.flatMap { tokens[$0] } ?? [],
+            deviceSettings: users.first.flatMap { settings[$0] } ?? [:])
         var change = OrderChange(original: state, state: state)
         change.decisions.append(decision)
         change.merge(tracker.sweep(state, context: context, now: now))

@@ -105,7 +105,8 @@ package enum EventDecoder {
                     deviceID: try root.optionalString("device_id", maxLength: 128, identifier: true),
                     token: try root.requiredToken("token"),
                     bundleID: try root.requiredBundleID("bundle_id"),
-                    environment: try root.requiredEnvironment("environment")
+                    environment: try root.requiredEnvironment("environment"),
+                    scheduledStart: try root.optionalTimestamp("scheduled_start")
                 ))
         case .pushToStartToken:
             let attributesType = try root.requiredString("attributes_type", length: 1...128)
@@ -122,6 +123,15 @@ package enum EventDecoder {
                     bundleID: try root.requiredBundleID("bundle_id"),
                     environment: try root.requiredEnvironment("environment"),
                     attributesType: attributesType
+                ))
+        case .activitySettings:
+            return .activitySettings(
+                ActivitySettingsEvent(
+                    eventID: eventID, occurredAt: occurredAt,
+                    userID: try root.requiredString("user_id", length: 1...64),
+                    deviceID: try root.requiredString("device_id", length: 1...128),
+                    activitiesEnabled: try root.requiredBool("activities_enabled"),
+                    frequentPushesEnabled: try root.requiredBool("frequent_pushes_enabled")
                 ))
         default:
             let reasonText = try root.requiredString("reason", length: 1...64)
@@ -222,6 +232,17 @@ struct FieldReader {
         return text
     }
 
+    func requiredBool(_ key: String) throws(EventRejection) -> Bool {
+        guard let value = value(key) else {
+            throw EventRejection(.missingField, field: path(key), "\(path(key)) is required")
+        }
+        guard case .bool(let flag) = value else {
+            throw EventRejection(
+                .invalidField, field: path(key), "\(path(key)) must be true or false, not \(value.typeName)")
+        }
+        return flag
+    }
+
     func optionalInt(_ key: String) throws(EventRejection) -> Int? {
         guard let value = value(key) else { return nil }
         switch value {
@@ -255,6 +276,12 @@ struct FieldReader {
                 "\(path(key)) is not an RFC 3339 timestamp with an offset (like 2026-11-21T10:04:05Z)")
         }
         return date
+    }
+
+    /// nil when absent or `null`; else as ``requiredTimestamp(_:)``.
+    func optionalTimestamp(_ key: String) throws(EventRejection) -> Date? {
+        guard value(key) != nil else { return nil }
+        return try requiredTimestamp(key)
     }
 
     func requiredToken(_ key: String) throws(EventRejection) -> DeviceToken {

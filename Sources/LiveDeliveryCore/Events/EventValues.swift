@@ -55,7 +55,10 @@ package struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomS
     package static let activityToken = EventType(rawValue: "activity.token")
     package static let pushToStartToken = EventType(rawValue: "activity.push_to_start_token")
     package static let activityEnded = EventType(rawValue: "activity.ended")
-    package static let known: [EventType] = [.orderStatus, .activityToken, .pushToStartToken, .activityEnded]
+    package static let activitySettings = EventType(rawValue: "activity.settings")
+    package static let known: [EventType] = [
+        .orderStatus, .activityToken, .pushToStartToken, .activityEnded, .activitySettings,
+    ]
 
     package var description: String { rawValue }
 }

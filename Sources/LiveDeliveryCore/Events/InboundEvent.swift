@@ -44,10 +44,13 @@ package struct ActivityTokenEvent: Hashable, Sendable, Codable {
     package var token: DeviceToken
     package var bundleID: String
     package var environment: APNsEnvironment
+    /// When the app scheduled the activity to start (iOS 26 `request(…, start:)`); until then it is pending
+    /// on the device.
+    package var scheduledStart: Date?
 
     package init(
         eventID: String, occurredAt: Date, orderID: String, activityID: String, deviceID: String? = nil,
-        token: DeviceToken, bundleID: String, environment: APNsEnvironment
+        token: DeviceToken, bundleID: String, environment: APNsEnvironment, scheduledStart: Date? = nil
     ) {
         self.eventID = eventID
         self.occurredAt = occurredAt
@@ -57,6 +60,7 @@ package struct ActivityTokenEvent: Hashable, Sendable, Codable {
         self.token = token
         self.bundleID = bundleID
         self.environment = environment
+        self.scheduledStart = scheduledStart
     }
 
     package var key: EventKey { EventKey(sequence: nil, occurredAt: occurredAt, eventID: eventID) }
@@ -115,12 +119,68 @@ package struct ActivityEndedEvent: Hashable, Sendable, Codable {
     }
 }
 
+/// `activity.settings`: the app reports the person's Live Activity settings on one device
+/// (`ActivityAuthorizationInfo`'s `areActivitiesEnabled` and `frequentPushesEnabled`).
+package struct ActivitySettingsEvent: Hashable, Sendable, Codable {
+    package var eventID: String
+    package var occurredAt: Date
+    package var userID: String
+    package var deviceID: String
+    package var activitiesEnabled: Bool
+    package var frequentPushesEnabled: Bool
+
+    package init(
+        eventID: String, occurredAt: Date, userID: String, deviceID: String, activitiesEnabled: Bool,
+        frequentPushesEnabled: Bool
+    ) {
+        self.eventID = eventID
+        self.occurredAt = occurredAt
+        self.userID = userID
+        self.deviceID = deviceID
+        self.activitiesEnabled = activitiesEnabled
+        self.frequentPushesEnabled = frequentPushesEnabled
+    }
+
+    package var key: EventKey { EventKey(sequence: nil, occurredAt: occurredAt, eventID: eventID) }
+
+    /// What the worker files for the user and device (newest report wins).
+    package var settings: DeviceSettings {
+        DeviceSettings(
+            userID: userID, deviceID: deviceID, activitiesEnabled: activitiesEnabled,
+            frequentPushesEnabled: frequentPushesEnabled, key: key)
+    }
+}
+
+/// A person's Live Activity settings on one device, as the app last reported them.
+package struct DeviceSettings: Hashable, Sendable, Codable {
+    package var userID: String
+    package var deviceID: String
+    /// Off: the person turned Live Activities off for the app. Nothing is started on the device, and its
+    /// running activities count as ended by the person.
+    package var activitiesEnabled: Bool
+    /// On: the app's larger priority-10 budget (`budget.frequentPriority10PerHour`) applies.
+    package var frequentPushesEnabled: Bool
+    /// The reporting event; a newer report for the same device replaces an older one.
+    package var key: EventKey
+
+    package init(
+        userID: String, deviceID: String, activitiesEnabled: Bool, frequentPushesEnabled: Bool, key: EventKey
+    ) {
+        self.userID = userID
+        self.deviceID = deviceID
+        self.activitiesEnabled = activitiesEnabled
+        self.frequentPushesEnabled = frequentPushesEnabled
+        self.key = key
+    }
+}
+
 /// One validated inbound event.
 package enum InboundEvent: Hashable, Sendable, Codable {
     case orderStatus(OrderStatusEvent)
     case activityToken(ActivityTokenEvent)
     case pushToStartToken(PushToStartTokenEvent)
     case activityEnded(ActivityEndedEvent)
+    case activitySettings(ActivitySettingsEvent)
 
     package var type: EventType {
         switch self {
@@ -128,6 +188,7 @@ package enum InboundEvent: Hashable, Sendable, Codable {
         case .activityToken: .activityToken
         case .pushToStartToken: .pushToStartToken
         case .activityEnded: .activityEnded
+        case .activitySettings: .activitySettings
         }
     }
 
@@ -137,6 +198,7 @@ package enum InboundEvent: Hashable, Sendable, Codable {
         case .activityToken(let e): e.eventID
         case .pushToStartToken(let e): e.eventID
         case .activityEnded(let e): e.eventID
+        case .activitySettings(let e): e.eventID
         }
     }
 
@@ -146,24 +208,35 @@ package enum InboundEvent: Hashable, Sendable, Codable {
         case .activityToken(let e): e.occurredAt
         case .pushToStartToken(let e): e.occurredAt
         case .activityEnded(let e): e.occurredAt
+        case .activitySettings(let e): e.occurredAt
         }
     }
 
-    /// The order the event belongs to; nil for push-to-start tokens (they belong to a user).
+    /// The order the event belongs to; nil for push-to-start tokens and settings (they belong to a user).
     package var orderID: String? {
         switch self {
         case .orderStatus(let e): e.orderID
         case .activityToken(let e): e.orderID
-        case .pushToStartToken: nil
+        case .pushToStartToken, .activitySettings: nil
         case .activityEnded(let e): e.orderID
         }
     }
 
-    /// The user the event names, if any (order.status and push-to-start tokens).
+    /// Whether the event is about a user rather than one order (a push-to-start token, settings): the
+    /// worker applies it to each of the user's open orders.
+    package var reachesUser: Bool {
+        switch self {
+        case .pushToStartToken, .activitySettings: true
+        case .orderStatus, .activityToken, .activityEnded: false
+        }
+    }
+
+    /// The user the event names, if any (order.status, push-to-start tokens and settings).
     package var userID: String? {
         switch self {
         case .orderStatus(let e): e.userID
         case .pushToStartToken(let e): e.userID
+        case .activitySettings(let e): e.userID
         case .activityToken, .activityEnded: nil
         }
     }

@@ -114,9 +114,12 @@ extension Policy {
             }
         }
         if let budget = r.object(root, "budget", at: "") {
-            r.checkKeys(budget, at: "budget", known: ["priority10PerHour"])
+            r.checkKeys(budget, at: "budget", known: ["priority10PerHour", "frequentPriority10PerHour"])
             if let value = r.integer(budget, "priority10PerHour", at: "budget", in: 0...3600) {
                 priority10PerHour = value
+            }
+            if let value = r.integer(budget, "frequentPriority10PerHour", at: "budget", in: 0...3600) {
+                frequentPriority10PerHour = value
             }
         }
         if let stale = r.object(root, "staleDate", at: "") {

@@ -68,6 +68,10 @@ package struct Policy: Sendable, Hashable {
     package var etaSlipTexts: [AlertTemplate]
     /// The modelled per-activity budget of priority-10 pushes per rolling hour.
     package var priority10PerHour: Int
+    /// The same where the person has frequent updates on (the app declares
+    /// `NSSupportsLiveActivitiesFrequentUpdates` and reports `frequentPushesEnabled` in `activity.settings`).
+    /// Apple publishes no figure for either budget.
+    package var frequentPriority10PerHour: Int
     /// `stale-date` = `eta.latest` + this, when an ETA is known…
     package var staleAfterETA: TimeInterval
     /// … else now + this; never less than now + ``staleMinimumAhead``.
@@ -133,6 +137,7 @@ package struct Policy: Sendable, Hashable {
         etaSlipThreshold = 600
         etaSlipTexts = [t("Running late", "Now arriving in about {eta_minutes} min"), t("Your order is running late")]
         priority10PerHour = 6
+        frequentPriority10PerHour = 24
         staleAfterETA = 900
         staleWithoutETA = 1800
         staleMinimumAhead = 300

@@ -131,6 +131,12 @@ package struct ActivityState: Hashable, Sendable, Codable {
     package var alertCount: Int
     /// Unix seconds of accepted priority-10 pushes in the last hour (the budget model).
     package var highPriorityLog: [Int]
+    /// The device's frequent-updates setting as the app last reported it (`activity.settings`); nil when
+    /// never reported. On: the larger priority-10 budget applies.
+    package var frequentPushes: Bool?
+    /// When the app scheduled the activity to start on the device (`activity.token`'s `scheduled_start`):
+    /// until then it is pending there, and the sweeper's clocks count from it.
+    package var scheduledStart: Date?
 
     init(key: String, activityID: String?, deviceID: String?, phase: Phase, now: Date) {
         self.key = key
@@ -142,6 +148,13 @@ package struct ActivityState: Hashable, Sendable, Codable {
         self.alertedSteps = []
         self.alertCount = 0
         self.highPriorityLog = []
+    }
+
+    /// Where the sweeper's lifetime clock starts: when the activity started, or its scheduled start if later.
+    var clockStart: Date {
+        let started = startedAt ?? createdAt
+        guard let scheduledStart, scheduledStart > started else { return started }
+        return scheduledStart
     }
 
     /// The token pushes go to now: the update token, or for a start the push-to-start token.

@@ -68,9 +68,17 @@ package struct TrackingContext: Sendable, Hashable {
     /// Devices that must not be started now (the worker's per-device start limit across orders).
     /// Their start waits; a later event or sweep tries again.
     package var startRefusedDevices: Set<String>
+    /// The user's Live Activity settings per device (`activity.settings`), by device id: they choose each
+    /// activity's priority-10 budget, and a device with Live Activities off is not started and has its
+    /// activities ended.
+    package var deviceSettings: [String: DeviceSettings]
 
-    package init(pushToStartTokens: [PushToStartRegistration] = [], startRefusedDevices: Set<String> = []) {
+    package init(
+        pushToStartTokens: [PushToStartRegistration] = [], startRefusedDevices: Set<String> = [],
+        deviceSettings: [String: DeviceSettings] = [:]
+    ) {
         self.pushToStartTokens = pushToStartTokens
         self.startRefusedDevices = startRefusedDevices
+        self.deviceSettings = deviceSettings
     }
 }

@@ -111,9 +111,27 @@ extension OrderTracker {
                 }
                 continue
             }
+            if let settings = context.deviceSettings[registration.deviceID], !settings.activitiesEnabled {
+                if announce {
+                    step.decisions.append(
+                        Decision(
+                            .startActivitiesDisabled,
+                            "device \(registration.deviceID) can be started remotely, but Live Activities are off there"
+                        ))
+                }
+                continue
+            }
             var activity = ActivityState(
                 key: "device:\(registration.deviceID)", activityID: nil, deviceID: registration.deviceID,
                 phase: .pendingStart, now: now)
+            activity.frequentPushes = context.deviceSettings[registration.deviceID]?.frequentPushesEnabled
+            if activity.frequentPushes == true {
+                step.decisions.append(
+                    Decision(
+                        .frequentUpdatesOn, activity: activity.key,
+                        "frequent updates are on on device \(registration.deviceID): \(policy.frequentPriority10PerHour) priority-10 pushes an hour"
+                    ))
+            }
             activity.startToken = registration
             if context.startRefusedDevices.contains(registration.deviceID) {
                 step.decisions.append(
@@ -172,13 +190,13 @@ extension OrderTracker {
                         "priority 10: it alerts"
                             + (essential
                                 ? " (essential)"
-                                : " (budget: \(budgetUsed(activity, now: now)) of \(policy.priority10PerHour) used this hour)")
+                                : " (budget: \(budgetUsed(activity, now: now)) of \(budget(activity)) used this hour)")
                     ))
             } else {
                 notes.append(
                     Decision(
                         .budgetDowngrade, activity: key,
-                        "\(policy.priority10PerHour) priority-10 pushes already this hour and the alert is not essential: priority 5, alert dropped"
+                        "\(budget(activity)) priority-10 pushes already this hour and the alert is not essential: priority 5, alert dropped"
                     ))
                 alert = nil
                 alertStep = nil
@@ -332,7 +350,12 @@ extension OrderTracker {
     }
 
     func budgetLeft(_ activity: ActivityState, now: Date) -> Bool {
-        budgetUsed(activity, now: now) < policy.priority10PerHour
+        budgetUsed(activity, now: now) < budget(activity)
+    }
+
+    /// The activity's priority-10 pushes per hour: the larger budget where its device has frequent updates on.
+    func budget(_ activity: ActivityState) -> Int {
+        activity.frequentPushes == true ? policy.frequentPriority10PerHour : policy.priority10PerHour
     }
 
     // MARK: - Building

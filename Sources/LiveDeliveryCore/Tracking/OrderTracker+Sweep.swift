@@ -9,6 +9,7 @@ extension OrderTracker {
     package func sweep(_ state: OrderState, context: TrackingContext = TrackingContext(), now: Date) -> Step {
         var step = Step(state: state)
         for registration in context.pushToStartTokens { _ = merge(registration, into: &step.state) }
+        adoptSettings(context, &step, now: now)
         let sweep = policy.sweep
         var sweepEnds: [String: Decision.Code] = [:]
         let idle =
@@ -18,13 +19,13 @@ extension OrderTracker {
         for index in step.state.activities.indices {
             var activity = step.state.activities[index]
             defer { step.state.activities[index] = activity }
-            let started = activity.startedAt ?? activity.createdAt
+            let started = activity.clockStart
             let limit = started.addingTimeInterval(sweep.lifetime - sweep.lifetimeMargin)
             switch activity.phase {
             case .active:
                 if now >= limit {
                     sweepEnds[activity.key] = .sweepLifetime
-                } else if idle {
+                } else if idle, now >= started.addingTimeInterval(sweep.idleTimeout) {
                     sweepEnds[activity.key] = .sweepIdle
                 }
             case .ending where activity.pending == nil:

@@ -56,7 +56,10 @@ package struct OrderTracker: Sendable {
             announce = true
         case .activityEnded(let e):
             applyEnded(e, &step, now: now)
+        case .activitySettings(let e):
+            applySettings(e, &step, context: context)
         }
+        adoptSettings(context, &step, now: now)
         reconcile(&step, context: context, now: now, announce: announce, rebuild: rebuild)
         return finish(step, from: state, now: now)
     }
@@ -133,6 +136,7 @@ package struct OrderTracker: Sendable {
             }
             let rotated = activity.updateToken != nil
             activity.updateToken = token
+            schedule(&activity, e, &step, now: now)
             if activity.phase.isFinal {
                 step.decisions.append(
                     Decision(
@@ -177,6 +181,7 @@ package struct OrderTracker: Sendable {
             key: "activity:\(e.activityID)", activityID: e.activityID, deviceID: e.deviceID, phase: .active, now: now)
         activity.updateToken = token
         activity.startedAt = now
+        schedule(&activity, e, &step, now: now)
         step.decisions.append(
             Decision(
                 .activityDiscovered, activity: activity.key,
@@ -188,6 +193,18 @@ package struct OrderTracker: Sendable {
         }
         activities.append(activity)
         return nil
+    }
+
+    /// Records the start the app scheduled for the activity, as its newest token report says.
+    private func schedule(_ activity: inout ActivityState, _ e: ActivityTokenEvent, _ step: inout Step, now: Date) {
+        guard activity.scheduledStart != e.scheduledStart else { return }
+        activity.scheduledStart = e.scheduledStart
+        guard let start = e.scheduledStart, start > now else { return }
+        step.decisions.append(
+            Decision(
+                .activityScheduled, activity: activity.key,
+                "the app scheduled the activity to start at \(RFC3339.format(start)); until then it is pending on the device, and the sweeper counts from then"
+            ))
     }
 
     private func adopt(_ activity: inout ActivityState, _ e: ActivityTokenEvent, _ step: inout Step, now: Date) {
@@ -282,6 +299,70 @@ package struct OrderTracker: Sendable {
                 "the activity ended on the device (\(e.reason)); no more pushes"))
     }
 
+    // MARK: - The person's settings
+
+    /// Notes a settings report on an order that has something on its device. What it changes follows from
+    /// the settings on file (``adoptSettings(_:_:now:)``), which a newer report may already have replaced.
+    private func applySettings(_ e: ActivitySettingsEvent, _ step: inout Step, context: TrackingContext) {
+        let concerned =
+            step.state.activities.contains { $0.deviceID == e.deviceID }
+            || step.state.pushToStartTokens.contains { $0.deviceID == e.deviceID }
+        guard concerned else { return }
+        if let filed = context.deviceSettings[e.deviceID], filed.key.isNewer(than: e.key) {
+            step.decisions.append(
+                Decision(.settingsOlder, "an older settings report for device \(e.deviceID); the newer one stands"))
+            return
+        }
+        step.decisions.append(
+            Decision(
+                .settingsReported,
+                "device \(e.deviceID): Live Activities \(e.activitiesEnabled ? "on" : "off"), frequent updates "
+                    + (e.frequentPushesEnabled ? "on" : "off")))
+    }
+
+    /// Brings each activity in line with its device's settings on file: the budget its frequent-updates
+    /// setting chooses, and an end (as if the person ended it) where Live Activities are off. An activity
+    /// whose app reported its token after the settings is left running: the app could start it, so they
+    /// were on by then.
+    func adoptSettings(_ context: TrackingContext, _ step: inout Step, now: Date) {
+        guard !context.deviceSettings.isEmpty else { return }
+        for index in step.state.activities.indices {
+            var activity = step.state.activities[index]
+            guard let device = activity.deviceID, let settings = context.deviceSettings[device],
+                !activity.phase.isFinal
+            else { continue }
+            defer { step.state.activities[index] = activity }
+            if !settings.activitiesEnabled {
+                if let token = activity.updateToken, token.key.isNewer(than: settings.key) { continue }
+                activity.phase = .ended
+                activity.closeReason = Decision.Code.activitiesDisabled.rawValue
+                activity.endedAt = now
+                if activity.pending != nil {
+                    activity.pending = nil
+                    step.withdrawn.append(activity.key)
+                }
+                step.decisions.append(
+                    Decision(
+                        .activitiesDisabled, activity: activity.key,
+                        "Live Activities are off on device \(device): the activity counts as ended by the person; no more pushes"
+                    ))
+                continue
+            }
+            guard activity.frequentPushes != settings.frequentPushesEnabled else { continue }
+            activity.frequentPushes = settings.frequentPushesEnabled
+            step.decisions.append(
+                settings.frequentPushesEnabled
+                    ? Decision(
+                        .frequentUpdatesOn, activity: activity.key,
+                        "frequent updates are on on device \(device): \(policy.frequentPriority10PerHour) priority-10 pushes an hour"
+                    )
+                    : Decision(
+                        .frequentUpdatesOff, activity: activity.key,
+                        "frequent updates are off on device \(device): \(policy.priority10PerHour) priority-10 pushes an hour, the rest at priority 5"
+                    ))
+        }
+    }
+
     // MARK: - Bookkeeping
 
     func finish(_ step: Step, from original: OrderState, now: Date) -> Step {
@@ -296,12 +377,12 @@ package struct OrderTracker: Sendable {
         var candidates: [Date] = []
         let sweep = policy.sweep
         for activity in state.activities where !activity.phase.isFinal {
-            let started = activity.startedAt ?? activity.createdAt
+            let started = activity.clockStart
             switch activity.phase {
             case .active:
                 candidates.append(started.addingTimeInterval(sweep.lifetime - sweep.lifetimeMargin))
                 if let record = state.record, !record.isTerminal {
-                    candidates.append(state.lastChangeAt.addingTimeInterval(sweep.idleTimeout))
+                    candidates.append(max(state.lastChangeAt, started).addingTimeInterval(sweep.idleTimeout))
                 }
             case .starting:
                 candidates.append(started.addingTimeInterval(sweep.adoptionTimeout))

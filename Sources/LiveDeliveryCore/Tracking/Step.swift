@@ -53,6 +53,13 @@ package struct Decision: Hashable, Sendable, Codable, CustomStringConvertible {
         package static let startWrongAttributesType = Code(rawValue: "start_wrong_attributes_type")
         package static let startDeviceRefused = Code(rawValue: "start_device_refused")
         package static let startWithdrawn = Code(rawValue: "start_withdrawn")
+        // The person's settings (`activity.settings`)
+        package static let settingsReported = Code(rawValue: "settings_reported")
+        package static let settingsOlder = Code(rawValue: "settings_older")
+        package static let frequentUpdatesOn = Code(rawValue: "frequent_updates_on")
+        package static let frequentUpdatesOff = Code(rawValue: "frequent_updates_off")
+        package static let activitiesDisabled = Code(rawValue: "activities_disabled")
+        package static let startActivitiesDisabled = Code(rawValue: "start_activities_disabled")
         // Update tokens and the app's reports
         package static let activityAdopted = Code(rawValue: "activity_adopted")
         package static let activityDiscovered = Code(rawValue: "activity_discovered")
@@ -64,6 +71,7 @@ package struct Decision: Hashable, Sendable, Codable, CustomStringConvertible {
         package static let waitingForToken = Code(rawValue: "waiting_for_token")
         package static let activityEndedOnDevice = Code(rawValue: "activity_ended_on_device")
         package static let activityAlreadyFinal = Code(rawValue: "activity_already_final")
+        package static let activityScheduled = Code(rawValue: "activity_scheduled")
         // Planning
         package static let updatePlanned = Code(rawValue: "update_planned")
         package static let endPlanned = Code(rawValue: "end_planned")

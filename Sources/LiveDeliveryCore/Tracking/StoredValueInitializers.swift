@@ -45,7 +45,8 @@ extension ActivityState {
         key: String, activityID: String?, deviceID: String?, phase: Phase, closeReason: String?,
         updateToken: UpdateToken?, startToken: PushToStartRegistration?, createdAt: Date, startedAt: Date?,
         endedAt: Date?, pending: PendingPush?, planned: ContentMark?, sent: ContentMark?, lastTimestamp: Int,
-        alertedSteps: [String], alertCount: Int, highPriorityLog: [Int]
+        alertedSteps: [String], alertCount: Int, highPriorityLog: [Int], frequentPushes: Bool? = nil,
+        scheduledStart: Date? = nil
     ) {
         self.key = key
         self.activityID = activityID
@@ -64,5 +65,7 @@ extension ActivityState {
         self.alertedSteps = alertedSteps
         self.alertCount = alertCount
         self.highPriorityLog = highPriorityLog
+        self.frequentPushes = frequentPushes
+        self.scheduledStart = scheduledStart
     }
 }

@@ -42,6 +42,21 @@ struct StoredBinaryTests {
         }
     }
 
+    @Test("a version-1 document (before the frequent-updates setting and scheduled starts) still reads, without them")
+    func versionOneStillReads() throws {
+        let states = try StoredJSONTests.examples().states
+        #expect(states.contains { $0.activities.contains { $0.frequentPushes != nil } })
+        #expect(states.contains { $0.activities.contains { $0.scheduledStart != nil } })
+        for state in states {
+            var without = state
+            for index in without.activities.indices {
+                without.activities[index].frequentPushes = nil
+                without.activities[index].scheduledStart = nil
+            }
+            #expect(try StoredState.decode(StoredState.encode(state, version: 1)) == without)
+        }
+    }
+
     @Test("a truncated, extended or unknown document is refused with an error")
     func damagedRefused() throws {
         let state = try #require(try StoredJSONTests.examples().states.last)
@@ -51,7 +66,7 @@ struct StoredBinaryTests {
         }
         #expect(throws: StoredDocumentError.self) { try StoredState.decode(document + [0]) }
         var unknown = document
-        unknown[0] = 2
+        unknown[0] = 3
         #expect(throws: StoredDocumentError.self) { try StoredState.decode(unknown) }
     }
 

@@ -22,9 +22,13 @@ struct StoredJSONTests {
         let tracker = OrderTracker(configuration: tracking)
         var states: [String: OrderState] = [:]
         var registrations: [String: [PushToStartRegistration]] = [:]
+        var settings: [String: [String: DeviceSettings]] = [:]
         var seen: [OrderState] = []
         var pushes: [PlannedPush] = []
-        for file in ["examples/delivery-A-10023.jsonl", "examples/cancelled-B-20417.jsonl"] {
+        for file in [
+            "examples/delivery-A-10023.jsonl", "examples/cancelled-B-20417.jsonl", "examples/settings-C-30117.jsonl",
+            "examples/scheduled-D-40220.jsonl",
+        ] {
             let text = try String(contentsOf: TestEnvironment.projectRoot.appendingPathComponent(file), encoding: .utf8)
             for line in text.split(separator: "\n") {
                 guard case .success(let event) = EventDecoder.decode(Array(line.utf8)) else { continue }
@@ -32,22 +36,32 @@ struct StoredJSONTests {
                     registrations[token.userID, default: []].append(token.registration)
                     continue
                 }
-                guard let orderID = event.orderID else { continue }
-                let now = event.occurredAt
-                var state = states[orderID] ?? OrderState(orderID: orderID, now: now)
-                let user = state.record?.userID ?? event.userID
-                let step = tracker.apply(
-                    event, to: state,
-                    context: TrackingContext(pushToStartTokens: user.flatMap { registrations[$0] } ?? []),
-                    now: now)
-                state = step.state
-                if !step.pushes.isEmpty { seen.append(state) }  // with its pushes pending
-                for push in step.pushes {
-                    pushes.append(push)
-                    state = tracker.record(.accepted, for: push, in: state, now: max(now, push.notBefore)).state
+                if case .activitySettings(let report) = event {
+                    settings[report.userID, default: [:]][report.deviceID] = report.settings
                 }
-                states[orderID] = state
-                seen.append(state)
+                // A settings report reaches the user's orders; everything else its own.
+                let orders =
+                    event.orderID.map { [$0] }
+                    ?? states.values.filter { $0.record?.userID == event.userID }.map(\.orderID).sorted()
+                for orderID in orders {
+                    let now = event.occurredAt
+                    var state = states[orderID] ?? OrderState(orderID: orderID, now: now)
+                    let user = state.record?.userID ?? event.userID
+                    let step = tracker.apply(
+                        event, to: state,
+                        context: TrackingContext(
+                            pushToStartTokens: user.flatMap { registrations[$0] } ?? [],
+                            deviceSettings: user.flatMap { settings[$0] } ?? [:]),
+                        now: now)
+                    state = step.state
+                    if !step.pushes.isEmpty { seen.append(state) }  // with its pushes pending
+                    for push in step.pushes {
+                        pushes.append(push)
+                        state = tracker.record(.accepted, for: push, in: state, now: max(now, push.notBefore)).state
+                    }
+                    states[orderID] = state
+                    seen.append(state)
+                }
             }
         }
         return (seen, pushes, registrations.values.flatMap { $0 })
