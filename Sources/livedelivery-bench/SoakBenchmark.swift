@@ -45,21 +45,8 @@ struct SoakBenchmark: AsyncParsableCommand {
     @Option(help: "Leading minutes left out of the memory-growth figure (connections and caches fill first).")
     var warmupMinutes = 5
 
-    @Option(help: "AMQP URL of the broker `scripts/services restart-rabbitmq` restarts.")
-    var amqpURL =
-        ProcessInfo.processInfo.environment["LIVEDELIVERY_AMQP_URL"]
-        ?? "amqp://livedelivery:livedelivery@127.0.0.1:56720/%2F"
-
-    @Option(help: "PostgreSQL server URL; a fresh database is created on it (default: $LIVEDELIVERY_POSTGRES_URL).")
-    var postgresURL =
-        ProcessInfo.processInfo.environment["LIVEDELIVERY_POSTGRES_URL"]
-        ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55432/livedelivery"
-
-    @Option(help: "The livedelivery executable (default: next to this one).")
-    var livedelivery: String?
-
-    @Flag(help: "Keep the database, queues and logs afterwards.")
-    var keep = false
+    /// The broker of `--amqp-url` is the one `scripts/services restart-rabbitmq` restarts.
+    @OptionGroup var deployment: DeploymentOptions
 
     func validate() throws {
         guard minutes > warmupMinutes, warmupMinutes >= 0 else {
@@ -77,12 +64,9 @@ struct SoakBenchmark: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "livedelivery-bench.soak")
         logger.logLevel = .warning
-        let executable =
-            livedelivery
-            ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-            .appendingPathComponent("livedelivery").path
         let bench = try await BenchEnvironment.start(
-            workers: workers, amqpURL: amqpURL, postgresURL: postgresURL, executable: executable, logger: logger)
+            workers: workers, amqpURL: deployment.amqpURL, postgresURL: deployment.postgresURL,
+            executable: deployment.executable, logger: logger)
         print(
             "soak: \(minutes) min at \(rate) events/s through \(workers) workers, \(orders) orders; "
                 + "database \(bench.databaseName), logs in \(bench.directory.path)")
@@ -99,7 +83,7 @@ struct SoakBenchmark: AsyncParsableCommand {
             await bench.shutdown(keep: true)
             throw error
         }
-        await bench.shutdown(keep: keep)
+        await bench.shutdown(keep: deployment.keep)
     }
 }
 

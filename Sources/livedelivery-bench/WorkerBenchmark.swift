@@ -73,16 +73,6 @@ struct WorkerBenchmark: AsyncParsableCommand {
     @Option(help: "Seconds of the pgbench run (0 skips it).")
     var pgbenchSeconds = 10
 
-    @Option(help: "AMQP URL (default: $LIVEDELIVERY_AMQP_URL or the local services broker).")
-    var amqpURL =
-        ProcessInfo.processInfo.environment["LIVEDELIVERY_AMQP_URL"]
-        ?? "amqp://livedelivery:livedelivery@127.0.0.1:56720/%2F"
-
-    @Option(help: "PostgreSQL server URL; a fresh database is created on it (default: $LIVEDELIVERY_POSTGRES_URL).")
-    var postgresURL =
-        ProcessInfo.processInfo.environment["LIVEDELIVERY_POSTGRES_URL"]
-        ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55432/livedelivery"
-
     @Option(
         help: """
             Comma-separated, each measured in turn: single, cluster (scripts/services cluster), replica, \
@@ -94,11 +84,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
         help: "After each cluster or replica topology, kill a broker node or fail the database over; print the pause.")
     var failover = false
 
-    @Option(help: "The livedelivery executable (default: next to this one).")
-    var livedelivery: String?
-
-    @Flag(help: "Keep the database, queues and logs afterwards.")
-    var keep = false
+    @OptionGroup var deployment: DeploymentOptions
 
     func run() async throws {
         let sizes = scales.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
@@ -124,11 +110,12 @@ struct WorkerBenchmark: AsyncParsableCommand {
         logger.logLevel = .warning
         var results: [(Topology, Figures)] = []
         for topology in chosen {
-            let servers = try await topology.prepare(amqpURL: amqpURL, postgresURL: postgresURL)
+            let servers = try await topology.prepare(
+                amqpURL: deployment.amqpURL, postgresURL: deployment.postgresURL)
             let bench = try await BenchEnvironment.start(
                 workers: workers, amqpURL: servers.amqp, postgresURL: servers.postgres,
                 workerPostgresURL: servers.workerPostgres,
-                executable: livedelivery ?? Self.siblingExecutable("livedelivery"),
+                executable: deployment.executable,
                 logger: logger)
             print("══ \(topology.title) ══")
             print("worker: \(workers) processes, database \(bench.databaseName), logs in \(bench.directory.path)")
@@ -144,7 +131,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
                 await bench.shutdown(keep: true)
                 throw error
             }
-            await bench.shutdown(keep: keep)
+            await bench.shutdown(keep: deployment.keep)
         }
         if results.count > 1, let base = results.first?.1 {
             print("══ topologies beside \(results[0].0.rawValue) ══")
@@ -260,10 +247,31 @@ struct WorkerBenchmark: AsyncParsableCommand {
         }
         return figures
     }
+}
 
-    private static func siblingExecutable(_ name: String) -> String {
-        let me = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        return me.deletingLastPathComponent().appendingPathComponent(name).path
+/// The servers a deployment benchmark (`worker`, `soak`) runs against, and its workers' executable.
+struct DeploymentOptions: ParsableArguments {
+    @Option(help: "AMQP URL (default: $LIVEDELIVERY_AMQP_URL or the local services broker).")
+    var amqpURL =
+        ProcessInfo.processInfo.environment["LIVEDELIVERY_AMQP_URL"]
+        ?? "amqp://livedelivery:livedelivery@127.0.0.1:56720/%2F"
+
+    @Option(help: "PostgreSQL server URL; a fresh database is created on it (default: $LIVEDELIVERY_POSTGRES_URL).")
+    var postgresURL =
+        ProcessInfo.processInfo.environment["LIVEDELIVERY_POSTGRES_URL"]
+        ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55432/livedelivery"
+
+    @Option(help: "The livedelivery executable (default: next to this one).")
+    var livedelivery: String?
+
+    @Flag(help: "Keep the database, queues and logs afterwards.")
+    var keep = false
+
+    /// `--livedelivery`, else the `livedelivery` next to this executable.
+    var executable: String {
+        livedelivery
+            ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("livedelivery").path
     }
 }
 

@@ -260,29 +260,24 @@ package final class EventProcessor: Sendable {
             }
         }
         guard !newEvents.isEmpty, !users.isEmpty else { return (newEvents, [:], [:]) }
-        var registered = false
-        var reported = false
+        var filed = false
         for event in newEvents {
             switch event {
             case .pushToStartToken(let e):
-                registered = true
+                filed = true
                 try await connection.query(try OrderStore.registerQuery(e))
             case .activitySettings(let e):
-                reported = true
+                filed = true
                 try await connection.query(DeviceSettingsRows.upsertQuery(e))
             default:
                 continue
             }
         }
         // A batch that filed tokens or settings reads them again.
-        let tokens =
-            registered
-            ? try await OrderStore.pushToStartTokens(users: users, on: connection)
-            : try OrderStore.pushToStartTokens(from: results[2])
-        let settings =
-            reported
-            ? try await DeviceSettingsRows.load(users: users, on: connection)
-            : try DeviceSettingsRows.settings(from: results[3])
+        let (tokens, settings) =
+            filed
+            ? try await OrderStore.tokensAndSettings(users: users, on: connection)
+            : (try OrderStore.pushToStartTokens(from: results[2]), try DeviceSettingsRows.settings(from: results[3]))
         return (newEvents, tokens, settings)
     }
 

@@ -16,13 +16,6 @@ enum DeviceSettingsRows {
         """
     }
 
-    static func load(
-        users: [String], on connection: PostgresConnection
-    ) async throws -> [String: [String: DeviceSettings]] {
-        guard !users.isEmpty else { return [:] }
-        return try settings(from: try await connection.query(query(users: users)))
-    }
-
     /// By user, then by device.
     static func settings(from rows: PostgresRows) throws -> [String: [String: DeviceSettings]] {
         var settings: [String: [String: DeviceSettings]] = [:]

@@ -268,17 +268,19 @@ enum OrderStore {
         try await lockExisting([orderID], on: connection)[orderID] ?? nil
     }
 
-    /// The push-to-start tokens on file for these users (not retired).
-    static func pushToStartTokens(
+    /// The push-to-start tokens (not retired) and the device settings on file for these users, read in one
+    /// round trip.
+    static func tokensAndSettings(
         users: [String], on connection: PostgresConnection
-    ) async throws
-        -> [String: [PushToStartRegistration]]
-    {
-        guard !users.isEmpty else { return [:] }
-        return try pushToStartTokens(from: try await connection.query(pushToStartTokensQuery(users: users)))
+    ) async throws -> (tokens: [String: [PushToStartRegistration]], settings: [String: [String: DeviceSettings]]) {
+        guard !users.isEmpty else { return ([:], [:]) }
+        let results = try await connection.pipeline([
+            pushToStartTokensQuery(users: users), DeviceSettingsRows.query(users: users),
+        ])
+        return (try pushToStartTokens(from: results[0]), try DeviceSettingsRows.settings(from: results[1]))
     }
 
-    /// ``pushToStartTokens(users:on:)`` as a statement, for a pipeline.
+    /// The push-to-start tokens on file for these users (not retired), as a statement for a pipeline.
     static func pushToStartTokensQuery(users: [String]) -> PostgresQuery {
         """
         SELECT user_id, registration FROM push_to_start_tokens

@@ -98,9 +98,7 @@ package final class Sweeper: Service {
             // whose user is busy elsewhere is swept next time. Under them the start limit holds.
             let lockedUsers = try await UserLocks.tryLock(due.states.compactMap { $0.record?.userID }, on: connection)
             let states = due.states.filter { state in state.record.map { lockedUsers.contains($0.userID) } ?? true }
-            let tokens = try await OrderStore.pushToStartTokens(
-                users: states.compactMap { $0.record?.userID }, on: connection)
-            let settings = try await DeviceSettingsRows.load(
+            let (tokens, settings) = try await OrderStore.tokensAndSettings(
                 users: states.compactMap { $0.record?.userID }, on: connection)
             var startLimit = try await StartLimit.load(
                 devices: tokens.values.flatMap { $0.map(\.deviceID) }, configuration: pushToStart, now: now,
@@ -130,8 +128,7 @@ package final class Sweeper: Service {
     ) async throws -> (state: OrderState, pushes: [PlannedPush])? {
         guard let state = try await OrderStore.lockOrder(orderID, on: connection) else { return nil }
         let users = state.record.map { [$0.userID] } ?? []
-        let tokens = try await OrderStore.pushToStartTokens(users: users, on: connection)
-        let settings = try await DeviceSettingsRows.load(users: users, on: connection)
+        let (tokens, settings) = try await OrderStore.tokensAndSettings(users: users, on: connection)
         let context = TrackingContext(
             pushToStartTokens: users.first.flatMap { tokens[$0] } ?? [],
             deviceSettings: users.first.flatMap { settings[$0] } ?? [:])

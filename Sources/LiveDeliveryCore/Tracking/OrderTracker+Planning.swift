@@ -126,11 +126,7 @@ extension OrderTracker {
                 phase: .pendingStart, now: now)
             activity.frequentPushes = context.deviceSettings[registration.deviceID]?.frequentPushesEnabled
             if activity.frequentPushes == true {
-                step.decisions.append(
-                    Decision(
-                        .frequentUpdatesOn, activity: activity.key,
-                        "frequent updates are on on device \(registration.deviceID): \(policy.frequentPriority10PerHour) priority-10 pushes an hour"
-                    ))
+                step.decisions.append(frequentUpdates(true, activity: activity.key, device: registration.deviceID))
             }
             activity.startToken = registration
             if context.startRefusedDevices.contains(registration.deviceID) {

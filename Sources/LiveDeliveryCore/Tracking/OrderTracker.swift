@@ -351,16 +351,21 @@ package struct OrderTracker: Sendable {
             guard activity.frequentPushes != settings.frequentPushesEnabled else { continue }
             activity.frequentPushes = settings.frequentPushesEnabled
             step.decisions.append(
-                settings.frequentPushesEnabled
-                    ? Decision(
-                        .frequentUpdatesOn, activity: activity.key,
-                        "frequent updates are on on device \(device): \(policy.frequentPriority10PerHour) priority-10 pushes an hour"
-                    )
-                    : Decision(
-                        .frequentUpdatesOff, activity: activity.key,
-                        "frequent updates are off on device \(device): \(policy.priority10PerHour) priority-10 pushes an hour, the rest at priority 5"
-                    ))
+                frequentUpdates(settings.frequentPushesEnabled, activity: activity.key, device: device))
         }
+    }
+
+    /// The decision that an activity's budget follows its device's frequent-updates setting.
+    func frequentUpdates(_ on: Bool, activity: String, device: String) -> Decision {
+        on
+            ? Decision(
+                .frequentUpdatesOn, activity: activity,
+                "frequent updates are on on device \(device): \(policy.frequentPriority10PerHour) priority-10 pushes an hour"
+            )
+            : Decision(
+                .frequentUpdatesOff, activity: activity,
+                "frequent updates are off on device \(device): \(policy.priority10PerHour) priority-10 pushes an hour, the rest at priority 5"
+            )
     }
 
     // MARK: - Bookkeeping
