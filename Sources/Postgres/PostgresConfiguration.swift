@@ -158,9 +158,11 @@ package struct PostgresConfiguration: Sendable, CustomStringConvertible {
     /// libpq's parse errors quote the part of the string they stumbled on, which may be a password.
     /// A message holds at most one such part, after any quoted punctuation of libpq's own (`missing "="
     /// after "…"`), and the part may hold quotes itself: everything from its opening quote to the
-    /// message's last quote is the caller's, and is cut. Only a quoted keyword survives (`invalid
-    /// connection option "sslmod"`), when it looks like one: in `postgre{ql://user:pw@host`, a URL
-    /// misspelt, libpq quotes everything up to an `=` as the keyword (both found by scripts/fuzz).
+    /// message's last quote is the caller's, and is cut. An unknown keyword survives only as a near miss
+    /// of one of libpq's own (`invalid connection option "sslmod" (did you mean "sslmode"?)`): what libpq
+    /// takes for a keyword may be part of a value, as in `postgre{ql://user:pw@host`, a URL misspelt, or
+    /// `password='a'b…=`, a quote misplaced, where libpq reads `b…` as a keyword (all found by
+    /// scripts/fuzz).
     static func withoutQuotedText(_ message: String) -> String {
         var reason = Substring(message)
         while reason.last?.isNewline == true { reason.removeLast() }
@@ -186,18 +188,57 @@ package struct PostgresConfiguration: Sendable, CustomStringConvertible {
             guard let last = rest.lastIndex(of: "\""), last > open else {
                 return result + "\"…"
             }
-            let quoted = rest[afterOpen..<last]
-            let isKeyword =
-                quotesKeyword && (1...64).contains(quoted.utf8.count)
-                && quoted.utf8.allSatisfy {
-                    $0 == UInt8(ascii: "_") || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0 | 0x20)
-                        || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
-                }
-            result += "\"" + (isKeyword ? String(quoted) : "…") + "\""
+            let quoted = String(rest[afterOpen..<last])
+            let meant = quotesKeyword ? nearestKeyword(to: quoted) : nil
+            result += "\"" + (meant == nil ? "…" : quoted) + "\""
             rest = rest[rest.index(after: last)...]
+            if let meant { rest += " (did you mean \"\(meant)\"?)" }
             break
         }
         return result + rest
+    }
+
+    /// The keyword libpq knows that `word` misspells (at most two edits away, and not too short to
+    /// tell), or nil: a word that is no near miss is not named, since it may be part of a value.
+    static func nearestKeyword(to word: String) -> String? {
+        let typed = Array(word.lowercased().utf8)
+        guard (3...40).contains(typed.count) else { return nil }
+        var best: (keyword: String, distance: Int)?
+        for keyword in knownKeywords {
+            let distance = editDistance(typed, Array(keyword.utf8))
+            if distance <= min(2, keyword.utf8.count / 3), distance < best?.distance ?? .max {
+                best = (keyword, distance)
+            }
+        }
+        return best?.keyword
+    }
+
+    /// libpq's own keywords (`PQconndefaults`), the options a connection string may set.
+    static let knownKeywords: [String] = {
+        guard let options = PQconndefaults() else { return [] }
+        defer { PQconninfoFree(options) }
+        var keywords: [String] = []
+        var option = options
+        while let keyword = option.pointee.keyword {
+            keywords.append(String(cString: keyword))
+            option += 1
+        }
+        return keywords
+    }()
+
+    /// Levenshtein distance, for words of a few dozen bytes.
+    static func editDistance(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        var previous = Array(0...b.count)
+        var current = previous
+        for i in a.indices {
+            current[0] = i + 1
+            for j in b.indices {
+                current[j + 1] = Swift.min(
+                    previous[j + 1] + 1, current[j] + 1, previous[j] + (a[i] == b[j] ? 0 : 1))
+            }
+            swap(&previous, &current)
+        }
+        return previous[b.count]
     }
 }
 

@@ -65,8 +65,18 @@ func decodeCells(_ text: String) {
 func check<Value>(_ text: String, _ decode: () throws -> Value) {
     do { _ = try decode() } catch {
         // A value of a few characters may be a word of the message itself; a longer one must not appear.
-        require(text.count < 12 || !"\(error)".contains(text), "a decoding error quotes the value")
+        // Compared byte for byte: Foundation's `contains` passes over NULs, so "x)" and NULs would match
+        // the "hex)" of a message.
+        require(text.utf8.count < 12 || !quotes("\(error)", text), "a decoding error quotes the value")
     }
+}
+
+/// Whether `message` holds `value`'s bytes in a row.
+func quotes(_ message: String, _ value: String) -> Bool {
+    let message = Array(message.utf8)
+    let value = Array(value.utf8)
+    guard !value.isEmpty, value.count <= message.count else { return value.isEmpty }
+    return (0...(message.count - value.count)).contains { message[$0..<($0 + value.count)].elementsEqual(value) }
 }
 
 /// `precondition` that says why in an optimized build too (libFuzzer's log keeps the message).

@@ -205,6 +205,8 @@ import Testing
         "postgre{ql://u:topsecret@db1:5432/d?sslmode=verify-full", "host=h u:topsecret@db?x=1",
         // Quotes inside the part libpq quotes (scripts/fuzz).
         #"postgresql://h/d?x"topsecret"y"#, #"host=h "topsecret" x"#, #"x"-"topsecret"#,
+        // A quote misplaced: libpq reads the rest of the password as a keyword (scripts/fuzz).
+        "host=h password='top'secret55=x dbname=d", "postgresql://u@h/d?password=top&secret=1",
     ])
     func malformedStringsAreRefusedWithoutEchoingThem(_ text: String) {
         #expect {
@@ -225,11 +227,19 @@ import Testing
         }
     }
 
-    @Test func unknownParametersAreNamed() {
+    /// A near miss of one of libpq's keywords is named, with the keyword meant; any other unknown word is
+    /// not, since it may be part of a value.
+    @Test(arguments: [
+        ("host=h sslmod=require", #"invalid connection option "sslmod" (did you mean "sslmode"?)"#),
+        ("postgresql://u@h/d?sslmdoe=require", #"invalid URI query parameter: "sslmdoe" (did you mean "sslmode"?)"#),
+        ("host=h tagret_session_attrs=any", #"(did you mean "target_session_attrs"?)"#),
+        ("postgresql://u@h/d?pool_size=3", #"invalid URI query parameter: "…""#),
+    ])
+    func unknownOptionsAreNamedWhenTheyAreNearMisses(_ text: String, _ expected: String) {
         #expect {
-            try PostgresConfiguration("postgresql://u@h/d?pool_size=3")
+            try PostgresConfiguration(text)
         } throws: { error in
-            (error as? PostgresError)?.description.contains("pool_size") == true
+            (error as? PostgresError)?.message?.contains(expected) == true
         }
     }
 }
