@@ -38,6 +38,8 @@ let package = Package(
         .package(url: "https://github.com/swiftcsv/SwiftCSV.git", from: "0.10.0"),
         // Spans for each event and APNs request, under whatever tracer the process bootstraps.
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.2.0"),
+        // Their export over OTLP/HTTP (`livedelivery run`, when an OTLP endpoint is configured); not gRPC.
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // MARK: C libraries (system) and the one C shim target
@@ -148,6 +150,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         .executableTarget(

@@ -60,7 +60,8 @@ struct RunCommand: AsyncParsableCommand {
             logger.warning("could not make the process non-dumpable: a core file may hold its keys and passwords")
         }
         do {
-            let group = try await buildWorker(config: config, logger: logger)
+            let traces = try TraceExport.bootstrap(environment: ProcessInfo.processInfo.environment, logger: logger)
+            let group = try await buildWorker(config: config, logger: logger, observability: traces)
             try await group.run()
         } catch let error as LiveDeliveryError {
             printError(error.description)
@@ -141,6 +142,8 @@ struct CheckConfigCommand: AsyncParsableCommand {
             let config = try await options.reader()
             let logger = options.logger(config: config)
             for line in try checkConfiguration(config: config, logger: logger) { print(line) }
+            try TraceExportSettings().validate()
+            print(TraceExportSettings().summary)
             print("check-config: the configuration is valid")
             guard connect else { return }
             let checks = try await checkConnections(config: config, logger: logger)

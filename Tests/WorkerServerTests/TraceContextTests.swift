@@ -72,7 +72,7 @@ struct TraceContextTests {
                     harness.simulator.pushes(token: token).contains { $0.status == 200 }
                 }
                 try await eventually("the APNs request's span ends") {
-                    tracer.finishedSpans.contains { $0.operationName == "APNs request" }
+                    tracer.finishedSpans.contains { $0.operationName == "livedelivery.push" }
                 }
 
                 // The event's span continues the upstream trace; both spans name the W3C parent.
@@ -82,7 +82,7 @@ struct TraceContextTests {
                 #expect(events.allSatisfy { $0.spanContext.traceID == "upstream-trace" })
                 #expect(events.allSatisfy { $0.spanContext.parentSpanID == "upstream-span" })
                 #expect(events.allSatisfy { $0.kind == .consumer })
-                let requests = spans.filter { $0.operationName == "APNs request" }
+                let requests = spans.filter { $0.operationName == "livedelivery.push" }
                 #expect(requests.allSatisfy { $0.kind == .client })
                 for span in events + requests {
                     #expect(span.attributes.get("w3c.traceparent") == .string(traceParent), "\(span.operationName)")

@@ -105,20 +105,14 @@ package final class EventProcessor: Sendable {
             case .failure(let rejection): decoded.append(.rejected(rejection, index: index))
             }
         }
-        // A span per message that carries a trace, from now until its batch commits (or fails).
-        let spans = messages.compactMap { message -> (any Span)? in
-            guard let traceParent = message.traceParent else { return nil }
-            var context = ServiceContext.topLevel
-            tracer.extract(message.headers, into: &context, using: AMQPHeadersExtractor())
-            let span = tracer.startSpan("livedelivery.event", context: context, ofKind: .consumer)
-            span.attributes["messaging.message.id"] = message.messageID ?? ""
-            span.attributes["livedelivery.event.type"] = message.routingKey
-            span.attributes["w3c.traceparent"] = traceParent
-            return span
-        }
+        // A span per message that carries a trace, from now until its batch commits (or fails), and in it
+        // one for the transaction that applies the batch.
+        let spans = eventSpans(messages, decoded)
         defer { for span in spans { span.end() } }
         // Each event may plan a push: room for them all, so that none waits in the outbox to be claimed.
         await capacity?.waitForRoom(decoded.count)
+        let applying = spans.map { tracer.startSpan("livedelivery.apply", context: $0.context, ofKind: .internal) }
+        defer { for span in applying { span.end() } }
         var attempt = 1
         while true {
             let handover = capacity.map(Handover.init)
@@ -129,6 +123,7 @@ package final class EventProcessor: Sendable {
                 states.store(written)
                 handover?.commit()
                 metrics.batch(duration: ContinuousClock.now - started)
+                for span in applying { span.attributes["livedelivery.attempts"] = attempt }
                 return outcome
             } catch {
                 // Not committed (or not known to be: its leases then expire and the rows are claimed).
@@ -137,9 +132,13 @@ package final class EventProcessor: Sendable {
                 // fails, so it does not count: each retry prepares one more statement again.
                 guard let retriable = error as? PostgresError, retriable.isRetriable, attempt < 3 || retriable.stalePlan
                 else {
-                    for span in spans { span.recordError(error) }
+                    for span in spans + applying {
+                        span.recordError(error)
+                        span.setStatus(SpanStatus(code: .error, message: "the batch was not applied"))
+                    }
                     throw error
                 }
+                for span in applying { span.addEvent(SpanEvent(name: "retry", attributes: ["error": "\(retriable)"])) }
                 logger.info(
                     "batch transaction failed; retrying",
                     metadata: [
@@ -148,6 +147,39 @@ package final class EventProcessor: Sendable {
                 if !retriable.stalePlan { attempt += 1 }
             }
         }
+    }
+
+    /// A consumer span for each message that carries a trace, continuing it: the event's type, id and order;
+    /// a refused one has an error status that names the reason.
+    private func eventSpans(_ messages: [InboundMessage], _ decoded: [Decoded]) -> [any Span] {
+        var spans: [any Span] = []
+        for item in decoded {
+            let index: Int
+            switch item {
+            case .event(_, let i), .rejected(_, let i): index = i
+            }
+            let message = messages[index]
+            guard let traceParent = message.traceParent else { continue }
+            var context = ServiceContext.topLevel
+            tracer.extract(message.headers, into: &context, using: AMQPHeadersExtractor())
+            let span = tracer.startSpan("livedelivery.event", context: context, ofKind: .consumer)
+            span.attributes["messaging.system"] = "rabbitmq"
+            span.attributes["messaging.operation.type"] = "process"
+            span.attributes["messaging.message.id"] = message.messageID ?? ""
+            span.attributes["livedelivery.event.type"] = message.routingKey
+            span.attributes["w3c.traceparent"] = traceParent
+            switch item {
+            case .event(let event, _):
+                span.attributes["livedelivery.event.id"] = event.eventID
+                if let orderID = event.orderID { span.attributes["livedelivery.order.id"] = orderID }
+            case .rejected(let rejection, _):
+                span.attributes["livedelivery.refusal"] = rejection.reason.rawValue
+                if let field = rejection.field { span.attributes["livedelivery.refusal.field"] = field }
+                span.setStatus(SpanStatus(code: .error, message: "refused: \(rejection.reason.rawValue)"))
+            }
+            spans.append(span)
+        }
+        return spans
     }
 
     /// The refusal of an event whose app is not in the apps file.

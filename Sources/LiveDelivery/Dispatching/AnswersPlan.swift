@@ -99,6 +99,10 @@ struct AnswersPlan {
                 change.notBefore[key] = notBefore
             }
             resend = change.pushes[claim.activityKey] != nil
+            // The resend stays in the trace of the event that planned the push (when the event carried one).
+            if resend, change.pushes[claim.activityKey]?.traceParent == nil {
+                change.pushes[claim.activityKey]?.traceParent = claim.push.traceParent
+            }
         }
         changes[claim.orderID] = change
         return resend

@@ -162,6 +162,8 @@ package final class PushDispatcher: Service {
         var claim: Outbox.Claim
         var outcome: APNsOutcome
         var latency: Duration
+        /// The request's span, when the push's event carried a trace: its recording is a child of it.
+        var trace: ServiceContext? = nil
     }
 
     /// Claims one batch of due rows, sends them, records the outcomes in one transaction; returns
@@ -232,10 +234,13 @@ package final class PushDispatcher: Service {
         if let traceParent = push.traceParent {
             var context = ServiceContext.topLevel
             tracer.extract(["traceparent": traceParent], into: &context, using: AMQPHeadersExtractor())
-            let request = tracer.startSpan("APNs request", context: context, ofKind: .client)
+            let request = tracer.startSpan("livedelivery.push", context: context, ofKind: .client)
             request.attributes["apns.id"] = push.apnsID
             request.attributes["apns.topic"] = push.bundleID
             request.attributes["apns.push_type"] = push.kind.rawValue
+            request.attributes["apns.priority"] = push.priority
+            request.attributes["livedelivery.order.id"] = push.orderID
+            request.attributes["livedelivery.push.attempt"] = claim.attempts
             request.attributes["w3c.traceparent"] = traceParent
             span = request
         }
@@ -249,6 +254,11 @@ package final class PushDispatcher: Service {
         if let span {
             span.attributes["apns.outcome"] = outcomeName
             if let reason = outcome.reason { span.attributes["apns.reason"] = reason.rawValue }
+            if case .delivered = outcome {
+                span.setStatus(SpanStatus(code: .ok))
+            } else {
+                span.setStatus(SpanStatus(code: .error, message: outcome.reason?.rawValue ?? outcomeName))
+            }
             span.end()
         }
         if logger.logLevel <= .debug {
@@ -259,13 +269,24 @@ package final class PushDispatcher: Service {
             metadata.addTrace(push.traceParent)
             logger.debug("APNs request", metadata: metadata)
         }
-        return Sent(claim: claim, outcome: outcome, latency: latency)
+        return Sent(claim: claim, outcome: outcome, latency: latency, trace: span?.context)
     }
 
     /// Records the answers; returns whether a row was released for sending again. After the
     /// retries the leases expire and the pushes are claimed again (the core's timestamps keep
     /// that safe).
     private func recordWithRetries(_ sent: [Sent]) async -> Bool {
+        // A span per traced push, in its request's span: until its answer is recorded (or given up on).
+        let spans = sent.compactMap { sent in
+            sent.trace.map { tracer.startSpan("livedelivery.record", context: $0, ofKind: .internal) }
+        }
+        defer { for span in spans { span.end() } }
+        let released = await recordWithRetries(sent, spans: spans)
+        for span in spans { span.attributes["livedelivery.released"] = released }
+        return released
+    }
+
+    private func recordWithRetries(_ sent: [Sent], spans: [any Span]) async -> Bool {
         var backoff = Backoff(base: .milliseconds(50), maximum: .seconds(2))
         var attempt = 1
         while attempt <= 5 {
@@ -291,6 +312,7 @@ package final class PushDispatcher: Service {
         logger.error(
             "push outcomes not recorded; the pushes will be sent again after their lease",
             metadata: [LiveDeliveryLoggingKeys.count: "\(sent.count)"])
+        for span in spans { span.setStatus(SpanStatus(code: .error, message: "the outcome was not recorded")) }
         return false
     }
 

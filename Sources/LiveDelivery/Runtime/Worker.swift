@@ -86,10 +86,13 @@ package struct Worker: Sendable {
     /// first (finishing and acking what it holds), then the sweeper and the dispatcher, then the
     /// HTTP endpoint, then the database pool. Those that use the tables start once the database's
     /// schema version has been checked (``SchemaGuard``).
-    package func serviceGroup(logger: Logger, signals: Bool = true) -> ServiceGroup {
+    /// `observability` (the trace exporter) comes first, so that it stops last, with every span.
+    package func serviceGroup(
+        logger: Logger, signals: Bool = true, observability: (any Service)? = nil
+    ) -> ServiceGroup {
         let gate = schemaGate
         var configuration = ServiceGroupConfiguration(
-            services: [
+            services: (observability.map { [ServiceGroupConfiguration.ServiceConfiguration(service: $0)] } ?? []) + [
                 .init(service: PostgresService(client: client)),
                 .init(service: http),
                 .init(service: SchemaGuard(client: client, gate: gate, health: health, logger: logger)),
@@ -118,13 +121,16 @@ struct PostgresService: Service {
 }
 
 /// Reads and validates the configuration, then builds the worker's service graph.
-package func buildWorker(config: ConfigReader, logger: Logger) async throws -> ServiceGroup {
+package func buildWorker(
+    config: ConfigReader, logger: Logger, observability: (any Service)? = nil
+) async throws -> ServiceGroup {
     let configuration = try WorkerConfiguration.load(config: config)
     for warning in ProcessHardening.keyFileWarnings(configuration.apns.apps) { logger.warning("\(warning)") }
     for finding in LinkFinding.findings(configuration) {
         logger.log(level: finding.isLocal ? .notice : .warning, "\(finding.message)")
     }
-    return try Worker(configuration: configuration, logger: logger).serviceGroup(logger: logger)
+    return try Worker(configuration: configuration, logger: logger).serviceGroup(
+        logger: logger, observability: observability)
 }
 
 /// `livedelivery migrate`: applies the missing migrations; returns their names.

@@ -112,8 +112,12 @@ final class Fixture: Sendable {
         try await publish(events.map { ($0.type, $0.body, $0.eventID) })
     }
 
-    func publish(_ messages: [(routingKey: String, body: [UInt8], messageID: String?)], window: Int = 500) async throws
-    {
+    /// Publishes with confirms, again on another node after a failure; `traceParents` sets the `traceparent`
+    /// header of the messages with those ids.
+    func publish(
+        _ messages: [(routingKey: String, body: [UInt8], messageID: String?)], window: Int = 500,
+        traceParents: [String: String] = [:]
+    ) async throws {
         let endpoints = try AMQPEndpoints(urls: amqpURL)
         var remaining = messages[...]
         var attempts = 0
@@ -144,7 +148,11 @@ final class Fixture: Sendable {
                             try await publisher.publish(
                                 exchange: exchange, routingKey: message.routingKey, body: message.body,
                                 properties: RabbitMQMessageProperties(
-                                    contentType: "application/json", messageID: message.messageID))
+                                    contentType: "application/json",
+                                    headers: message.messageID.flatMap { traceParents[$0] }.map {
+                                        ["traceparent": .string($0)]
+                                    } ?? [:],
+                                    messageID: message.messageID))
                             return nil
                         } catch {
                             return index

@@ -1,0 +1,65 @@
+import LiveDelivery
+import Logging
+import OTel
+import ServiceLifecycle
+import Tracing
+
+/// The worker's spans over OTLP/HTTP (swift-otel), configured by OpenTelemetry's standard variables.
+///
+/// Off unless the environment names an endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT` or
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) or asks for an exporter (`OTEL_TRACES_EXPORTER=otlp` or `console`);
+/// `OTEL_SDK_DISABLED=true` and `OTEL_TRACES_EXPORTER=none` turn it off. Off, no tracer is bootstrapped: the
+/// spans go to swift-distributed-tracing's no-op tracer. Traces only: the metrics are Prometheus' (`/metrics`),
+/// and the logs go to stderr.
+enum TraceExport {
+    /// Bootstraps the tracer when the environment asks for the export; returns the exporter's service, to
+    /// run in the worker's group, which stops it last, after the spans of the work it finished.
+    static func bootstrap(environment: [String: String], logger: Logger) throws -> (any Service)? {
+        let settings = TraceExportSettings(environment: environment)
+        guard settings.isOn else { return nil }
+        try settings.validate()
+        var configuration = OTel.Configuration.default
+        configuration.serviceName = "livedelivery"
+        // swift-otel's own log: its failures to export (OTEL_LOG_LEVEL lowers the level). It also logs each
+        // OTEL_* variable it reads, headers (API keys) included: those values never reach the log.
+        configuration.diagnosticLogger = .custom(
+            Logger(label: "swift-otel") { _ in WithoutEnvironmentValues(wrapping: logger.handler) })
+        configuration.diagnosticLogLevel = .warning
+        configuration.metrics.enabled = false
+        configuration.logs.enabled = false
+        configuration.traces.enabled = true
+        // The OTEL_* variables override the above (OTEL_SERVICE_NAME, the endpoint, protocol, headers, sampler).
+        let backend = try OTel.makeTracingBackend(configuration: configuration)
+        InstrumentationSystem.bootstrap(backend.factory)
+        logger.info("\(settings.summary)")
+        return backend.service
+    }
+}
+
+/// A log handler that drops the values swift-otel logs of the environment (`environment_value`, `new_value`,
+/// `previous_value`): an `OTEL_EXPORTER_OTLP_HEADERS` may carry an API key.
+struct WithoutEnvironmentValues: LogHandler {
+    var wrapped: any LogHandler
+    static let hidden: Set<String> = ["environment_value", "new_value", "previous_value"]
+
+    init(wrapping handler: any LogHandler) { wrapped = handler }
+
+    var logLevel: Logger.Level {
+        get { wrapped.logLevel }
+        set { wrapped.logLevel = newValue }
+    }
+    var metadata: Logger.Metadata {
+        get { wrapped.metadata }
+        set { wrapped.metadata = newValue.filter { !Self.hidden.contains($0.key) } }
+    }
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { wrapped[metadataKey: key] }
+        set { if !Self.hidden.contains(key) { wrapped[metadataKey: key] = newValue } }
+    }
+
+    func log(event: LogEvent) {
+        var event = event
+        event.metadata = event.metadata?.filter { !Self.hidden.contains($0.key) }
+        wrapped.log(event: event)
+    }
+}
