@@ -163,39 +163,43 @@ package struct PostgresConfiguration: Sendable, CustomStringConvertible {
     /// takes for a keyword may be part of a value, as in `postgre{ql://user:pw@host`, a URL misspelt, or
     /// `password='a'b…=`, a quote misplaced, where libpq reads `b…` as a keyword (all found by
     /// scripts/fuzz).
+    /// Works on the bytes: a quote followed by a combining mark is one `Character`, which would hide the
+    /// quote (scripts/fuzz).
     static func withoutQuotedText(_ message: String) -> String {
-        var reason = Substring(message)
-        while reason.last?.isNewline == true { reason.removeLast() }
+        var bytes = Array(message.utf8)
+        while let last = bytes.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { bytes.removeLast() }
+        let quote = UInt8(ascii: "\"")
         let quotesKeyword =
-            reason.hasPrefix("invalid connection option") || reason.hasPrefix("invalid URI query parameter")
-        var result = ""
-        var rest = reason[...]
+            bytes.starts(with: "invalid connection option".utf8)
+            || bytes.starts(with: "invalid URI query parameter".utf8)
+        var result: [UInt8] = []
+        var start = bytes.startIndex
         var first = true
-        while let open = rest.firstIndex(of: "\"") {
-            result += rest[..<open]
-            let afterOpen = rest.index(after: open)
-            // libpq's own punctuation, such as "=", comes first: one character that is neither a letter nor
-            // a digit.
-            if first, let close = rest[afterOpen...].firstIndex(of: "\""),
-                rest.distance(from: afterOpen, to: close) == 1,
-                let mark = rest[afterOpen...].first, !mark.isLetter, !mark.isNumber
+        while let open = bytes[start...].firstIndex(of: quote) {
+            result += bytes[start..<open]
+            let afterOpen = open + 1
+            // libpq's own punctuation, such as "=", comes first: one ASCII character that is neither a letter
+            // nor a digit.
+            if first, afterOpen + 1 < bytes.count, bytes[afterOpen + 1] == quote, bytes[afterOpen] < 0x80,
+                !Character(Unicode.Scalar(bytes[afterOpen])).isLetter,
+                !Character(Unicode.Scalar(bytes[afterOpen])).isNumber
             {
                 first = false
-                result += "\"\(mark)\""
-                rest = rest[rest.index(after: close)...]
+                result += bytes[open...(afterOpen + 1)]
+                start = afterOpen + 2
                 continue
             }
-            guard let last = rest.lastIndex(of: "\""), last > open else {
-                return result + "\"…"
+            guard let last = bytes.lastIndex(of: quote), last > open else {
+                return String(decoding: result, as: UTF8.self) + "\"…"
             }
-            let quoted = String(rest[afterOpen..<last])
+            let quoted = String(decoding: bytes[afterOpen..<last], as: UTF8.self)
             let meant = quotesKeyword ? nearestKeyword(to: quoted) : nil
-            result += "\"" + (meant == nil ? "…" : quoted) + "\""
-            rest = rest[rest.index(after: last)...]
-            if let meant { rest += " (did you mean \"\(meant)\"?)" }
-            break
+            var text = String(decoding: result, as: UTF8.self) + "\"" + (meant == nil ? "…" : quoted) + "\""
+            text += String(decoding: bytes[(last + 1)...], as: UTF8.self)
+            if let meant { text += " (did you mean \"\(meant)\"?)" }
+            return text
         }
-        return result + rest
+        return String(decoding: result + bytes[start...], as: UTF8.self)
     }
 
     /// The keyword libpq knows that `word` misspells (at most two edits away, and not too short to

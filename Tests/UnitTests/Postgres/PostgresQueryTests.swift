@@ -207,6 +207,8 @@ import Testing
         #"postgresql://h/d?x"topsecret"y"#, #"host=h "topsecret" x"#, #"x"-"topsecret"#,
         // A quote misplaced: libpq reads the rest of the password as a keyword (scripts/fuzz).
         "host=h password='top'secret55=x dbname=d", "postgresql://u@h/d?password=top&secret=1",
+        // A combining mark after libpq's opening quote: one Character with it (scripts/fuzz).
+        "host=h \u{30F}topsecret=x",
     ])
     func malformedStringsAreRefusedWithoutEchoingThem(_ text: String) {
         #expect {
