@@ -7,7 +7,7 @@ import Tracing
 /// The worker's spans over OTLP/HTTP (swift-otel), configured by OpenTelemetry's standard variables.
 ///
 /// Off unless the environment names an endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT` or
-/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) or asks for an exporter (`OTEL_TRACES_EXPORTER=otlp` or `console`);
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) or asks for an exporter (`OTEL_TRACES_EXPORTER=otlp`);
 /// `OTEL_SDK_DISABLED=true` and `OTEL_TRACES_EXPORTER=none` turn it off. Off, no tracer is bootstrapped: the
 /// spans go to swift-distributed-tracing's no-op tracer. Traces only: the metrics are Prometheus' (`/metrics`),
 /// and the logs go to stderr.

@@ -4,7 +4,7 @@ import Foundation
 /// swift-otel's OTLP/HTTP exporter from them; `check-config` prints ``summary``).
 ///
 /// Off unless the environment names an endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT` or
-/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) or asks for an exporter (`OTEL_TRACES_EXPORTER=otlp` or `console`);
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) or asks for an exporter (`OTEL_TRACES_EXPORTER=otlp`);
 /// `OTEL_SDK_DISABLED=true` and `OTEL_TRACES_EXPORTER=none` turn it off.
 package struct TraceExportSettings: Sendable {
     let environment: [String: String]
@@ -19,9 +19,6 @@ package struct TraceExportSettings: Sendable {
         guard isOn else {
             return "traces: not exported (set OTEL_EXPORTER_OTLP_ENDPOINT to export them over OTLP/HTTP)"
         }
-        if environment["OTEL_TRACES_EXPORTER"]?.lowercased() == "console" {
-            return "traces: printed to the console (OTEL_TRACES_EXPORTER=console)"
-        }
         let endpoint =
             environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] ?? environment["OTEL_EXPORTER_OTLP_ENDPOINT"]
             ?? "http://localhost:4318"
@@ -32,19 +29,30 @@ package struct TraceExportSettings: Sendable {
         return "traces: exported over OTLP (\(protocolName)) to \(Self.withoutUserInfo(endpoint)) as service \(service)"
     }
 
-    /// Refuses what this build cannot export (it has OTLP/HTTP only: swift-otel's gRPC exporter is not built in),
-    /// rather than let swift-otel stop the process.
+    /// Refuses what swift-otel would stop the process on, or cannot do, rather than start: gRPC (its exporter is
+    /// not built in), a console or Jaeger exporter, the Jaeger and X-Ray samplers, propagators other than W3C
+    /// Trace Context.
     package func validate() throws(LiveDeliveryError) {
         guard isOn else { return }
         var problems: [String] = []
-        if let exporter = environment["OTEL_TRACES_EXPORTER"], !["otlp", "console"].contains(exporter.lowercased()) {
-            problems.append("OTEL_TRACES_EXPORTER=\(exporter): this build exports to otlp or console (or none)")
+        func check(_ key: String, allowed: [String], _ why: String) {
+            guard let value = environment[key] else { return }
+            let values = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            if !values.allSatisfy(allowed.contains) { problems.append("\(key)=\(value): \(why)") }
         }
+        check("OTEL_TRACES_EXPORTER", allowed: ["otlp"], "this build exports to otlp only (or none)")
         for key in ["OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] {
-            if let value = environment[key], !["http/protobuf", "http/json"].contains(value.lowercased()) {
-                problems.append("\(key)=\(value): this build exports over OTLP/HTTP only (http/protobuf or http/json)")
-            }
+            check(
+                key, allowed: ["http/protobuf", "http/json"],
+                "this build exports over OTLP/HTTP only (http/protobuf or http/json)")
         }
+        check(
+            "OTEL_TRACES_SAMPLER",
+            allowed: [
+                "always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off",
+                "parentbased_traceidratio",
+            ], "the samplers are always_on, always_off, traceidratio and their parentbased_ forms")
+        check("OTEL_PROPAGATORS", allowed: ["tracecontext", "none"], "the propagators are tracecontext (or none)")
         guard problems.isEmpty else {
             throw LiveDeliveryError(.invalidConfiguration, "the trace export cannot be set up", problems: problems)
         }
@@ -55,7 +63,7 @@ package struct TraceExportSettings: Sendable {
         if environment["OTEL_SDK_DISABLED"]?.lowercased() == "true" { return false }
         switch environment["OTEL_TRACES_EXPORTER"]?.lowercased() {
         case "none": return false
-        case "otlp", "console": return true
+        case .some: return true
         default:
             return environment["OTEL_EXPORTER_OTLP_ENDPOINT"] != nil
                 || environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] != nil

@@ -9,12 +9,41 @@ struct TraceExportSettingsTests {
         (["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"], true),
         (["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"], true),
         (["OTEL_TRACES_EXPORTER": "otlp"], true),
-        (["OTEL_TRACES_EXPORTER": "console"], true),
+        (["OTEL_TRACES_EXPORTER": "zipkin"], true),
         (["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_TRACES_EXPORTER": "none"], false),
         (["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_SDK_DISABLED": "true"], false),
     ])
     func offUnlessAnEndpointOrAnExporterIsNamed(_ environment: [String: String], _ on: Bool) {
         #expect(TraceExportSettings(environment: environment).isOn == on)
+    }
+
+    /// What swift-otel would stop the process on (a fatalError) or cannot do is refused, each named.
+    @Test func whatSwiftOTelCannotDoIsRefusedAtStart() {
+        let environment = [
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+            "OTEL_TRACES_EXPORTER": "console", "OTEL_TRACES_SAMPLER": "jaeger_remote",
+            "OTEL_PROPAGATORS": "tracecontext,baggage",
+        ]
+        #expect {
+            try TraceExportSettings(environment: environment).validate()
+        } throws: { error in
+            let problems = (error as? LiveDeliveryError)?.problems ?? []
+            return problems.count == 4
+                && [
+                    "OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "OTEL_TRACES_EXPORTER=console",
+                    "OTEL_TRACES_SAMPLER=jaeger_remote",
+                    "OTEL_PROPAGATORS=tracecontext,baggage",
+                ].allSatisfy { key in problems.contains { $0.hasPrefix(key) } }
+        }
+        #expect(throws: Never.self) {
+            try TraceExportSettings(environment: [
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+                "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1",
+                "OTEL_PROPAGATORS": "tracecontext",
+            ]).validate()
+            // Off, nothing is checked.
+            try TraceExportSettings(environment: ["OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"]).validate()
+        }
     }
 
     @Test func theSummaryNamesWhereButNoSecret() {
