@@ -58,12 +58,20 @@ struct PublishCommand: AsyncParsableCommand {
     @Option(help: "Most messages published but not yet confirmed at once.")
     var window: Int = 1000
 
+    @Option(
+        help: """
+            Seconds between two messages, each confirmed before the next (a scenario replayed at a pace one can \
+            watch, each step its own push); 0 publishes as fast as --window allows.
+            """)
+    var interval: Double = 0
+
     @Flag(help: "Only check the files and print what would be published.")
     var dryRun = false
 
     func validate() throws {
         guard (0...1).contains(duplicateRate) else { throw ValidationError("--duplicate-rate is between 0 and 1") }
         guard window >= 1 else { throw ValidationError("--window is at least 1") }
+        guard (0...3600).contains(interval) else { throw ValidationError("--interval is between 0 and 3600 seconds") }
         guard !files.isEmpty else { throw ValidationError("give at least one events file") }
     }
 
@@ -130,7 +138,8 @@ struct PublishCommand: AsyncParsableCommand {
         let progress = ProgressLine(label: "publish")
         do {
             failures = try await Self.publishAll(
-                messages, exchange: exchangeName, window: window, endpoints: endpoints, logger: logger,
+                messages, exchange: exchangeName, window: interval > 0 ? 1 : window,
+                interval: .milliseconds(Int64(interval * 1000)), endpoints: endpoints, logger: logger,
                 progress: progress)
         } catch {
             progress.finish()
@@ -159,8 +168,8 @@ struct PublishCommand: AsyncParsableCommand {
     /// take, and one published twice is applied once by the worker's inbox. Returns one reason per
     /// message not confirmed; throws when no node accepts a connection.
     private static func publishAll(
-        _ messages: [EventMessage], exchange: String, window: Int, endpoints: AMQPEndpoints, logger: Logger,
-        progress: ProgressLine
+        _ messages: [EventMessage], exchange: String, window: Int, interval: Duration, endpoints: AMQPEndpoints,
+        logger: Logger, progress: ProgressLine
     ) async throws(RabbitMQError) -> [String] {
         var pending = messages
         var failures: [String] = []
@@ -170,7 +179,9 @@ struct PublishCommand: AsyncParsableCommand {
             let (publisher, connected) = try await RabbitMQPublisher.connect(
                 to: endpoints, startingAt: node, logger: logger)
             node = connected + 1
-            let failed = await publishWindowed(pending, exchange: exchange, window: window, publisher: publisher) {
+            let failed = await publishWindowed(
+                pending, exchange: exchange, window: window, interval: interval, publisher: publisher
+            ) {
                 // Messages lost with the connection go again; only settled ones count as done.
                 if $0?.isConnectionLevel != true { progress.advance(total: messages.count) }
             }
@@ -191,23 +202,26 @@ struct PublishCommand: AsyncParsableCommand {
         return failures + pending.map { _ in "the connection was lost before the broker confirmed the message" }
     }
 
-    /// Publishes with at most `window` unconfirmed messages; returns the messages that failed, with why.
+    /// Publishes with at most `window` unconfirmed messages, and `interval` between two (after the first's
+    /// confirm, with a window of 1); returns the messages that failed, with why.
     private static func publishWindowed(
         _ messages: [EventMessage],
         exchange: String,
         window: Int,
+        interval: Duration,
         publisher: RabbitMQPublisher,
         settled: (RabbitMQError?) -> Void
     ) async -> [(message: EventMessage, error: RabbitMQError)] {
         await withTaskGroup(of: (message: EventMessage, error: RabbitMQError)?.self) { group in
             var failures: [(message: EventMessage, error: RabbitMQError)] = []
             var inFlight = 0
-            for message in messages {
+            for (index, message) in messages.enumerated() {
                 if inFlight >= window, let result = await group.next() {
                     inFlight -= 1
                     settled(result?.error)
                     if let result { failures.append(result) }
                 }
+                if index > 0 && interval > .zero { try? await Task.sleep(for: interval) }
                 group.addTask {
                     do throws(RabbitMQError) {
                         try await publisher.publish(

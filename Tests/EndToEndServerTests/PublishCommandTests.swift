@@ -64,4 +64,49 @@ struct PublishCommandTests {
         try? await connection.deleteExchange(name)
         await connection.close()
     }
+
+    /// `--interval`: each message confirmed before the next, in file order; a negative interval is refused.
+    @Test func anIntervalPublishesOneAtATimeInFileOrder() async throws {
+        let name = TestEnvironment.uniqueName("e2e-publish-paced")
+        let logger = Logger(label: "e2e.publish")
+        let connection = try await RabbitMQConnection.connect(
+            try AMQPConfiguration(url: TestEnvironment.amqpURL), logger: logger)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(name)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await connection.declareExchange(name, type: .topic, durable: false, autoDelete: false)
+        try await connection.declareQueue(name, durable: false)
+        try await connection.bindQueue(name, exchange: name, routingKey: "#")
+        let scenario = Scenario.deliveries(orders: 2, prefix: name)
+        let file = directory.appendingPathComponent("events.jsonl")
+        try scenario.events.map { String(decoding: $0.body, as: UTF8.self) }.joined(separator: "\n")
+            .write(to: file, atomically: true, encoding: .utf8)
+
+        let refused = try ChildProcess.livedelivery(
+            name: "publish-refused", arguments: ["publish", "--interval=-1", file.path], environment: [:],
+            logDirectory: directory)
+        #expect(try await refused.waitForExit(timeout: .seconds(60)) != 0)
+        #expect(refused.output.contains("--interval is between 0 and 3600 seconds"), "\(refused.output)")
+
+        let child = try ChildProcess.livedelivery(
+            name: "publish",
+            arguments: [
+                "publish", "--url", TestEnvironment.amqpURL, "--exchange", name, "--interval", "0.01", file.path,
+            ],
+            environment: [:], logDirectory: directory)
+        #expect(try await child.waitForExit(timeout: .seconds(60)) == 0, "\(child.output)")
+        #expect(child.output.contains("\(scenario.events.count) confirmed, 0 failed"), "\(child.output)")
+        var order: [String] = []
+        let deliveries = try await connection.consume(queue: name, prefetch: 500)
+        for try await delivery in deliveries {
+            order.append(delivery.messageID ?? "")
+            try await delivery.ack()
+            if order.count == scenario.events.count { break }
+        }
+        _ = try? await deliveries.cancel()
+        #expect(order == scenario.events.map(\.eventID))
+        _ = try? await connection.deleteQueue(name)
+        try? await connection.deleteExchange(name)
+        await connection.close()
+    }
 }
