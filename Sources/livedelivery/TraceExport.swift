@@ -14,12 +14,17 @@ import Tracing
 enum TraceExport {
     /// Bootstraps the tracer when the environment asks for the export; returns the exporter's service, to
     /// run in the worker's group, which stops it last, after the spans of the work it finished.
-    static func bootstrap(environment: [String: String], logger: Logger) throws -> (any Service)? {
+    /// `instanceID` (the worker's id) is the resource's `service.instance.id`, so that each worker's spans are
+    /// told apart; `OTEL_RESOURCE_ATTRIBUTES` may set another.
+    static func bootstrap(
+        environment: [String: String], instanceID: String, logger: Logger
+    ) throws -> (any Service)? {
         let settings = TraceExportSettings(environment: environment)
         guard settings.isOn else { return nil }
         try settings.validate()
         var configuration = OTel.Configuration.default
         configuration.serviceName = "livedelivery"
+        configuration.resourceAttributes["service.instance.id"] = instanceID
         // swift-otel's own log: its failures to export (OTEL_LOG_LEVEL lowers the level). It also logs each
         // OTEL_* variable it reads, headers (API keys) included: those values never reach the log.
         configuration.diagnosticLogger = .custom(

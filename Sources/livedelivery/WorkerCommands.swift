@@ -60,8 +60,10 @@ struct RunCommand: AsyncParsableCommand {
             logger.warning("could not make the process non-dumpable: a core file may hold its keys and passwords")
         }
         do {
-            let traces = try TraceExport.bootstrap(environment: ProcessInfo.processInfo.environment, logger: logger)
-            let group = try await buildWorker(config: config, logger: logger, observability: traces)
+            let configuration = try WorkerConfiguration.load(config: config)
+            let traces = try TraceExport.bootstrap(
+                environment: ProcessInfo.processInfo.environment, instanceID: configuration.workerID, logger: logger)
+            let group = try buildWorker(configuration: configuration, logger: logger, observability: traces)
             try await group.run()
         } catch let error as LiveDeliveryError {
             printError(error.description)

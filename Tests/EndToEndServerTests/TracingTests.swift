@@ -103,6 +103,9 @@ struct TracingTests {
         #expect(spans.allSatisfy { $0.traceID == traceID }, "a span outside the upstream trace")
         let strangers = spans.filter { $0.service != "livedelivery-test" || $0.encoding != contentType }
         #expect(strangers.isEmpty, "spans of another service or encoding")
+        // Each worker's spans are told apart by its id.
+        let instances = Set(spans.compactMap(\.instance))
+        #expect(instances.count == 1 && instances.allSatisfy { $0.hasSuffix("-w1") }, "\(instances)")
         let byID = Dictionary(spans.map { ($0.spanID, $0) }) { first, _ in first }
 
         // Consume: a consumer span per message, the child of its upstream span.
@@ -168,6 +171,7 @@ struct OTLPReceiver {
         var statusMessage: String
         var attributes: [String: String]
         var service: String?
+        var instance: String?
         var encoding: String
 
         enum CodingKeys: String, CodingKey {
@@ -175,7 +179,7 @@ struct OTLPReceiver {
             case spanID = "span_id"
             case parentSpanID = "parent_span_id"
             case name, kind, status,
-                attributes, service, encoding
+                attributes, service, instance, encoding
         }
         struct Status: Decodable {
             var code: String
@@ -208,6 +212,7 @@ struct OTLPReceiver {
             statusMessage = status.message
             attributes = try container.decode([String: Value].self, forKey: .attributes).mapValues(\.text)
             service = try container.decodeIfPresent(String.self, forKey: .service)
+            instance = try container.decodeIfPresent(String.self, forKey: .instance)
             encoding = try container.decode(String.self, forKey: .encoding)
         }
     }

@@ -120,11 +120,10 @@ struct PostgresService: Service {
     }
 }
 
-/// Reads and validates the configuration, then builds the worker's service graph.
+/// Builds the worker's service graph from a validated configuration, after its warnings.
 package func buildWorker(
-    config: ConfigReader, logger: Logger, observability: (any Service)? = nil
-) async throws -> ServiceGroup {
-    let configuration = try WorkerConfiguration.load(config: config)
+    configuration: WorkerConfiguration, logger: Logger, observability: (any Service)? = nil
+) throws -> ServiceGroup {
     for warning in ProcessHardening.keyFileWarnings(configuration.apns.apps) { logger.warning("\(warning)") }
     for finding in LinkFinding.findings(configuration) {
         logger.log(level: finding.isLocal ? .notice : .warning, "\(finding.message)")
