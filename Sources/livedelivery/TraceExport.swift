@@ -4,13 +4,9 @@ import OTel
 import ServiceLifecycle
 import Tracing
 
-/// The worker's spans over OTLP/HTTP (swift-otel), configured by OpenTelemetry's standard variables.
-///
-/// Off unless the environment names an endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT` or
-/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) or asks for an exporter (`OTEL_TRACES_EXPORTER=otlp`);
-/// `OTEL_SDK_DISABLED=true` and `OTEL_TRACES_EXPORTER=none` turn it off. Off, no tracer is bootstrapped: the
-/// spans go to swift-distributed-tracing's no-op tracer. Traces only: the metrics are Prometheus' (`/metrics`),
-/// and the logs go to stderr.
+/// The worker's spans over OTLP/HTTP (swift-otel), configured by OpenTelemetry's standard variables
+/// (``TraceExportSettings`` says when). Off, no tracer is bootstrapped: the spans go to swift-distributed-tracing's
+/// no-op tracer. Traces only: the metrics are Prometheus' (`/metrics`), and the logs go to stderr.
 enum TraceExport {
     /// Bootstraps the tracer when the environment asks for the export; returns the exporter's service, to
     /// run in the worker's group, which stops it last, after the spans of the work it finished.

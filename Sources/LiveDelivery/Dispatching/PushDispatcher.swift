@@ -277,13 +277,15 @@ package final class PushDispatcher: Service {
     /// that safe).
     private func recordWithRetries(_ sent: [Sent]) async -> Bool {
         // A span per traced push, in its request's span: until its answer is recorded (or given up on).
-        let spans = sent.compactMap { sent in
-            sent.trace.map { tracer.startSpan("livedelivery.record", context: $0, ofKind: .internal) }
+        let spans = sent.compactMap { answer in
+            answer.trace.map {
+                let span = tracer.startSpan("livedelivery.record", context: $0, ofKind: .internal)
+                span.attributes["livedelivery.record.group"] = sent.count
+                return span
+            }
         }
         defer { for span in spans { span.end() } }
-        let released = await recordWithRetries(sent, spans: spans)
-        for span in spans { span.attributes["livedelivery.released"] = released }
-        return released
+        return await recordWithRetries(sent, spans: spans)
     }
 
     private func recordWithRetries(_ sent: [Sent], spans: [any Span]) async -> Bool {
