@@ -29,6 +29,16 @@ struct TracingTests {
                 ])
             // One delivery, each event with its own upstream span in one trace; APNs refuses the first push
             // once (retried), and a malformed event of the same trace is refused.
+            // Before it, another delivery whose upstream did not sample its trace (flags 00): parent-based sampling
+            // keeps that decision, so none of its spans may reach the receiver (checked with the others').
+            let unsampled = Scenario.deliveries(orders: 1, prefix: fixture.name + "-unsampled")
+            let unsampledTrace = Self.hex(bytes: 16)
+            try await fixture.publish(
+                unsampled.events.map { ($0.type, $0.body, $0.eventID) },
+                traceParents: Dictionary(
+                    unsampled.events.map { ($0.eventID, "00-\(unsampledTrace)-\(Self.hex(bytes: 8))-00") }
+                ) { first, _ in first })
+            try await fixture.waitUntilSettled(eventIDs: Set(unsampled.events.map(\.eventID)))
             fixture.simulator.injectFault(FaultRule(status: 500, reason: "InternalServerError", count: 1))
             let scenario = Scenario.deliveries(orders: 1, prefix: fixture.name)
             let traceID = Self.hex(bytes: 16)
@@ -41,14 +51,18 @@ struct TracingTests {
                 scenario.events.map { ($0.type, $0.body, $0.eventID) }, traceParents: traceParents)
             try await fixture.publish([("order.status", Array("not json".utf8), refusedID)], traceParents: traceParents)
             try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)))
-            let attempts = try await fixture.count("SELECT count(*) FROM push_attempts")
-            let delivered = try await fixture.count("SELECT count(*) FROM push_attempts WHERE outcome = 'delivered'")
+            let order = scenario.orders[0].orderID
+            let attempts = try await fixture.count("SELECT count(*) FROM push_attempts WHERE order_id = '\(order)'")
+            let delivered = try await fixture.count(
+                "SELECT count(*) FROM push_attempts WHERE order_id = '\(order)' AND outcome = 'delivered'")
             #expect(attempts == delivered + 1)
 
             // Every push recorded: a span for each event (and the refused one), each request and each recording.
             let spans = try await eventuallyValue("the spans at the receiver", timeout: .seconds(60)) {
                 () -> [OTLPReceiver.Span]? in
                 let spans = try await receiver.spans()
+                let strays = spans.filter { $0.traceID != traceID }.count
+                guard strays == 0 else { throw HarnessError("\(strays) spans outside the sampled trace") }
                 let events = spans.filter { $0.name == "livedelivery.event" }.count
                 let records = spans.filter { $0.name == "livedelivery.record" }.count
                 let pushes = spans.filter { $0.name == "livedelivery.push" }.count
@@ -100,7 +114,8 @@ struct TracingTests {
         _ spans: [OTLPReceiver.Span], traceID: String, upstream: [String: String], refusedID: String,
         orderID: String, contentType: String, delivered: Int
     ) {
-        #expect(spans.allSatisfy { $0.traceID == traceID }, "a span outside the upstream trace")
+        #expect(
+            spans.allSatisfy { $0.traceID == traceID }, "a span outside the upstream trace (or of the unsampled one)")
         let strangers = spans.filter { $0.service != "livedelivery-test" || $0.encoding != contentType }
         #expect(strangers.isEmpty, "spans of another service or encoding")
         // Each worker's spans are told apart by its id.
