@@ -179,8 +179,10 @@ package struct PostgresConfiguration: Sendable, CustomStringConvertible {
             result += bytes[start..<open]
             let afterOpen = open + 1
             // libpq's own punctuation, such as "=", comes first: one ASCII character that is neither a letter
-            // nor a digit.
-            if first, afterOpen + 1 < bytes.count, bytes[afterOpen + 1] == quote, bytes[afterOpen] < 0x80,
+            // nor a digit. Not in a message that quotes a keyword, whose only quoted part is the caller's (and
+            // may begin `$"`).
+            if first, !quotesKeyword, afterOpen + 1 < bytes.count, bytes[afterOpen + 1] == quote,
+                bytes[afterOpen] < 0x80,
                 !Character(Unicode.Scalar(bytes[afterOpen])).isLetter,
                 !Character(Unicode.Scalar(bytes[afterOpen])).isNumber
             {

@@ -209,6 +209,8 @@ import Testing
         "host=h password='top'secret55=x dbname=d", "postgresql://u@h/d?password=top&secret=1",
         // A combining mark after libpq's opening quote: one Character with it (scripts/fuzz).
         "host=h \u{30F}topsecret=x",
+        // A keyword that begins like libpq's quoted punctuation, `"$"` (scripts/fuzz).
+        #"host=h $"topsecret"x=1"#,
     ])
     func malformedStringsAreRefusedWithoutEchoingThem(_ text: String) {
         #expect {
