@@ -172,16 +172,20 @@ package struct PostgresConfiguration: Sendable, CustomStringConvertible {
         let quotesKeyword =
             bytes.starts(with: "invalid connection option".utf8)
             || bytes.starts(with: "invalid URI query parameter".utf8)
+        // `missing "=" after "…"`, `… matching "]" in IPv6 host address …`, `unexpected character "X" at position …`.
+        let punctuated = [
+            "missing \"", "end of string reached when looking for matching \"", "unexpected character \"",
+        ].contains { bytes.starts(with: $0.utf8) }
         var result: [UInt8] = []
         var start = bytes.startIndex
         var first = true
         while let open = bytes[start...].firstIndex(of: quote) {
             result += bytes[start..<open]
             let afterOpen = open + 1
-            // libpq's own punctuation, such as "=", comes first: one ASCII character that is neither a letter
-            // nor a digit. Not in a message that quotes a keyword, whose only quoted part is the caller's (and
-            // may begin `$"`).
-            if first, !quotesKeyword, afterOpen + 1 < bytes.count, bytes[afterOpen + 1] == quote,
+            // libpq's own punctuation, such as "=", comes first in the messages that have it: one ASCII
+            // character that is neither a letter nor a digit. In any other message the first quote opens the
+            // caller's text, which may itself begin with a quoted character (`" "…`, `"$"…`: scripts/fuzz).
+            if first, punctuated, afterOpen + 1 < bytes.count, bytes[afterOpen + 1] == quote,
                 bytes[afterOpen] < 0x80,
                 !Character(Unicode.Scalar(bytes[afterOpen])).isLetter,
                 !Character(Unicode.Scalar(bytes[afterOpen])).isNumber

@@ -211,6 +211,8 @@ import Testing
         "host=h \u{30F}topsecret=x",
         // A keyword that begins like libpq's quoted punctuation, `"$"` (scripts/fuzz).
         #"host=h $"topsecret"x=1"#,
+        // A percent-encoded token that begins with a quoted space (scripts/fuzz).
+        #"postgres:// "%zztopsecret@h/d"#,
     ])
     func malformedStringsAreRefusedWithoutEchoingThem(_ text: String) {
         #expect {
