@@ -172,9 +172,11 @@ package struct PostgresConfiguration: Sendable, CustomStringConvertible {
         let quotesKeyword =
             bytes.starts(with: "invalid connection option".utf8)
             || bytes.starts(with: "invalid URI query parameter".utf8)
-        // `missing "=" after "…"`, `… matching "]" in IPv6 host address …`, `unexpected character "X" at position …`.
+        // `missing "=" after "…"`, `… matching "]" in IPv6 host address …`, `unexpected character "X" at position …`,
+        // `extra key/value separator "=" in URI query parameter: "…"`.
         let punctuated = [
             "missing \"", "end of string reached when looking for matching \"", "unexpected character \"",
+            "extra key/value separator \"",
         ].contains { bytes.starts(with: $0.utf8) }
         var result: [UInt8] = []
         var start = bytes.startIndex
