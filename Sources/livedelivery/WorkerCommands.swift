@@ -144,8 +144,9 @@ struct CheckConfigCommand: AsyncParsableCommand {
             let config = try await options.reader()
             let logger = options.logger(config: config)
             for line in try checkConfiguration(config: config, logger: logger) { print(line) }
-            try TraceExportSettings().validate()
-            print(TraceExportSettings().summary)
+            let traces = TraceExportSettings()
+            try traces.validate()
+            print(traces.summary)
             print("check-config: the configuration is valid")
             guard connect else { return }
             let checks = try await checkConnections(config: config, logger: logger)
