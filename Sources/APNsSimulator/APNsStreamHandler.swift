@@ -40,7 +40,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
             if case .byteBuffer(var buffer) = data.data {
                 if body == nil {
                     body = buffer
-                } else if body!.readableBytes <= RequestProcessor.maxPayloadBytes {
+                } else if body!.readableBytes <= RequestProcessor.maxCollectedBytes {
                     body!.writeBuffer(&buffer)
                 }
             }
@@ -55,7 +55,10 @@ final class APNsStreamHandler: ChannelInboundHandler {
         done = true
         processor.store.requests.wrappingAdd(1, ordering: .relaxed)
         let token = head.path.hasPrefix("/3/device/") ? String(head.path.dropFirst("/3/device/".count)) : ""
-        guard let fault = processor.store.takeFault(token: token) else {
+        guard
+            let fault = processor.store.takeFault(
+                token: token, kind: APNsRequestKind(path: head.path), channelID: head.value("apns-channel-id"))
+        else {
             answer(context: context)
             return
         }
@@ -111,7 +114,8 @@ final class APNsStreamHandler: ChannelInboundHandler {
                 context: context,
                 APNsAnswer(
                     status: status, reason: fault.reason, apnsID: stored.apnsID,
-                    unregisteredAt: stored.unregisteredAt, retryAfter: fault.retryAfter))
+                    unregisteredAt: stored.unregisteredAt, retryAfter: fault.retryAfter,
+                    idHeader: stored.kind.idHeader))
         }
     }
 
@@ -131,16 +135,22 @@ final class APNsStreamHandler: ChannelInboundHandler {
     }
 
     private func respond(context: ChannelHandlerContext, _ answer: APNsAnswer) {
-        var headers: HPACKHeaders = [":status": String(answer.status), "apns-id": answer.apnsID]
-        guard answer.status != 200 else {
-            context.writeAndFlush(wrapOutboundOut(.headers(.init(headers: headers, endStream: true))), promise: nil)
-            return
+        var headers = HPACKHeaders([(":status", String(answer.status)), (answer.idHeader, answer.apnsID)])
+        if let channelID = answer.channelID { headers.add(name: "apns-channel-id", value: channelID) }
+        let body: String
+        if (200..<300).contains(answer.status) {
+            guard let success = answer.body else {
+                context.writeAndFlush(wrapOutboundOut(.headers(.init(headers: headers, endStream: true))), promise: nil)
+                return
+            }
+            body = success
+        } else {
+            var error = "{\"reason\":\"\(answer.reason ?? "")\""
+            if let date = answer.unregisteredAt {
+                error += ",\"timestamp\":\(Int64((date.timeIntervalSince1970 * 1000).rounded()))"
+            }
+            body = error + "}"
         }
-        var body = "{\"reason\":\"\(answer.reason ?? "")\""
-        if let date = answer.unregisteredAt {
-            body += ",\"timestamp\":\(Int64((date.timeIntervalSince1970 * 1000).rounded()))"
-        }
-        body += "}"
         if let retryAfter = answer.retryAfter { headers.add(name: "retry-after", value: String(retryAfter)) }
         headers.add(name: "content-type", value: "application/json")
         headers.add(name: "content-length", value: String(body.utf8.count))

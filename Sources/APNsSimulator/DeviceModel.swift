@@ -10,23 +10,37 @@ import LiveDeliveryJSON
 /// - a `start` to a push-to-start token creates an activity and issues it an update token;
 /// - an update or end to a token never seen is taken as an activity the app started locally;
 /// - priority 10 pushes beyond the hourly budget are throttled silently (APNs still says 200);
-/// - with a content-state shape, a push that would not decode is dropped (`wouldNotDecode`).
+/// - with a content-state shape, a push that would not decode is dropped (`wouldNotDecode`);
+/// - a `start` with `input-push-channel` subscribes the activity to a broadcast channel, whose broadcasts
+///   then apply to it (see `DeviceModel+Channels.swift`, which also keeps APNs' channels).
 struct DeviceModel: Sendable {
     var environment: SimulatorConfiguration.Environment
     var priority10BudgetPerHour: Int?
     var shape: ContentStateShape?
+    /// Live channels an app may have per environment (`CannotCreateChannelConfig` beyond).
+    var channelLimit: Int
 
     private(set) var tokens = ShardedDictionary<String, TokenState>()
     private(set) var activities = ShardedDictionary<String, ActivityState>()
+    /// Every channel created since the start or the last reset, deleted ones included (marked).
+    var channels: [String: ChannelState] = [:]
+    /// Live channels per bundle id (this model's environment).
+    var liveChannelCounts: [String: Int] = [:]
+    /// Bundle ids whose broadcast capability is turned off.
+    var broadcastDisabled: Set<String> = []
+    /// Channels created so far: orders the lists.
+    var channelsCreated = 0
 
     init(
         environment: SimulatorConfiguration.Environment,
         priority10BudgetPerHour: Int?,
-        shape: ContentStateShape?
+        shape: ContentStateShape?,
+        channelLimit: Int = 10_000
     ) {
         self.environment = environment
         self.priority10BudgetPerHour = priority10BudgetPerHour
         self.shape = shape
+        self.channelLimit = channelLimit
     }
 
     struct TokenState: Sendable {
@@ -58,6 +72,9 @@ struct DeviceModel: Sendable {
         var verdict: DeviceVerdict
         var activityID: String?
         var issuedUpdateToken: String?
+        var deliveries: [BroadcastDelivery]?
+        /// The channel a `start` named in `input-push-channel`.
+        var channelID: String?
     }
 
     // MARK: Token marks (the control API)
@@ -133,6 +150,21 @@ struct DeviceModel: Sendable {
         for key in ["timestamp", "content-state", "attributes-type", "attributes", "alert"] where aps[key] == nil {
             return Result(verdict: DeviceVerdict(.invalidPayload, "aps.\(key) missing on start"))
         }
+        var channelID: String?
+        if let channel = aps["input-push-channel"] {
+            guard aps["input-push-token"] == nil else {
+                return Result(verdict: DeviceVerdict(.invalidPayload, "both input-push-token and input-push-channel"))
+            }
+            guard let id = channel.stringValue else {
+                return Result(verdict: DeviceVerdict(.invalidPayload, "aps.input-push-channel is not a string"))
+            }
+            guard liveChannel(id, bundleID: push.bundleID) != nil else {
+                return Result(
+                    verdict: DeviceVerdict(.unknownChannel, "channel \(id) is not live for \(push.bundleID)"),
+                    channelID: id)
+            }
+            channelID = id
+        }
         if let problem = timestampProblem(aps, now: now) { return Result(verdict: problem) }
         if let shape {
             if let problem = shape.problem(
@@ -143,9 +175,10 @@ struct DeviceModel: Sendable {
             }
         }
         let activityID = "sim-" + UUID().uuidString.lowercased()
-        let updateToken = Self.randomToken()
+        // A channel's activity gets its pushes through the channel: no update token.
+        let updateToken = channelID == nil ? Self.randomToken() : nil
         let view = ActivityView(
-            activityID: activityID, updateToken: updateToken, startedByToken: push.token,
+            activityID: activityID, updateToken: updateToken, channelID: channelID, startedByToken: push.token,
             attributesType: aps["attributes-type"]?.stringValue, attributes: aps["attributes"],
             contentState: aps["content-state"], timestamp: aps["timestamp"]?.numberValue,
             staleDate: aps["stale-date"]?.numberValue, dismissalDate: nil,
@@ -154,9 +187,13 @@ struct DeviceModel: Sendable {
         activities[activityID] = ActivityState(view: view)
         tokens[push.token]?.kind = .pushToStart
         tokens[push.token]?.activityIDs.append(activityID)
-        tokens[updateToken] = TokenState(
-            bundleID: push.bundleID, environment: environment, kind: .activity, activityIDs: [activityID])
-        return Result(verdict: DeviceVerdict(.started), activityID: activityID, issuedUpdateToken: updateToken)
+        if let updateToken {
+            tokens[updateToken] = TokenState(
+                bundleID: push.bundleID, environment: environment, kind: .activity, activityIDs: [activityID])
+        }
+        return Result(
+            verdict: DeviceVerdict(.started), activityID: activityID, issuedUpdateToken: updateToken,
+            deliveries: channelID.flatMap { subscribe(activityID, to: $0, now: now) }, channelID: channelID)
     }
 
     private mutating func update(_ push: Push, aps: JSONValue, isEnd: Bool, now: Date) -> Result {
@@ -172,17 +209,32 @@ struct DeviceModel: Sendable {
             activityID = "local-" + UUID().uuidString.lowercased()
             activities[activityID] = ActivityState(
                 view: ActivityView(
-                    activityID: activityID, updateToken: push.token, startedByToken: nil, attributesType: nil,
-                    attributes: nil, contentState: nil, timestamp: nil, staleDate: nil, dismissalDate: nil,
-                    relevanceScore: nil, ended: false, endedAt: nil, appliedCount: 0, droppedCount: 0, alertCount: 0))
+                    activityID: activityID, updateToken: push.token, channelID: nil, startedByToken: nil,
+                    attributesType: nil, attributes: nil, contentState: nil, timestamp: nil, staleDate: nil,
+                    dismissalDate: nil, relevanceScore: nil, ended: false, endedAt: nil, appliedCount: 0,
+                    droppedCount: 0, alertCount: 0))
             tokens[push.token]?.kind = .activity
             tokens[push.token]?.activityIDs = [activityID]
         }
+        let verdict = apply(aps, isEnd: isEnd, priority: push.priority, budgeted: true, to: activityID, now: now)
+        return Result(verdict: verdict, activityID: activityID)
+    }
+
+    /// Applies an update or end to one activity as ActivityKit does. `budgeted` pushes draw on the
+    /// activity's priority-10 budget; broadcasts do not.
+    mutating func apply(
+        _ aps: JSONValue,
+        isEnd: Bool,
+        priority: Int,
+        budgeted: Bool,
+        to activityID: String,
+        now: Date
+    ) -> DeviceVerdict {
         var activity = activities[activityID]!
         defer { activities[activityID] = activity }
-        func drop(_ verdict: DeviceVerdict) -> Result {
+        func drop(_ verdict: DeviceVerdict) -> DeviceVerdict {
             activity.view.droppedCount += 1
-            return Result(verdict: verdict, activityID: activityID)
+            return verdict
         }
 
         if activity.view.ended { return drop(DeviceVerdict(.afterEnd)) }
@@ -200,7 +252,7 @@ struct DeviceModel: Sendable {
         if isOlder && !isEnd {
             return drop(DeviceVerdict(.staleTimestamp, "timestamp \(Int(timestamp)) < shown \(Int(shown!))"))
         }
-        if push.priority == 10, let budget = priority10BudgetPerHour {
+        if budgeted, priority == 10, let budget = priority10BudgetPerHour {
             let hourAgo = now.addingTimeInterval(-3600)
             activity.priority10Times.removeAll { $0 <= hourAgo }
             if activity.priority10Times.count >= budget {
@@ -220,9 +272,9 @@ struct DeviceModel: Sendable {
             activity.view.ended = true
             activity.view.endedAt = now
             activity.view.dismissalDate = aps["dismissal-date"]?.numberValue
-            return Result(verdict: DeviceVerdict(.ended), activityID: activityID)
+            return DeviceVerdict(.ended)
         }
-        return Result(verdict: DeviceVerdict(.displayed), activityID: activityID)
+        return DeviceVerdict(.displayed)
     }
 
     private func timestampProblem(_ aps: JSONValue, now: Date) -> DeviceVerdict? {

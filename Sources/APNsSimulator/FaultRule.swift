@@ -1,7 +1,8 @@
 /// A fault injected through the control API (`POST /faults`) or ``RunningSimulator/injectFault(_:)``.
 ///
 /// A rule matches the next `count` requests (default 1), or each request with probability `percent`/100
-/// when `percent` is given, optionally only requests to one `token`. What it does, in this order:
+/// when `percent` is given, optionally only requests to one `token`, of one `kind` (`device`, `broadcast`,
+/// `channels`) or naming one `channel` (the `apns-channel-id` header). What it does, in this order:
 /// wait `latencyMs`; then `drop` the TCP connection, `stall` (never answer), send `goaway` (with
 /// `reason` in its debug data) and close the connection, or answer `status` with `{"reason": reason}`
 /// (and a `retry-after` header of `retryAfter` seconds, when given, as APNs may send with 429 or 503).
@@ -17,6 +18,8 @@ package struct FaultRule: Sendable, Codable, Hashable {
     package var stall: Bool?
     package var token: String?
     package var retryAfter: Int?
+    package var kind: APNsRequestKind?
+    package var channel: String?
 
     package init(
         status: Int? = nil,
@@ -28,7 +31,9 @@ package struct FaultRule: Sendable, Codable, Hashable {
         drop: Bool = false,
         stall: Bool = false,
         token: String? = nil,
-        retryAfter: Int? = nil
+        retryAfter: Int? = nil,
+        kind: APNsRequestKind? = nil,
+        channel: String? = nil
     ) {
         self.status = status
         self.reason = reason
@@ -40,6 +45,8 @@ package struct FaultRule: Sendable, Codable, Hashable {
         self.stall = stall ? true : nil
         self.token = token
         self.retryAfter = retryAfter
+        self.kind = kind
+        self.channel = channel
     }
 
     /// Whether the rule does anything beyond a delay.

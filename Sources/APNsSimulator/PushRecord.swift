@@ -28,6 +28,12 @@ package struct DeviceVerdict: Sendable, Hashable, Codable {
         case rejected
         /// An injected fault answered, delayed, stalled or dropped the request.
         case fault
+        /// A `start` named a channel (`input-push-channel`) that is not live for the app: not started.
+        case unknownChannel
+        /// APNs accepted a broadcast; what each subscribed activity made of it is in ``PushRecord/deliveries``.
+        case broadcast
+        /// APNs carried out a channel-management request (create, read, delete, list).
+        case channel
     }
 
     package var kind: Kind
@@ -69,13 +75,52 @@ package struct PushRecord: Sendable, Codable, Hashable {
     package var activityID: String?
     /// For a push-to-start: the update token the new activity was issued (the app would upload it).
     package var issuedUpdateToken: String?
+    /// A device push, a broadcast or a channel-management request (by path).
+    package var kind: APNsRequestKind
+    /// The `apns-channel-id` header; for a created channel its new id; for a `start` the channel its
+    /// `input-push-channel` named.
+    package var channelID: String?
+    /// For a broadcast: what each activity subscribed to the channel made of it. For a `start` that
+    /// subscribed to a channel: the channel's stored broadcast, when it was applied at once.
+    package var deliveries: [BroadcastDelivery]?
+}
+
+/// Which APNs service a request is for, by its path.
+package enum APNsRequestKind: String, Sendable, Hashable, Codable {
+    /// `/3/device/<token>` (and any path that is none of the others).
+    case device
+    /// `/4/broadcasts/apps/<bundleID>`.
+    case broadcast
+    /// `/1/apps/<bundleID>/channels` and `/1/apps/<bundleID>/all-channels`.
+    case channels
+
+    init(path: String) {
+        if path.hasPrefix("/4/broadcasts/") {
+            self = .broadcast
+        } else if path.hasPrefix("/1/apps/") {
+            self = .channels
+        } else {
+            self = .device
+        }
+    }
+
+    /// The response header that carries the request's id: `apns-id`, or `apns-request-id` for channels.
+    var idHeader: String { self == .device ? "apns-id" : "apns-request-id" }
+}
+
+/// What one activity subscribed to a channel made of a broadcast.
+package struct BroadcastDelivery: Sendable, Codable, Hashable {
+    package var activityID: String
+    package var verdict: DeviceVerdict
 }
 
 /// What a phone shows for one Live Activity.
 package struct ActivityView: Sendable, Codable, Hashable {
     package var activityID: String
-    /// The activity's update token.
-    package var updateToken: String
+    /// The activity's update token; none for an activity subscribed to a channel.
+    package var updateToken: String?
+    /// The broadcast channel the activity is subscribed to (its pushes come through the channel).
+    package var channelID: String?
     /// The push-to-start token that created it, if a push started it.
     package var startedByToken: String?
     package var attributesType: String?
@@ -115,6 +160,23 @@ package struct DeviceView: Sendable, Codable, Hashable {
     package var pushCount: Int
     /// The activity this update token drives, or the activities this push-to-start token started.
     package var activities: [ActivityView]
+}
+
+/// A broadcast channel, as APNs keeps it.
+package struct ChannelView: Sendable, Codable, Hashable {
+    /// The channel id: base64 of 16 random bytes.
+    package var channelID: String
+    package var bundleID: String
+    package var environment: SimulatorConfiguration.Environment
+    /// `0` No Message Stored, `1` Most Recent Message Stored.
+    package var messageStoragePolicy: Int
+    package var createdAt: Date
+    /// Set once the channel is deleted (by the provider, the control API or the capability turned off).
+    package var deletedAt: Date?
+    /// Activities subscribed to the channel, oldest first.
+    package var activityIDs: [String]
+    /// Broadcasts APNs accepted for the channel.
+    package var broadcastCount: Int
 }
 
 /// Connection and request counters.

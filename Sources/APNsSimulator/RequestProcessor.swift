@@ -29,22 +29,45 @@ final class ConnectionState: @unchecked Sendable {
 struct APNsAnswer: Sendable {
     var status: Int
     var reason: String?
+    /// The request's id, sent in ``idHeader``.
     var apnsID: String
     var unregisteredAt: Date?
     /// Seconds for a `retry-after` header (injected faults only).
     var retryAfter: Int?
     /// The connection just proved a valid provider token: lift the one-stream limit.
     var becameAuthenticated = false
+    /// `apns-id`, or `apns-request-id` for broadcasts and channel management.
+    var idHeader = "apns-id"
+    /// An `apns-channel-id` response header (a created channel).
+    var channelID: String?
+    /// A JSON body for a success (a channel read or list).
+    var body: String?
 }
 
-/// Judges `POST /3/device/<token>` requests as APNs documents it, then hands accepted pushes to the devices.
+/// APNs' status and reason for a refused request.
+struct APNsRefusal: Error, Sendable {
+    var status: Int
+    var reason: String
+
+    init(_ status: Int, _ reason: String) {
+        self.status = status
+        self.reason = reason
+    }
+}
+
+/// Judges requests as APNs documents it: `POST /3/device/<token>` (then hands accepted pushes to the devices),
+/// and the broadcast and channel-management requests (`RequestProcessor+Channels.swift`).
 final class RequestProcessor: Sendable {
     static let maxPayloadBytes = 4096
+    /// A broadcast's body may be larger than a device push's.
+    static let maxBroadcastPayloadBytes = 5120
+    /// What a stream collects of a body before it stops: enough to tell any body too large.
+    static let maxCollectedBytes = max(maxPayloadBytes, maxBroadcastPayloadBytes)
     static let knownPushTypes: Set<String> = [
         "alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity",
         "pushtotalk", "widgets", "controls",
     ]
-    private static let checkedOnce: Set<String> = [
+    static let checkedOnce: Set<String> = [
         "authorization", "apns-id", "apns-expiration", "apns-priority", "apns-topic", "apns-push-type",
         "apns-collapse-id",
     ]
@@ -67,19 +90,42 @@ final class RequestProcessor: Sendable {
     /// A record skeleton for a request, before APNs and the device have answered.
     func record(head: RequestHead, body: ByteBuffer, connection: ConnectionState, streamID: Int) -> PushRecord {
         let path = head.path
+        let kind = APNsRequestKind(path: path)
         let token = path.hasPrefix("/3/device/") ? String(path.dropFirst("/3/device/".count)) : ""
+        let id: String
+        if kind == .device {
+            id = head.value("apns-id")?.lowercased() ?? UUID().uuidString.lowercased()
+        } else if let requestID = head.value("apns-request-id"), Self.isCanonicalUUID(requestID) {
+            id = requestID
+        } else {
+            id = UUID().uuidString.lowercased()
+        }
         return PushRecord(
             sequence: 0, receivedAt: store.now(), connectionID: connection.id, streamID: streamID,
             method: head.method, path: path, deviceToken: token, topic: head.value("apns-topic"),
             pushType: head.value("apns-push-type"), priority: head.value("apns-priority").flatMap { Int($0) },
             expiration: head.value("apns-expiration").flatMap { Int($0) },
-            apnsID: head.value("apns-id")?.lowercased() ?? UUID().uuidString.lowercased(),
-            collapseID: head.value("apns-collapse-id"), keyID: nil, issuedAt: nil, providerTokenFingerprint: nil,
-            payload: String(decoding: body.readableBytesView, as: UTF8.self), status: 0, reason: nil,
-            unregisteredAt: nil, verdict: DeviceVerdict(.rejected), activityID: nil, issuedUpdateToken: nil)
+            apnsID: id, collapseID: head.value("apns-collapse-id"), keyID: nil, issuedAt: nil,
+            providerTokenFingerprint: nil, payload: String(decoding: body.readableBytesView, as: UTF8.self),
+            status: 0, reason: nil, unregisteredAt: nil, verdict: DeviceVerdict(.rejected), activityID: nil,
+            issuedUpdateToken: nil, kind: kind, channelID: head.value("apns-channel-id"), deliveries: nil)
     }
 
     func process(head: RequestHead, body: ByteBuffer, connection: ConnectionState, streamID: Int) -> APNsAnswer {
+        switch APNsRequestKind(path: head.path) {
+        case .device: processDevicePush(head: head, body: body, connection: connection, streamID: streamID)
+        case .broadcast: processBroadcast(head: head, body: body, connection: connection, streamID: streamID)
+        case .channels:
+            processChannelManagement(head: head, body: body, connection: connection, streamID: streamID)
+        }
+    }
+
+    private func processDevicePush(
+        head: RequestHead,
+        body: ByteBuffer,
+        connection: ConnectionState,
+        streamID: Int
+    ) -> APNsAnswer {
         var record = record(head: head, body: body, connection: connection, streamID: streamID)
         var becameAuthenticated = false
 
@@ -105,49 +151,14 @@ final class RequestProcessor: Sendable {
             return answer(404, "BadPath")
         }
 
-        // Headers that may appear once.
-        var seen = Set<String>()
-        for (name, _) in head.headers where Self.checkedOnce.contains(name) {
-            guard seen.insert(name).inserted else { return answer(400, "DuplicateHeaders") }
-        }
-
-        // Provider token.
-        guard let authorization = head.value("authorization") else { return answer(403, "MissingProviderToken") }
-        guard authorization.count > 7, authorization.prefix(7).lowercased() == "bearer " else {
-            return answer(403, "InvalidProviderToken")
-        }
-        let jwt = authorization.dropFirst(7)
-        let now = store.now()
+        // Headers that may appear once, and the provider token.
         let verified: VerifiedProviderToken
-        if let current = connection.verified, connection.providerToken.map({ $0[...] == jwt }) == true {
-            verified = current
-        } else {
-            guard let fresh = verifier.verify(jwt) else { return answer(403, "InvalidProviderToken") }
-            verified = fresh
-        }
-        record.keyID = verified.keyID
-        record.issuedAt = verified.issuedAt
-        record.providerTokenFingerprint = verified.fingerprint
-        if let restricted = verified.key?.environment, restricted != environment {
-            return answer(403, "BadEnvironmentKeyIdInToken")
-        }
-        if now.timeIntervalSince1970 - Double(verified.issuedAt) > providerTokenMaxAge {
-            return answer(403, "ExpiredProviderToken")
-        }
-        if let team = connection.verified?.teamID, team != verified.teamID {
-            return answer(403, "UnrelatedKeyIdInToken")
-        }
-        if connection.providerToken.map({ $0[...] != jwt }) ?? true {
-            if let setAt = connection.tokenSetAt, now.timeIntervalSince(setAt) < providerTokenMinUpdateInterval {
-                return answer(429, "TooManyProviderTokenUpdates")
-            }
-            connection.providerToken = String(jwt)
-            connection.verified = verified
-            connection.tokenSetAt = now
-        }
-        if !connection.authenticated {
-            connection.authenticated = true
-            becameAuthenticated = true
+        switch authenticate(
+            head, checkedOnce: Self.checkedOnce, connection: connection, record: &record,
+            becameAuthenticated: &becameAuthenticated)
+        {
+        case .success(let token): verified = token
+        case .failure(let refusal): return answer(refusal.status, refusal.reason)
         }
 
         // Topic and push type.
@@ -158,8 +169,7 @@ final class RequestProcessor: Sendable {
         let hasSuffix = topic.hasSuffix(suffix)
         if (pushType == "liveactivity") != hasSuffix { return answer(400, "DeviceTokenNotForTopic") }
         let bundleID = hasSuffix ? String(topic.dropLast(suffix.count)) : topic
-        guard !bundleID.isEmpty, bundleID.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "." || $0 == "-" })
-        else { return answer(400, "BadTopic") }
+        guard Self.isValidBundleID(bundleID) else { return answer(400, "BadTopic") }
         if let allowed = verified.key?.bundleIDs, !allowed.contains(bundleID) {
             return answer(400, "TopicDisallowed")
         }
@@ -193,6 +203,68 @@ final class RequestProcessor: Sendable {
         let push = DeviceModel.Push(
             token: token, bundleID: bundleID, pushType: pushType, priority: priority, payload: payload)
         return answer(200, nil, push: push, bundleID: bundleID)
+    }
+
+    /// Repeated headers (`checkedOnce`), then the provider token by Apple's per-connection rules: the same
+    /// for every APNs service. Fills the record's key id, `iat` and fingerprint, and sets
+    /// `becameAuthenticated` when this is the connection's first valid token.
+    func authenticate(
+        _ head: RequestHead,
+        checkedOnce: Set<String>,
+        connection: ConnectionState,
+        record: inout PushRecord,
+        becameAuthenticated: inout Bool
+    ) -> Result<VerifiedProviderToken, APNsRefusal> {
+        var seen = Set<String>()
+        for (name, _) in head.headers where checkedOnce.contains(name) {
+            guard seen.insert(name).inserted else { return .failure(APNsRefusal(400, "DuplicateHeaders")) }
+        }
+
+        guard let authorization = head.value("authorization") else {
+            return .failure(APNsRefusal(403, "MissingProviderToken"))
+        }
+        guard authorization.count > 7, authorization.prefix(7).lowercased() == "bearer " else {
+            return .failure(APNsRefusal(403, "InvalidProviderToken"))
+        }
+        let jwt = authorization.dropFirst(7)
+        let now = store.now()
+        let verified: VerifiedProviderToken
+        if let current = connection.verified, connection.providerToken.map({ $0[...] == jwt }) == true {
+            verified = current
+        } else {
+            guard let fresh = verifier.verify(jwt) else { return .failure(APNsRefusal(403, "InvalidProviderToken")) }
+            verified = fresh
+        }
+        record.keyID = verified.keyID
+        record.issuedAt = verified.issuedAt
+        record.providerTokenFingerprint = verified.fingerprint
+        if let restricted = verified.key?.environment, restricted != environment {
+            return .failure(APNsRefusal(403, "BadEnvironmentKeyIdInToken"))
+        }
+        if now.timeIntervalSince1970 - Double(verified.issuedAt) > providerTokenMaxAge {
+            return .failure(APNsRefusal(403, "ExpiredProviderToken"))
+        }
+        if let team = connection.verified?.teamID, team != verified.teamID {
+            return .failure(APNsRefusal(403, "UnrelatedKeyIdInToken"))
+        }
+        if connection.providerToken.map({ $0[...] != jwt }) ?? true {
+            if let setAt = connection.tokenSetAt, now.timeIntervalSince(setAt) < providerTokenMinUpdateInterval {
+                return .failure(APNsRefusal(429, "TooManyProviderTokenUpdates"))
+            }
+            connection.providerToken = String(jwt)
+            connection.verified = verified
+            connection.tokenSetAt = now
+        }
+        if !connection.authenticated {
+            connection.authenticated = true
+            becameAuthenticated = true
+        }
+        return .success(verified)
+    }
+
+    /// Letters, digits, dots and hyphens, as bundle ids are.
+    static func isValidBundleID(_ bundleID: some StringProtocol) -> Bool {
+        !bundleID.isEmpty && bundleID.allSatisfy { $0.isLetter || $0.isNumber || $0 == "." || $0 == "-" }
     }
 
     /// Hex, even length, 8 to 200 bytes. Apple says not to assume a size; 32 (device) and ~80 (activity) are usual.

@@ -27,6 +27,9 @@ package struct SimulatorConfiguration: Sendable {
     package var priority10BudgetPerHour: Int?
     /// The app's content-state shape; when set, pushes that would not decode get the `wouldNotDecode` verdict.
     package var contentStateShape: ContentStateShape?
+    /// Live broadcast channels an app may have in this environment before `CannotCreateChannelConfig`
+    /// (Apple: 10,000).
+    package var channelLimit: Int = 10_000
     /// Streams a connection may carry before its first request with a valid provider token (Apple: 1).
     package var streamsBeforeAuthentication: Int = 1
     /// Streams a connection may carry once authenticated (advertised in a SETTINGS update).

@@ -33,7 +33,7 @@ final class SimulatorStore: Sendable {
             devices: DeviceModel(
                 environment: configuration.environment,
                 priority10BudgetPerHour: configuration.priority10BudgetPerHour,
-                shape: configuration.contentStateShape),
+                shape: configuration.contentStateShape, channelLimit: configuration.channelLimit),
             records: RecordRing(limit: configuration.recordLimit))
     }
 
@@ -59,6 +59,8 @@ final class SimulatorStore: Sendable {
                     record.verdict = result.verdict
                     record.activityID = result.activityID
                     record.issuedUpdateToken = result.issuedUpdateToken
+                    record.deliveries = result.deliveries
+                    if let channelID = result.channelID { record.channelID = channelID }
                 }
             }
             record.sequence = state.nextSequence
@@ -68,16 +70,38 @@ final class SimulatorStore: Sendable {
         }
     }
 
+    /// APNs' answer to a channel-management or broadcast request that passed the header and body checks,
+    /// and (for a broadcast) what the subscribed activities made of it; records the request.
+    func handle(_ record: PushRecord, _ request: DeviceModel.ChannelRequest) -> (PushRecord, DeviceModel.ChannelResult)
+    {
+        let now = self.now()
+        return state.withLockedValue { state in
+            var record = record
+            let result = state.devices.handle(request, now: now)
+            record.status = result.status
+            record.reason = result.reason
+            record.verdict = result.verdict
+            record.deliveries = result.deliveries
+            if let created = result.channelID { record.channelID = created }
+            record.sequence = state.nextSequence
+            state.nextSequence += 1
+            state.records.append(record)
+            return (record, result)
+        }
+    }
+
     func pushes(after sequence: Int) -> [PushRecord] {
         state.withLockedValue { state in state.records.suffix { $0.sequence > sequence } }
     }
 
-    func pushes(token: String?, activity: String?, limit: Int?) -> [PushRecord] {
+    func pushes(token: String?, activity: String?, channel: String? = nil, limit: Int?) -> [PushRecord] {
         state.withLockedValue { state in
             let matching = state.records.elements.filter { record in
                 (token == nil || record.deviceToken == token
                     || (record.issuedUpdateToken != nil && record.issuedUpdateToken == token))
-                    && (activity == nil || record.activityID == activity)
+                    && (activity == nil || record.activityID == activity
+                        || record.deliveries?.contains { $0.activityID == activity } == true)
+                    && (channel == nil || record.channelID == channel)
             }
             if let limit, matching.count > limit { return Array(matching.suffix(limit)) }
             return matching
@@ -105,6 +129,33 @@ final class SimulatorStore: Sendable {
         state.withLockedValue { $0.devices.rotate(token: old, to: new) }
     }
 
+    // MARK: Channels
+
+    func isBroadcastEnabled(bundleID: String) -> Bool {
+        state.withLockedValue { !$0.devices.broadcastDisabled.contains(bundleID) }
+    }
+
+    func setBroadcast(enabled: Bool, bundleID: String) {
+        let now = self.now()
+        state.withLockedValue { $0.devices.setBroadcast(enabled: enabled, bundleID: bundleID, now: now) }
+    }
+
+    func channels(bundleID: String?) -> [ChannelView] {
+        state.withLockedValue { $0.devices.channelViews(bundleID: bundleID) }
+    }
+
+    func channel(id: String) -> ChannelView? { state.withLockedValue { $0.devices.channelView(id: id) } }
+
+    func deleteChannel(id: String) -> ChannelView? {
+        let now = self.now()
+        return state.withLockedValue { $0.devices.deleteChannel(id: id, now: now) }
+    }
+
+    var channelLimit: Int {
+        get { state.withLockedValue { $0.devices.channelLimit } }
+        set { state.withLockedValue { $0.devices.channelLimit = newValue } }
+    }
+
     // MARK: Faults
 
     func addFault(_ rule: FaultRule) {
@@ -124,12 +175,14 @@ final class SimulatorStore: Sendable {
     }
 
     /// The fault that applies to this request, consuming one of its `count`.
-    func takeFault(token: String) -> FaultRule? {
+    func takeFault(token: String, kind: APNsRequestKind = .device, channelID: String? = nil) -> FaultRule? {
         guard faultCount.load(ordering: .acquiring) > 0 else { return nil }
         return state.withLockedValue { state in
             for index in state.faults.indices {
                 let rule = state.faults[index]
                 if let only = rule.token, only != token { continue }
+                if let only = rule.kind, only != kind { continue }
+                if let only = rule.channel, only != channelID { continue }
                 if let percent = rule.percent {
                     if Double.random(in: 0..<100) < percent { return rule }
                     continue
