@@ -7,8 +7,8 @@ import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
-/// apns-sim: a TLS HTTP/2 server that answers `POST /3/device/<token>` as APNs does, with simulated phones
-/// behind the tokens and a JSON control API on a second port.
+/// apns-sim: a TLS HTTP/2 server that answers `POST /3/device/<token>`, broadcasts and channel management as
+/// APNs does, with simulated phones behind the tokens and a JSON control API on a second port.
 package enum APNsSimulator {
     /// Starts both listeners and returns once they accept connections.
     package static func start(_ configuration: SimulatorConfiguration, logger: Logger) async throws -> RunningSimulator
@@ -196,9 +196,15 @@ package final class RunningSimulator: Sendable {
     }
 
     /// Recorded requests, oldest first, optionally for one token (also matching the update token a
-    /// push-to-start issued) or one activity; `limit` keeps the newest.
-    package func pushes(token: String? = nil, activity: String? = nil, limit: Int? = nil) -> [PushRecord] {
-        store.pushes(token: token, activity: activity, limit: limit)
+    /// push-to-start issued), one activity (also the broadcasts that reached it) or one channel (the
+    /// `apns-channel-id` of the request, or the channel it created); `limit` keeps the newest.
+    package func pushes(
+        token: String? = nil,
+        activity: String? = nil,
+        channel: String? = nil,
+        limit: Int? = nil
+    ) -> [PushRecord] {
+        store.pushes(token: token, activity: activity, channel: channel, limit: limit)
     }
 
     /// Kept records whose ``PushRecord/sequence`` is above `sequence`, oldest first: what arrived since a
@@ -224,11 +230,28 @@ package final class RunningSimulator: Sendable {
     /// activity yet.
     @discardableResult
     package func rotate(token old: String, to new: String) -> String? { store.rotate(token: old, to: new) }
+    /// Broadcast channels, deleted ones too, oldest first; optionally one app's.
+    package func channels(bundleID: String? = nil) -> [ChannelView] { store.channels(bundleID: bundleID) }
+    /// One channel.
+    package func channel(id: String) -> ChannelView? { store.channel(id: id) }
+    /// Deletes a channel as Apple may: later broadcasts to it get `ChannelNotRegistered`. Nil when unknown.
+    @discardableResult
+    package func deleteChannel(id: String) -> ChannelView? { store.deleteChannel(id: id) }
+    /// Turns an app's broadcast capability on or off (`FeatureNotEnabled` while off); off deletes all its
+    /// channels, as Apple does.
+    package func setBroadcast(enabled: Bool, bundleID: String) {
+        store.setBroadcast(enabled: enabled, bundleID: bundleID)
+    }
+    /// Live channels an app may have (`CannotCreateChannelConfig` beyond); a reset restores the configured one.
+    package var channelLimit: Int {
+        get { store.channelLimit }
+        set { store.channelLimit = newValue }
+    }
     /// Adds a fault rule (see ``FaultRule``).
     package func injectFault(_ rule: FaultRule) { store.addFault(rule) }
     /// Removes every fault rule.
     package func clearFaults() { store.clearFaults() }
-    /// Forgets records, devices and faults.
+    /// Forgets records, devices, channels and faults.
     package func reset() { store.reset(configuration: configuration) }
     /// Connection and request counters.
     package var statistics: SimulatorStatistics { store.statistics }

@@ -9,15 +9,20 @@ import NIOPosix
 /// |---|---|
 /// | `GET /healthz` | `{"status":"ok"}` |
 /// | `GET /stats` | connection and request counters |
-/// | `GET /pushes?token=&activity=&limit=` | recorded requests with APNs' answer and the device verdict |
+/// | `GET /pushes?token=&activity=&channel=&limit=` | recorded requests with APNs' answer and the device verdict |
 /// | `GET /devices` | known tokens |
 /// | `GET /devices/<token>` | what the phone behind the token shows (404 if unknown) |
 /// | `GET /activities/<id>` | one activity |
 /// | `POST /tokens/<token>` `{"bundleID","environment"}` | bind a token to an app and environment |
 /// | `POST /tokens/<token>/unregister` `{"timestamp": ms}`? | 410 `Unregistered` from now on |
 /// | `POST /tokens/<token>/expire` | 410 `ExpiredToken` from now on |
+/// | `GET /channels?bundle=` · `GET /channels/<id>` · `DELETE /channels/<id>` | broadcast channels; delete one as Apple would |
+/// | `POST /channels/limit` `{"limit": N}` | live channels an app may have |
+/// | `POST /apps/<bundleID>/broadcast` `{"enabled": Bool}` | the app's broadcast capability (off deletes its channels) |
 /// | `POST /faults` ``FaultRule`` · `GET /faults` · `DELETE /faults` | inject, list, clear faults |
-/// | `POST /reset` | forget records, devices and faults |
+/// | `POST /reset` | forget records, devices, channels and faults |
+///
+/// A channel id in a path is percent-encoded (`/` as `%2F`) or in base64url (`-` and `_` for `+` and `/`).
 enum ControlServer {
     static func bind(
         group: any EventLoopGroup,
@@ -60,11 +65,11 @@ struct ControlRouter: Sendable {
 
     func route(method: HTTPMethod, uri: String, body: Data) -> ControlResponse {
         let components = URLComponents(string: uri)
-        let path = components?.path ?? uri
+        let path = components?.percentEncodedPath ?? uri
         let query = Dictionary(
             (components?.queryItems ?? []).compactMap { item in item.value.map { (item.name, $0) } },
             uniquingKeysWith: { _, last in last })
-        let segments = path.split(separator: "/").map(String.init)
+        let segments = path.split(separator: "/").map { $0.removingPercentEncoding ?? String($0) }
 
         switch (method, segments.first, segments.count) {
         case (.GET, "healthz", 1):
@@ -74,7 +79,8 @@ struct ControlRouter: Sendable {
         case (.GET, "pushes", 1):
             return json(
                 store.pushes(
-                    token: query["token"], activity: query["activity"], limit: query["limit"].flatMap { Int($0) }))
+                    token: query["token"], activity: query["activity"], channel: query["channel"],
+                    limit: query["limit"].flatMap { Int($0) }))
         case (.GET, "devices", 1):
             return json(store.tokens())
         case (.GET, "devices", 2):
@@ -106,10 +112,34 @@ struct ControlRouter: Sendable {
         case (.POST, "tokens", 3) where segments[2] == "expire":
             store.markExpired(token: segments[1])
             return json(store.device(token: segments[1]))
+        case (.GET, "channels", 1):
+            return json(store.channels(bundleID: query["bundle"]))
+        case (.POST, "channels", 2) where segments[1] == "limit":
+            guard let limit = try? JSONDecoder().decode(ChannelLimit.self, from: body), limit.limit >= 0 else {
+                return badRequest("body is {\"limit\": Int >= 0}")
+            }
+            store.channelLimit = limit.limit
+            return json(limit)
+        case (.GET, "channels", 2):
+            guard let view = store.channel(id: Self.channelID(segments[1])) else { return notFound("unknown channel") }
+            return json(view)
+        case (.DELETE, "channels", 2):
+            guard let view = store.deleteChannel(id: Self.channelID(segments[1])) else {
+                return notFound("unknown channel")
+            }
+            return json(view)
+        case (.POST, "apps", 3) where segments[2] == "broadcast":
+            guard var capability = try? JSONDecoder().decode(BroadcastCapability.self, from: body) else {
+                return badRequest("body is {\"enabled\": Bool}")
+            }
+            capability.bundleID = segments[1]
+            store.setBroadcast(enabled: capability.enabled, bundleID: segments[1])
+            return json(capability)
         case (.POST, "faults", 1):
             guard let rule = try? JSONDecoder().decode(FaultRule.self, from: body) else {
                 return badRequest(
-                    "body is a fault rule: {status, reason, count | percent, latencyMs, goaway, drop, stall, token}")
+                    "body is a fault rule: {status, reason, count | percent, latencyMs, goaway, drop, stall, token, "
+                        + "kind, channel}")
             }
             store.addFault(rule)
             return json(store.faults())
@@ -137,6 +167,20 @@ struct ControlRouter: Sendable {
 
     private struct Unregistration: Decodable {
         var timestamp: Int64?
+    }
+
+    private struct ChannelLimit: Codable {
+        var limit: Int
+    }
+
+    private struct BroadcastCapability: Codable {
+        var bundleID: String?
+        var enabled: Bool
+    }
+
+    /// A channel id from a path segment: base64url is read as the standard alphabet.
+    private static func channelID(_ segment: String) -> String {
+        segment.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
     }
 
     private func json(_ value: some Encodable) -> ControlResponse {

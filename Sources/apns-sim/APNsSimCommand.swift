@@ -10,7 +10,8 @@ import Logging
 struct APNsSimCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns-sim",
-        abstract: "Simulates APNs (POST /3/device/<token> over TLS HTTP/2) and the phones behind the tokens.",
+        abstract:
+            "Simulates APNs (device pushes, broadcasts and channels over TLS HTTP/2) and the phones behind the tokens.",
         version: LiveDeliveryVersion.description,
         subcommands: [Serve.self, KeyGen.self, Token.self],
         defaultSubcommand: Serve.self
@@ -62,6 +63,11 @@ struct Serve: AsyncParsableCommand {
         help: "The app's content-state shape (JSON), e.g. Config/apns-sim/delivery-attributes.json.")
     var contentStateShape: String?
 
+    @Option(
+        name: .customLong("channel-limit"),
+        help: "Live broadcast channels an app may have before CannotCreateChannelConfig (Apple: 10000).")
+    var channelLimit: Int = 10_000
+
     @Option(name: .customLong("max-streams"), help: "Streams per connection once authenticated.")
     var maxStreams: Int = 1000
 
@@ -104,6 +110,8 @@ struct Serve: AsyncParsableCommand {
         configuration.environment = environment
         configuration.priority10BudgetPerHour = priority10Budget
         configuration.contentStateShape = try contentStateShape.map { try ContentStateShape(contentsOfFile: $0) }
+        guard channelLimit >= 0 else { throw ValidationError("--channel-limit is 0 or more") }
+        configuration.channelLimit = channelLimit
         configuration.maxConcurrentStreams = maxStreams
         configuration.streamsBeforeAuthentication = streamsBeforeAuth
         configuration.recordLimit = recordLimit
