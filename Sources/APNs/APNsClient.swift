@@ -19,6 +19,12 @@ package final class APNsClient: Sendable {
         /// `<base URL>/3/device/`.
         var devicePath: String
         var tokenKey: String
+        /// The client and `<broadcast URL>/4/broadcasts/apps/<bundle id>` of broadcasts.
+        var broadcastClient: HTTP2Client
+        var broadcastPath: String
+        /// The client and `<channels URL>/1/apps/<bundle id>/channels` of channel management.
+        var channelsClient: HTTP2Client
+        var channelsPath: String
     }
 
     package let configuration: APNsClientConfiguration
@@ -60,24 +66,29 @@ package final class APNsClient: Sendable {
         transport.caFile = configuration.caFile
         transport.verifyPeer = configuration.verifyPeer
         transport.verifyHost = configuration.verifyHost
+        func route(_ baseURL: String, teamID: String) throws(APNsError) -> HTTP2Client {
+            let routeKey = Self.routeKey(baseURL: baseURL, teamID: teamID)
+            if let existing = routes[routeKey] { return existing }
+            do {
+                let client = try HTTP2Client(configuration: transport, logger: logger)
+                routes[routeKey] = client
+                return client
+            } catch {
+                for client in routes.values { Task { await client.shutdown() } }
+                throw APNsError(.transport, "cannot create the HTTP/2 client: \(error)")
+            }
+        }
         for app in configuration.apps {
             let baseURL = configuration.baseURL(for: app)
-            let routeKey = Self.routeKey(baseURL: baseURL, teamID: app.teamID)
-            let client: HTTP2Client
-            if let existing = routes[routeKey] {
-                client = existing
-            } else {
-                do {
-                    client = try HTTP2Client(configuration: transport, logger: logger)
-                } catch {
-                    for client in routes.values { Task { await client.shutdown() } }
-                    throw APNsError(.transport, "cannot create the HTTP/2 client: \(error)")
-                }
-                routes[routeKey] = client
-            }
+            let broadcastURL = configuration.broadcastURL(for: app)
+            let channelsURL = configuration.channelsURL(for: app)
             targets[app.bundleID] = Target(
-                app: app, client: client, devicePath: baseURL + "/3/device/",
-                tokenKey: APNsTokenProvider.cacheKey(key: app.key, teamID: app.teamID))
+                app: app, client: try route(baseURL, teamID: app.teamID), devicePath: baseURL + "/3/device/",
+                tokenKey: APNsTokenProvider.cacheKey(key: app.key, teamID: app.teamID),
+                broadcastClient: try route(broadcastURL, teamID: app.teamID),
+                broadcastPath: broadcastURL + "/4/broadcasts/apps/" + app.bundleID,
+                channelsClient: try route(channelsURL, teamID: app.teamID),
+                channelsPath: channelsURL + "/1/apps/" + app.bundleID + "/channels")
         }
         self.targets = targets
         self.routes = routes
@@ -146,6 +157,77 @@ package final class APNsClient: Sendable {
                         APNsLoggingKeys.reason: "\(outcome.reason?.rawValue ?? "")",
                         APNsLoggingKeys.attempt: "\(attempt)",
                     ])
+                guard error.isRetriable, attempt < configuration.maxAttempts, !Task.isCancelled else { return outcome }
+                let backoff = configuration.retryBackoff * (1 << (attempt - 1)) * Double.random(in: 0.5...1.5)
+                do { try await Task.sleep(for: backoff) } catch { return outcome }
+                attempt += 1
+            }
+        }
+    }
+
+    /// Sends one request of an app's broadcast channels (iOS 18): a broadcast, or a channel's creation or
+    /// deletion. As ``send(_:app:)``: never throws, transport failures retried; a creation's 201 is
+    /// ``APNsOutcome/channelCreated(channelID:)``, `ChannelNotRegistered` is ``APNsOutcome/tokenGone(reason:unregisteredAt:)``.
+    package func send(_ request: APNsChannelRequest, app bundleID: String) async -> APNsOutcome {
+        guard let target = targets[bundleID] else {
+            return .configurationFault(reason: .unknownApp, status: nil)
+        }
+        let app = target.app
+        var logger = self.logger
+        if logger.logLevel <= .debug {
+            logger[metadataKey: APNsLoggingKeys.apnsID] = "\(UUIDText.lowercased(request.requestID))"
+            logger[metadataKey: APNsLoggingKeys.bundleID] = "\(bundleID)"
+        }
+        let (client, url, method): (HTTP2Client, String, String) =
+            switch request.kind {
+            case .broadcast: (target.broadcastClient, target.broadcastPath, "POST")
+            case .createChannel: (target.channelsClient, target.channelsPath, "POST")
+            case .deleteChannel: (target.channelsClient, target.channelsPath, "DELETE")
+            }
+        var attempt = 1
+        while true {
+            let token: APNsTokenProvider.Token
+            do {
+                token = try tokens.token(key: app.key, teamID: app.teamID, cacheKey: target.tokenKey)
+            } catch {
+                return .configurationFault(reason: .signingFailed, status: nil)
+            }
+            var headers: [(name: String, value: String)] = [("authorization", token.authorization)]
+            headers += request.headers
+            if !request.body.isEmpty { headers.append(("content-type", "application/json")) }
+            let http = HTTP2Request(
+                method: method, url: url, headers: headers, body: request.body, timeout: configuration.requestTimeout)
+            do {
+                let response = try await client.execute(http)
+                let outcome: APNsOutcome
+                switch (request.kind, response.status) {
+                case (.createChannel, 200...299):
+                    if let channelID = response.header("apns-channel-id"), !channelID.isEmpty {
+                        outcome = .channelCreated(channelID: channelID)
+                    } else {
+                        outcome = .payloadFault(reason: .unexpectedStatus, status: response.status)
+                    }
+                case (_, 200...299):
+                    outcome = .delivered(apnsID: request.requestID)
+                default:
+                    outcome = APNsOutcome.classify(
+                        status: response.status, body: response.body, apnsID: request.requestID,
+                        retryAfter: response.header("retry-after").flatMap { Int($0) }.map { .seconds($0) },
+                        delays: configuration.retryDelays)
+                }
+                if case .refreshAuth = outcome {
+                    tokens.invalidate(token: token.jwt, key: app.key, teamID: app.teamID)
+                }
+                logger.debug(
+                    "APNs answered a channel request",
+                    metadata: [
+                        APNsLoggingKeys.status: "\(response.status)",
+                        APNsLoggingKeys.reason: "\(outcome.reason?.rawValue ?? "")",
+                        APNsLoggingKeys.attempt: "\(attempt)",
+                    ])
+                return outcome
+            } catch {
+                let outcome = transportOutcome(error)
                 guard error.isRetriable, attempt < configuration.maxAttempts, !Task.isCancelled else { return outcome }
                 let backoff = configuration.retryBackoff * (1 << (attempt - 1)) * Double.random(in: 0.5...1.5)
                 do { try await Task.sleep(for: backoff) } catch { return outcome }

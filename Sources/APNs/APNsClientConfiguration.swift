@@ -9,6 +9,10 @@ package struct APNsClientConfiguration: Sendable {
     package var productionURL: String = "https://api.push.apple.com"
     /// Base URL of the development (sandbox) environment.
     package var sandboxURL: String = "https://api.sandbox.push.apple.com"
+    /// Base URL of channel management (broadcast channels), production.
+    package var productionChannelsURL: String = "https://api-manage-broadcast.push.apple.com:2196"
+    /// Base URL of channel management, sandbox.
+    package var sandboxChannelsURL: String = "https://api-manage-broadcast.sandbox.push.apple.com:2195"
     /// Long-lived TLS connections per host and provider team (one connection never mixes teams).
     package var maxConnectionsPerHost: Int = 2
     /// Streams in flight per connection (APNs' own SETTINGS limit applies too).
@@ -64,7 +68,24 @@ package struct APNsClientConfiguration: Sendable {
     }
 
     func baseURL(for app: APNsApp) -> String {
-        var url = app.baseURL ?? (app.environment == .production ? productionURL : sandboxURL)
+        Self.trimmed(app.baseURL ?? (app.environment == .production ? productionURL : sandboxURL))
+    }
+
+    /// Where broadcasts go: Apple documents the device-push host.
+    func broadcastURL(for app: APNsApp) -> String {
+        app.broadcastURL.map(Self.trimmed) ?? baseURL(for: app)
+    }
+
+    /// Where channels are created, read and deleted: the app's own, else the base URL it overrides (the
+    /// simulator serves everything), else Apple's channel management host.
+    func channelsURL(for app: APNsApp) -> String {
+        Self.trimmed(
+            app.channelsURL ?? app.baseURL
+                ?? (app.environment == .production ? productionChannelsURL : sandboxChannelsURL))
+    }
+
+    private static func trimmed(_ url: String) -> String {
+        var url = url
         while url.hasSuffix("/") { url.removeLast() }
         return url
     }
@@ -84,19 +105,28 @@ package struct APNsApp: Sendable {
     package var environment: APNsEnvironment
     /// Overrides the environment's base URL (the simulator, a proxy).
     package var baseURL: String?
+    /// Overrides where broadcasts go (default: the base URL).
+    package var broadcastURL: String?
+    /// Overrides where channels are managed (default: the base URL when overridden, else Apple's
+    /// `api-manage-broadcast` host of the environment).
+    package var channelsURL: String?
 
     package init(
         bundleID: String,
         teamID: String,
         key: APNsSigningKey,
         environment: APNsEnvironment,
-        baseURL: String? = nil
+        baseURL: String? = nil,
+        broadcastURL: String? = nil,
+        channelsURL: String? = nil
     ) {
         self.bundleID = bundleID
         self.teamID = teamID
         self.key = key
         self.environment = environment
         self.baseURL = baseURL
+        self.broadcastURL = broadcastURL
+        self.channelsURL = channelsURL
     }
 }
 

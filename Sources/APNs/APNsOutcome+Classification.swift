@@ -25,7 +25,7 @@ extension APNsOutcome {
         switch status {
         case 400:
             switch reason {
-            case .badDeviceToken, .deviceTokenNotForTopic:
+            case .badDeviceToken, .deviceTokenNotForTopic, .channelNotRegistered:
                 return .tokenGone(reason: reason, unregisteredAt: nil)
             case .badTopic, .topicDisallowed, .missingTopic:
                 return .configurationFault(reason: reason, status: status)

@@ -4,6 +4,8 @@ package import Foundation
 package enum APNsOutcome: Sendable, Hashable {
     /// 200: APNs accepted the push (which does not mean the device showed it).
     case delivered(apnsID: UUID)
+    /// 201 to a channel's creation: the new channel's id (the `apns-channel-id` header).
+    case channelCreated(channelID: String)
     /// The token is dead: 410 `Unregistered` (with the time it became invalid), `ExpiredToken`,
     /// `BadDeviceToken` (or the wrong environment), `DeviceTokenNotForTopic`. Stop using it; never retry.
     case tokenGone(reason: APNsReason, unregisteredAt: Date?)
@@ -20,7 +22,10 @@ package enum APNsOutcome: Sendable, Hashable {
     package var status: Int? {
         switch self {
         case .delivered: 200
-        case .tokenGone(let reason, _): reason == .badDeviceToken || reason == .deviceTokenNotForTopic ? 400 : 410
+        case .channelCreated: 201
+        case .tokenGone(let reason, _):
+            reason == .badDeviceToken || reason == .deviceTokenNotForTopic || reason == .channelNotRegistered
+                ? 400 : 410
         case .retryLater(_, let status, _): status
         case .refreshAuth: 403
         case .configurationFault(_, let status): status
@@ -31,7 +36,7 @@ package enum APNsOutcome: Sendable, Hashable {
     /// APNs' (or the client's) reason; `nil` when delivered.
     package var reason: APNsReason? {
         switch self {
-        case .delivered: nil
+        case .delivered, .channelCreated: nil
         case .tokenGone(let reason, _), .retryLater(let reason, _, _), .refreshAuth(let reason),
             .configurationFault(let reason, _), .payloadFault(let reason, _):
             reason
@@ -61,6 +66,17 @@ package struct APNsReason: RawRepresentable, Hashable, Sendable, CustomStringCon
     package static let missingTopic = APNsReason(rawValue: "MissingTopic")
     package static let payloadEmpty = APNsReason(rawValue: "PayloadEmpty")
     package static let topicDisallowed = APNsReason(rawValue: "TopicDisallowed")
+    // Broadcast channels (400 unless said): the channel's id, its creation and the broadcast's headers.
+    package static let channelNotRegistered = APNsReason(rawValue: "ChannelNotRegistered")
+    package static let missingChannelID = APNsReason(rawValue: "MissingChannelId")
+    package static let badChannelID = APNsReason(rawValue: "BadChannelId")
+    package static let cannotCreateChannelConfig = APNsReason(rawValue: "CannotCreateChannelConfig")
+    package static let featureNotEnabled = APNsReason(rawValue: "FeatureNotEnabled")
+    package static let missingPushType = APNsReason(rawValue: "MissingPushType")
+    package static let badRequestParams = APNsReason(rawValue: "BadRequestParams")
+    package static let badRequestPayload = APNsReason(rawValue: "BadRequestPayload")
+    /// 403.
+    package static let topicMismatch = APNsReason(rawValue: "TopicMismatch")
     // 403
     package static let badCertificate = APNsReason(rawValue: "BadCertificate")
     package static let badCertificateEnvironment = APNsReason(rawValue: "BadCertificateEnvironment")

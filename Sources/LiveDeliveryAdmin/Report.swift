@@ -76,6 +76,10 @@ package struct Report: Sendable, Hashable {
         Report(
             "people-by-setting", summary: "people and devices by their Live Activity settings (snapshot)",
             timeColumn: nil, hasOrderColumn: false, orderBy: "activities_enabled DESC, frequent_pushes_enabled DESC"),
+        Report(
+            "broadcast-channels",
+            summary: "broadcast channels of orders several people follow, by app and phase (snapshot)",
+            timeColumn: nil, hasOrderColumn: false, orderBy: "bundle_id, environment, phase"),
     ]
 
     /// The report called `name`: `order-timeline`, `order_timeline` or `report_order_timeline`.

@@ -143,10 +143,12 @@ struct EventStream: ParsableCommand {
         }
         let authorization = "bearer " + String(repeating: "j", count: 180)
         let devicePath = "https://api.push.apple.com/3/device/"
-        let send = { (push: PlannedPush) -> APNsOutcome in
+        let send = { @Sendable (push: PlannedPush) -> APNsOutcome in
+            guard let notification = APNsPushSender.notification(push) else {
+                return .payloadFault(reason: .missingDeviceToken, status: 400)
+            }
             let request = APNsClient.request(
-                APNsPushSender.notification(push), devicePath: devicePath, authorization: authorization,
-                timeout: .seconds(15))
+                notification, devicePath: devicePath, authorization: authorization, timeout: .seconds(15))
             let apnsID = request.headers.first { $0.name == "apns-id" }.flatMap { UUIDText.parse($0.value) } ?? UUID()
             return APNsOutcome.classify(status: 200, body: [], apnsID: apnsID, retryAfter: nil, delays: .init())
         }

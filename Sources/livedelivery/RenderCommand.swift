@@ -112,9 +112,7 @@ private struct Renderer {
                     list.append(e.registration)
                 }
                 users[e.userID] = list
-                let open = orderOrder.filter {
-                    orders[$0]?.record?.userID == e.userID && !(orders[$0]?.isSettled ?? true)
-                }
+                let open = openOrders(of: e.userID)
                 if open.isEmpty {
                     print(
                         "   user \(e.userID): push-to-start token \(e.token) on file for device \(e.deviceID); no open order yet"
@@ -128,9 +126,7 @@ private struct Renderer {
                 } else {
                     settings[e.userID, default: [:]][e.deviceID] = e.settings
                 }
-                let open = orderOrder.filter {
-                    orders[$0]?.record?.userID == e.userID && !(orders[$0]?.isSettled ?? true)
-                }
+                let open = openOrders(of: e.userID)
                 if open.isEmpty {
                     print(
                         "   user \(e.userID): device \(e.deviceID) has Live Activities \(e.activitiesEnabled ? "on" : "off"), frequent updates \(e.frequentPushesEnabled ? "on" : "off"); no open order"
@@ -144,14 +140,39 @@ private struct Renderer {
         }
     }
 
+    /// The user's open orders: their own and those they follow.
+    func openOrders(of userID: String) -> [String] {
+        orderOrder.filter { orderID in
+            guard let state = orders[orderID], !state.isSettled else { return false }
+            return state.record?.userID == userID || state.followers.contains(userID)
+        }
+    }
+
+    /// What the worker would read for the order: its user's and followers' tokens and settings, and the
+    /// channels open per app (every order's channel that is not closed).
+    func context(_ state: OrderState, userID: String?, event: InboundEvent? = nil) -> TrackingContext {
+        var members = state.followers
+        if case .orderFollowers(let e)? = event { members += e.followers }
+        var context = TrackingContext()
+        var openChannels: [String: Int] = [:]
+        for order in orders.values {
+            if let channel = order.channel, let app = channel.broadcast?.app, !channel.phase.isFinal {
+                openChannels[app, default: 0] += 1
+            }
+        }
+        context.openChannels = openChannels
+        for user in [userID].compactMap({ $0 }) + Set(members).subtracting([userID].compactMap { $0 }).sorted() {
+            context.pushToStartTokens += users[user] ?? []
+            context.deviceSettings.merge(settings[user] ?? [:]) { own, _ in own }
+        }
+        return context
+    }
+
     mutating func run(_ event: InboundEvent, orderID: String, now: Date) {
         let state = orders[orderID] ?? OrderState(orderID: orderID, now: now)
         if orders[orderID] == nil { orderOrder.append(orderID) }
         let userID = state.record?.userID ?? event.userID
-        let context = TrackingContext(
-            pushToStartTokens: userID.flatMap { users[$0] } ?? [],
-            deviceSettings: userID.flatMap { settings[$0] } ?? [:])
-        let step = tracker.apply(event, to: state, context: context, now: now)
+        let step = tracker.apply(event, to: state, context: context(state, userID: userID, event: event), now: now)
         orders[orderID] = show(step, orderID: orderID, now: now)
     }
 
@@ -159,10 +180,7 @@ private struct Renderer {
         print("── sweep at \(RFC3339.format(now))")
         for orderID in orderOrder {
             guard let state = orders[orderID] else { continue }
-            let context = TrackingContext(
-                pushToStartTokens: state.record.flatMap { users[$0.userID] } ?? [],
-                deviceSettings: state.record.flatMap { settings[$0.userID] } ?? [:])
-            let step = tracker.sweep(state, context: context, now: now)
+            let step = tracker.sweep(state, context: context(state, userID: state.record?.userID), now: now)
             if step.decisions.isEmpty && step.pushes.isEmpty {
                 print("   order \(orderID): nothing to do")
             }
@@ -171,21 +189,41 @@ private struct Renderer {
         print()
     }
 
-    /// Prints a step, then records every push as accepted (as APNs would answer), and returns
-    /// the state after that.
+    /// Prints a step, then records every push as accepted (as APNs would answer; a channel's creation
+    /// answers a made-up channel id), the pushes that acceptance plans too, and returns the state after that.
     mutating func show(_ step: Step, orderID: String, now: Date) -> OrderState {
         for decision in step.decisions { print("   · \(decision)") }
         for key in step.withdrawn { print("   ✕ withdrawn: the pending push of \(key) must not be sent") }
         var state = step.state
-        for push in step.pushes {
+        var queue = step.pushes
+        while !queue.isEmpty {
+            let push = queue.removeFirst()
             pushCount += 1
             printPush(push, now: now)
             let sentAt = max(now, push.notBefore)
-            let outcome = tracker.record(.accepted, for: push, in: state, now: sentAt)
-            for decision in outcome.decisions { print("   · \(decision)  [APNs 200, simulated]") }
+            let answer: PushOutcome =
+                push.kind == .openChannel ? .channelCreated(channelID: Self.channelID(push)) : .accepted
+            let status = push.kind == .openChannel ? "201" : push.kind == .closeChannel ? "204" : "200"
+            let outcome = tracker.record(answer, for: push, in: state, now: sentAt)
+            for (index, decision) in outcome.decisions.enumerated() {
+                print("   · \(decision)" + (index == 0 ? "  [APNs \(status), simulated]" : ""))
+            }
+            for key in outcome.withdrawn { print("   ✕ withdrawn: the pending push of \(key) must not be sent") }
+            queue.removeAll { pending in outcome.pushes.contains { $0.activityKey == pending.activityKey } }
+            queue += outcome.pushes
             state = outcome.state
         }
         return state
+    }
+
+    /// A channel id as APNs makes them (16 bytes, base64), from the request's id so that renders repeat.
+    static func channelID(_ push: PlannedPush) -> String {
+        var bytes: [UInt8] = []
+        var hex = push.apnsID.filter { $0 != "-" }.makeIterator()
+        while let high = hex.next(), let low = hex.next(), let byte = UInt8(String([high, low]), radix: 16) {
+            bytes.append(byte)
+        }
+        return Data(bytes).base64EncodedString()
     }
 
     func printPush(_ push: PlannedPush, now: Date) {
@@ -195,7 +233,7 @@ private struct Renderer {
         if push.notBefore > now {
             print("     (held until \(RFC3339.format(push.notBefore)) so that aps.timestamp strictly increases)")
         }
-        print("     \(push.method) \(push.redactedPath)  (\(push.environment.host), \(push.payload.count) bytes)")
+        print("     \(push.method) \(push.redactedPath)  (\(push.host), \(push.payload.count) bytes)")
         for header in push.headers { print("     \(header.name): \(header.value)") }
         if let value = JSONValue.parse(push.payload) {
             for line in JSONValue.prettyPrinted(push.payload).split(separator: "\n") { print("     \(line)") }
@@ -247,6 +285,12 @@ private struct Renderer {
                 print(
                     "     \(activity.key): \(activity.phase)" + (activity.closeReason.map { " (\($0))" } ?? "")
                         + ", alerts for \(activity.alertedSteps.joined(separator: ", "))")
+            }
+            if let channel = state.channel {
+                print(
+                    "     channel \(channel.channelID ?? "(none)"): \(channel.phase)"
+                        + (channel.closeReason.map { " (\($0))" } ?? "")
+                        + ", followers \(state.followers.joined(separator: ", "))")
             }
             if let next = state.nextSweepAt { print("     next sweep at \(RFC3339.format(next))") }
         }

@@ -260,7 +260,7 @@ struct OutboxPropertyTests {
             var rejected: Set<String> = []
             for (push, outcome) in replay.answered {
                 let activity = push.activityKey
-                #expect(!rejected.contains(push.deviceToken.hex), "a push to a token APNs said is gone")
+                #expect(!rejected.contains(push.deviceToken?.hex ?? ""), "a push to a token APNs said is gone")
                 if let last = timestamps[activity] { #expect(push.timestamp > last, "timestamps increase") }
                 timestamps[activity] = push.timestamp
                 switch outcome {
@@ -277,7 +277,7 @@ struct OutboxPropertyTests {
                     if push.kind == .start { starts[activity, default: 0] += 1 }
                     if push.kind == .end { ends[activity, default: 0] += 1 }
                 case .tokenRejected:
-                    rejected.insert(push.deviceToken.hex)
+                    rejected.insert(push.deviceToken?.hex ?? "")
                 default:
                     break
                 }

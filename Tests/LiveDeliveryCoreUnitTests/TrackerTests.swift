@@ -88,7 +88,7 @@ struct StatusTableTests {
         #expect(push.kind == .start)
         #expect(push.priority == 10)
         #expect(push.alert != nil)
-        #expect(push.deviceToken.hex == Fixtures.pushToStartHex)
+        #expect(push.deviceToken?.hex == Fixtures.pushToStartHex)
         #expect(push.activityKey == "device:iphone")
         let body = try aps(push)
         #expect(body["input-push-token"] as? Int == 1)
@@ -121,7 +121,7 @@ struct TransitionTests {
         #expect(run.activity.key == "device:iphone")
         let update = try #require(step.pushes.first)
         #expect(update.kind == .update)
-        #expect(update.deviceToken.hex == Fixtures.updateHex)
+        #expect(update.deviceToken?.hex == Fixtures.updateHex)
         #expect(try decodeApp(update).0.currentStep == .preparing)
     }
 
@@ -143,7 +143,7 @@ struct TransitionTests {
         #expect(run.activity.pending != nil)
         let step = run.apply(Fixtures.token(Fixtures.rotatedHex, minute: 2))
         #expect(step.decisions.codes().contains("token_rotated"))
-        #expect(step.pushes.map(\.deviceToken.hex) == [Fixtures.rotatedHex])
+        #expect(step.pushes.map(\.deviceToken?.hex) == [Fixtures.rotatedHex])
         let older = run.apply(Fixtures.token(Fixtures.updateHex, minute: 1.5, id: "late-token"))
         #expect(older.decisions.codes().first == "token_older")
         #expect(older.pushes.isEmpty)

@@ -26,7 +26,7 @@ struct HandoffTests {
             let claim = try #require(handed.first)
             #expect(claim.orderID == order)
             #expect(claim.generation == 1 && claim.attempts == 1)
-            #expect(claim.push.deviceToken.hex == token)
+            #expect(claim.push.deviceToken?.hex == token)
             #expect(capacity.inFlight == 1)
             let rows = try await harness.database.client.query(
                 """

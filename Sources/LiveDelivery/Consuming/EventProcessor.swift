@@ -188,7 +188,7 @@ package final class EventProcessor: Sendable {
         switch event {
         case .activityToken(let token): app = (token.bundleID, token.environment)
         case .pushToStartToken(let token): app = (token.bundleID, token.environment)
-        case .orderStatus, .activityEnded, .activitySettings: return nil
+        case .orderStatus, .activityEnded, .activitySettings, .orderFollowers: return nil
         }
         guard let apps, !apps.contains("\(app.bundleID) \(app.environment.rawValue)") else { return nil }
         return EventRejection(
@@ -224,6 +224,10 @@ package final class EventProcessor: Sendable {
         var orderIDs = Set(newEvents.compactMap(\.orderID))
         for orders in ordersOfUser.values { orderIDs.formUnion(orders) }
         let stored = try await OrderStore.lockOrders(Array(orderIDs), cache: states, on: connection)
+        // Channels are counted only when an order's channel may be decided (followers in the batch or stored).
+        let openChannels =
+            BroadcastRows.needsCount(newEvents, stored: stored, policy: tracker.configuration.policy)
+            ? try BroadcastRows.openChannels(from: try await connection.query(BroadcastRows.openChannelsQuery)) : nil
         // 4. The core, per event in arrival order; each push carries its event's trace.
         var traces: [String: String] = [:]
         var orderTraces: [String: String] = [:]
@@ -234,7 +238,7 @@ package final class EventProcessor: Sendable {
         }
         let plan = EventsPlan(
             newEvents, stored: stored, ordersOfUser: ordersOfUser, tokens: tokens, settings: settings,
-            startLimit: startLimit,
+            startLimit: startLimit, openChannels: openChannels,
             traces: traces, orderTraces: orderTraces, tracker: tracker, now: now)
         for event in newEvents { metrics.event(type: event.type.rawValue, outcome: "applied") }
         outcome.applied += newEvents.count
@@ -273,7 +277,7 @@ package final class EventProcessor: Sendable {
     private func admit(
         _ events: [InboundEvent], outcome: inout BatchOutcome, on connection: PostgresConnection
     ) async throws -> ([InboundEvent], [String: [PushToStartRegistration]], [String: [String: DeviceSettings]]) {
-        let users = Set(events.compactMap(\.userID)).sorted()
+        let users = Set(events.flatMap(\.namedUsers)).sorted()
         var statements = [Inbox.insertQuery(events)]
         if !users.isEmpty {
             statements.append(UserLocks.lockQuery(users))
@@ -313,8 +317,8 @@ package final class EventProcessor: Sendable {
         return (newEvents, tokens, settings)
     }
 
-    /// The open orders of each user whose push-to-start token or settings arrived: stored, or created by
-    /// this batch.
+    /// The open orders of each user whose push-to-start token or settings arrived (their own and those they
+    /// follow): stored, or created by this batch.
     private func openOrders(
         for events: [InboundEvent], on connection: PostgresConnection
     ) async throws -> [String: Set<String>] {

@@ -15,12 +15,13 @@ struct EventsPlan {
     ///   - ordersOfUser: the open orders of each user whose push-to-start token or settings arrived.
     ///   - tokens: the push-to-start tokens on file, by user.
     ///   - settings: the device settings on file, by user and device.
+    ///   - openChannels: the broadcast channels open per app, when counted.
     ///   - traces: the `traceparent` each event's message carried, by event id.
     ///   - orderTraces: the `traceparent` of each order's newest event of the batch that carried one.
     init(
         _ events: [InboundEvent], stored: [String: OrderState?], ordersOfUser: [String: Set<String>],
         tokens: [String: [PushToStartRegistration]], settings: [String: [String: DeviceSettings]] = [:],
-        startLimit: StartLimit, traces: [String: String] = [:],
+        startLimit: StartLimit, openChannels: [String: Int]? = nil, traces: [String: String] = [:],
         orderTraces: [String: String] = [:], tracker: OrderTracker, now: Date
     ) {
         var startLimit = startLimit
@@ -38,9 +39,16 @@ struct EventsPlan {
                     ?? OrderChange(original: original, state: original ?? OrderState(orderID: orderID, now: now))
                 if event.reachesUser, change.state.isSettled { continue }
                 let userID = change.state.record?.userID ?? event.userID
-                let context = TrackingContext(
+                var context = TrackingContext(
                     pushToStartTokens: userID.flatMap { tokens[$0] } ?? [], startRefusedDevices: startLimit.refused,
-                    deviceSettings: userID.flatMap { settings[$0] } ?? [:])
+                    deviceSettings: userID.flatMap { settings[$0] } ?? [:], openChannels: openChannels)
+                // The followers' tokens and settings read for this batch (those of earlier batches are in the state).
+                var followers = change.state.followers
+                if case .orderFollowers(let e) = event { followers += e.followers }
+                for follower in Set(followers) where follower != userID {
+                    context.pushToStartTokens += tokens[follower] ?? []
+                    context.deviceSettings.merge(settings[follower] ?? [:]) { own, _ in own }
+                }
                 let step = tracker.apply(event, to: change.state, context: context, now: now)
                 startLimit.count(step, before: change.state)
                 change.merge(step)

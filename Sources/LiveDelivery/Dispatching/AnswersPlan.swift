@@ -58,7 +58,7 @@ struct AnswersPlan {
             {
             case .delete:
                 settled.append(current.row)
-                if case .delivered = answer.outcome, claim.push.kind == .update {
+                if case .delivered = answer.outcome, claim.push.kind == .update, !claim.push.isChannelRequest {
                     deliveredUpdates[claim.orderID, default: []].insert(claim.push.apnsID)
                 } else {
                     otherAnswers.insert(claim.orderID)

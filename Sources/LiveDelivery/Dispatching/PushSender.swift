@@ -30,7 +30,8 @@ package final class APNsPushSender: PushSending {
                     APNsApp(
                         bundleID: app.bundleID, teamID: app.teamID, key: key,
                         environment: environment == "production" ? .production : .sandbox,
-                        baseURL: configuration.baseURL))
+                        baseURL: configuration.baseURL, broadcastURL: configuration.broadcastURL,
+                        channelsURL: configuration.channelsURL))
             }
             var clientConfiguration = APNsClientConfiguration(apps: list)
             clientConfiguration.caFile = configuration.caFile
@@ -49,13 +50,33 @@ package final class APNsPushSender: PushSending {
         guard let client = clients[push.environment.rawValue] else {
             return .configurationFault(reason: .unknownApp, status: nil)
         }
-        return await client.send(Self.notification(push), app: push.bundleID)
+        if let request = Self.channelRequest(push) { return await client.send(request, app: push.bundleID) }
+        guard let notification = Self.notification(push) else {
+            return .payloadFault(reason: .missingDeviceToken, status: 400)
+        }
+        return await client.send(notification, app: push.bundleID)
+    }
+
+    /// The APNs request of a broadcast channel's push (a broadcast, a channel's creation or deletion), with
+    /// the headers the core planned; nil for a push to a device.
+    package static func channelRequest(_ push: PlannedPush) -> APNsChannelRequest? {
+        guard push.isChannelRequest else { return nil }
+        let kind: APNsChannelRequest.Kind =
+            switch push.kind {
+            case .openChannel: .createChannel
+            case .closeChannel: .deleteChannel
+            case .start, .update, .end: .broadcast
+            }
+        return APNsChannelRequest(
+            kind: kind, headers: push.headers.map { ($0.name, $0.value) }, body: push.payload,
+            requestID: UUIDText.parse(push.apnsID) ?? UUID())
     }
 
     /// The APNs request of a planned push.
-    package static func notification(_ push: PlannedPush) -> APNsNotification {
-        APNsNotification(
-            deviceToken: push.deviceToken.hex,
+    package static func notification(_ push: PlannedPush) -> APNsNotification? {
+        guard let token = push.deviceToken else { return nil }
+        return APNsNotification(
+            deviceToken: token.hex,
             topic: push.topic,
             pushType: .liveActivity,
             priority: APNsPriority(rawValue: push.priority),

@@ -59,6 +59,8 @@ struct PushSettlement: Equatable {
         switch answer {
         case .delivered:
             return PushSettlement(outcome: .accepted)
+        case .channelCreated(let channelID):
+            return PushSettlement(outcome: .channelCreated(channelID: channelID))
         case .tokenGone(let reason, let unregisteredAt):
             return PushSettlement(
                 outcome: .tokenRejected(reason: reason.rawValue, unregisteredAt: unregisteredAt),

@@ -242,6 +242,27 @@ extension WorkerConfiguration {
                 }
             }),
         .optional(
+            "apns.broadcastURL", \.apns.broadcastURL,
+            "Send broadcasts to this `https://` URL (default: the device-push host, as Apple documents).",
+            check: { value, reader in
+                if URL(string: value)?.scheme != "https" {
+                    reader.problems.add(
+                        "apns.broadcastURL (environment \(environmentName("apns.broadcastURL"))): must be an https:// URL"
+                    )
+                }
+            }),
+        .optional(
+            "apns.channelsURL", \.apns.channelsURL,
+            "Create and delete broadcast channels at this `https://` URL (default: `apns.baseURL` when set, else "
+                + "`api-manage-broadcast.push.apple.com:2196`, sandbox `:2195`).",
+            check: { value, reader in
+                if URL(string: value)?.scheme != "https" {
+                    reader.problems.add(
+                        "apns.channelsURL (environment \(environmentName("apns.channelsURL"))): must be an https:// URL"
+                    )
+                }
+            }),
+        .optional(
             "apns.caFile", \.apns.caFile, "A CA or certificate (PEM) to trust for APNs.",
             check: { value, reader in
                 if !FileManager.default.isReadableFile(atPath: value) {

@@ -72,6 +72,11 @@ package struct WorkerConfiguration: Sendable {
         package var apps: [App] = []
         package var appsFile: String
         package var baseURL: String?
+        /// Where broadcasts go (default: the base URL).
+        package var broadcastURL: String?
+        /// Where broadcast channels are created and deleted (default: `baseURL` when set, else Apple's
+        /// channel management host of each app's environment).
+        package var channelsURL: String?
         package var caFile: String?
         package var requestTimeout: Duration = .seconds(15)
         /// libcurl threads per host; nil: one per core, at most one per connection.

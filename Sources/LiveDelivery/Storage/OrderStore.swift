@@ -312,11 +312,16 @@ enum OrderStore {
         """
     }
 
-    /// The orders of these users that are not settled, by user.
+    /// The orders of these users that are not settled, their own and those they follow, by user.
     static func openOrders(of users: [String], on connection: PostgresConnection) async throws -> [String: Set<String>]
     {
         let rows = try await connection.query(
-            "SELECT order_id, user_id FROM orders WHERE user_id = ANY(\(users)::text[]) AND NOT settled")
+            """
+            SELECT order_id, user_id FROM orders WHERE user_id = ANY(\(users)::text[]) AND NOT settled
+            UNION ALL
+            SELECT f.order_id, f.user_id FROM order_followers AS f JOIN orders AS o USING (order_id)
+            WHERE f.user_id = ANY(\(users)::text[]) AND NOT o.settled
+            """)
         var orders: [String: Set<String>] = [:]
         for row in rows {
             orders[try row.decode(String.self, "user_id"), default: []].insert(try row.decode(String.self, "order_id"))
@@ -462,6 +467,7 @@ enum OrderStore {
                       AND event_id = \(registration.key.eventID)
                     """)
             }
+            statements += BroadcastRows.writes(changed)
             let decisions = changes.flatMap { change in change.decisions.map { (change.state.orderID, $0) } }
             if let timeline = Timeline.insertQuery(decisions, kind: kind) { statements.append(timeline) }
         }

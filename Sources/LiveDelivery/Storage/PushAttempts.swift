@@ -58,7 +58,7 @@ enum PushAttempts {
     /// The `outcome` column's (and the metrics') name of an answer.
     static func outcomeName(_ outcome: APNsOutcome) -> String {
         switch outcome {
-        case .delivered: "delivered"
+        case .delivered, .channelCreated: "delivered"
         case .tokenGone: "token_gone"
         case .retryLater: "retry_later"
         case .refreshAuth: "refresh_auth"

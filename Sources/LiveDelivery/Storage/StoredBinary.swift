@@ -9,8 +9,9 @@ import LiveDeliveryCore
 /// (``StoredPush``) was almost half the worker's own instructions per update (`livedelivery-bench events`).
 /// The layout is the fields of
 /// ``OrderState`` and its parts in declaration order:
-/// - a version byte first: 2 (an activity ends with its device's frequent-updates setting and its scheduled
-///   start); 1 (without them) still reads;
+/// - a version byte first: 3 (an order's followers and broadcast channel after its push-to-start tokens, an
+///   activity's channel at its end, and a push's token optional and followed by its channel); 2 (without
+///   them) and 1 (without an activity's frequent-updates setting and scheduled start either) still read;
 /// - strings as a length (LEB128) and their UTF-8 bytes; integers as zigzag LEB128;
 /// - `Double`s and `Date`s (seconds since 2001) as their 8 bytes, little-endian, so they read back exactly;
 /// - optionals as a 0 or 1 byte before the value; arrays and sets as a count before the elements;
@@ -20,9 +21,9 @@ import LiveDeliveryCore
 /// A field added to a core type must be added here, in both directions, with a new version byte;
 /// the round-trip tests cover every state and push of the example deliveries.
 enum StoredState {
-    static let version: UInt8 = 2
+    static let version: UInt8 = 3
     /// The versions this release reads.
-    static let readable: ClosedRange<UInt8> = 1...2
+    static let readable: ClosedRange<UInt8> = 1...3
 
     /// `version` 1 (without the frequent-updates setting) is what the release before wrote; tests write it.
     static func encode(_ state: OrderState, version: UInt8 = version) -> [UInt8] {
@@ -136,6 +137,11 @@ extension StoredState {
             optional(state.record) { $0.record($1) }
             array(state.activities) { $0.activity($1) }
             array(state.pushToStartTokens) { $0.registration($1) }
+            if version >= 3 {
+                array(state.followers) { $0.string($1) }
+                optional(state.followersKey) { $0.key($1) }
+                optional(state.channel) { $0.activity($1) }
+            }
             array(state.seenEventIDs) { $0.string($1) }
             date(state.createdAt)
             date(state.lastChangeAt)
@@ -206,6 +212,14 @@ extension StoredState {
                 optional(activity.frequentPushes) { $0.bytes.append($1 ? 1 : 0) }
                 optional(activity.scheduledStart) { $0.date($1) }
             }
+            if version >= 3 {
+                optional(activity.channelID) { $0.string($1) }
+                optional(activity.broadcast) { writer, broadcast in
+                    writer.string(broadcast.bundleID)
+                    writer.string(broadcast.environment.rawValue)
+                    writer.bytes.append(broadcast.storesMostRecent ? 1 : 0)
+                }
+            }
         }
 
         mutating func mark(_ mark: ActivityState.ContentMark) {
@@ -222,7 +236,8 @@ extension StoredState {
             string(push.activityKey)
             optional(push.activityID) { $0.string($1) }
             string(push.kind.rawValue)
-            string(push.deviceToken.hex)
+            optional(push.deviceToken) { $0.string($1.hex) }
+            optional(push.channelID) { $0.string($1) }
             string(push.environment.rawValue)
             string(push.bundleID)
             string(push.apnsID)
@@ -373,6 +388,9 @@ extension StoredState {
                 record: try optional { try $0.record() },
                 activities: try array { try $0.activity() },
                 pushToStartTokens: try array { try $0.registration() },
+                followers: version >= 3 ? try array { try $0.string() } : [],
+                followersKey: version >= 3 ? try optional { try $0.key() } : nil,
+                channel: version >= 3 ? try optional { try $0.activity() } : nil,
                 seenEventIDs: Set(try array { try $0.string() }),
                 createdAt: try date(),
                 lastChangeAt: try date(),
@@ -432,7 +450,14 @@ extension StoredState {
                 alertCount: try int(),
                 highPriorityLog: try array { try $0.int() },
                 frequentPushes: version >= 2 ? try optional { try $0.flag() } : nil,
-                scheduledStart: version >= 2 ? try optional { try $0.date() } : nil)
+                scheduledStart: version >= 2 ? try optional { try $0.date() } : nil,
+                channelID: version >= 3 ? try optional { try $0.string() } : nil,
+                broadcast: version >= 3
+                    ? try optional { reader in
+                        ActivityState.Broadcast(
+                            bundleID: try reader.string(), environment: APNsEnvironment(rawValue: try reader.string()),
+                            storesMostRecent: try reader.flag())
+                    } : nil)
         }
 
         mutating func kind() throws -> PlannedPush.Kind {
@@ -452,7 +477,9 @@ extension StoredState {
         mutating func push() throws -> PlannedPush {
             var push = PlannedPush(
                 orderID: try string(), activityKey: try string(), activityID: try optional { try $0.string() },
-                kind: try kind(), deviceToken: try token(), environment: APNsEnvironment(rawValue: try string()),
+                kind: try kind(), deviceToken: version >= 3 ? try optional { try $0.token() } : try token(),
+                channelID: version >= 3 ? try optional { try $0.string() } : nil,
+                environment: APNsEnvironment(rawValue: try string()),
                 bundleID: try string(), apnsID: try string(), priority: try int(), timestamp: try int(),
                 notBefore: try date(), expiration: try int(),
                 headers: try array { PlannedPush.Header(name: try $0.string(), value: try $0.string()) },

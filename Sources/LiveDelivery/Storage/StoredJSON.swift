@@ -43,6 +43,9 @@ enum StoredJSON {
         try object.member("pushToStartTokens") {
             try writer.writeArray(state.pushToStartTokens) { try write($0, to: writer) }
         }
+        object.member("followers") { writer.writeArray(state.followers) { writer.writeString($0) } }
+        try object.member("followersKey", ifPresent: state.followersKey) { try write($0, to: writer) }
+        try object.member("channel", ifPresent: state.channel) { try write($0, to: writer) }
         object.member("seenEventIDs") { writer.writeArray(state.seenEventIDs) { writer.writeString($0) } }
         try object.date("createdAt", state.createdAt)
         try object.date("lastChangeAt", state.lastChangeAt)
@@ -56,7 +59,8 @@ enum StoredJSON {
         object.string("activityKey", push.activityKey)
         object.string("activityID", ifPresent: push.activityID)
         object.string("kind", push.kind.rawValue)
-        object.string("deviceToken", push.deviceToken.hex)
+        object.string("deviceToken", ifPresent: push.deviceToken?.hex)
+        object.string("channelID", ifPresent: push.channelID)
         object.string("environment", push.environment.rawValue)
         object.string("bundleID", push.bundleID)
         object.string("apnsID", push.apnsID)
@@ -173,6 +177,14 @@ enum StoredJSON {
         }
         object.member("frequentPushes", ifPresent: activity.frequentPushes) { writer.writeBool($0) }
         try object.member("scheduledStart", ifPresent: activity.scheduledStart) { try writeDate($0, to: writer) }
+        object.string("channelID", ifPresent: activity.channelID)
+        object.member("broadcast", ifPresent: activity.broadcast) { broadcast in
+            var inner = JSONWriter.Object(writer)
+            inner.string("bundleID", broadcast.bundleID)
+            inner.string("environment", broadcast.environment.rawValue)
+            inner.member("storesMostRecent") { writer.writeBool(broadcast.storesMostRecent) }
+            inner.close()
+        }
         object.close()
     }
 
@@ -276,6 +288,11 @@ extension StoredJSON {
                 pushToStartTokens: try object.read("pushToStartTokens") {
                     try tape.array(at: $0) { try registration(at: $0) }
                 },
+                followers: try object.readIfPresent("followers") {
+                    try tape.array(at: $0) { index in try tape.string(at: index) }
+                } ?? [],
+                followersKey: try object.readIfPresent("followersKey") { try eventKey(at: $0) },
+                channel: try object.readIfPresent("channel") { try activity(at: $0) },
                 seenEventIDs: Set(
                     try object.read("seenEventIDs") { try tape.array(at: $0) { index in try tape.string(at: index) } }),
                 createdAt: try object.date("createdAt"),
@@ -290,7 +307,8 @@ extension StoredJSON {
                 activityKey: try object.string("activityKey"),
                 activityID: try object.stringIfPresent("activityID"),
                 kind: try object.read("kind") { index in try tape.rawValue(PlannedPush.Kind.self, at: index) },
-                deviceToken: try object.read("deviceToken") { index in try deviceToken(at: index) },
+                deviceToken: try object.readIfPresent("deviceToken") { index in try deviceToken(at: index) },
+                channelID: try object.stringIfPresent("channelID"),
                 environment: APNsEnvironment(rawValue: try object.string("environment")),
                 bundleID: try object.string("bundleID"),
                 apnsID: try object.string("apnsID"),
@@ -405,7 +423,15 @@ extension StoredJSON {
                     try tape.array(at: $0) { index in try tape.integer(Int.self, at: index) }
                 },
                 frequentPushes: try object.readIfPresent("frequentPushes") { index in try tape.bool(at: index) },
-                scheduledStart: try object.readIfPresent("scheduledStart") { index in try tape.date(at: index) })
+                scheduledStart: try object.readIfPresent("scheduledStart") { index in try tape.date(at: index) },
+                channelID: try object.stringIfPresent("channelID"),
+                broadcast: try object.readIfPresent("broadcast") { index in
+                    let broadcast = try JSONTape.Object(tape, index)
+                    return ActivityState.Broadcast(
+                        bundleID: try broadcast.string("bundleID"),
+                        environment: APNsEnvironment(rawValue: try broadcast.string("environment")),
+                        storesMostRecent: try broadcast.read("storesMostRecent") { index in try tape.bool(at: index) })
+                })
         }
 
         private func mark(at index: Int) throws -> ActivityState.ContentMark {

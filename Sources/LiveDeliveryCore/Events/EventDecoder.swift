@@ -133,6 +133,18 @@ package enum EventDecoder {
                     activitiesEnabled: try root.requiredBool("activities_enabled"),
                     frequentPushesEnabled: try root.requiredBool("frequent_pushes_enabled")
                 ))
+        case .orderFollowers:
+            let sequence = try root.optionalInt("sequence")
+            if let sequence, sequence < 0 {
+                throw EventRejection(.invalidField, field: "sequence", "sequence must not be negative")
+            }
+            return .orderFollowers(
+                OrderFollowersEvent(
+                    eventID: eventID, occurredAt: occurredAt,
+                    orderID: try root.requiredString("order_id", length: 1...64), sequence: sequence,
+                    followers: try root.requiredStrings(
+                        "followers", length: 1...64, maxCount: OrderState.maxFollowers)
+                ))
         default:
             let reasonText = try root.requiredString("reason", length: 1...64)
             let reason = ActivityEndReason(rawValue: reasonText)
@@ -230,6 +242,27 @@ struct FieldReader {
         }
         try storable(text, key)
         return text
+    }
+
+    /// An array (possibly empty) of at most `maxCount` strings, each as ``requiredString(_:length:)`` says.
+    func requiredStrings(_ key: String, length: ClosedRange<Int>, maxCount: Int) throws(EventRejection) -> [String] {
+        guard let value = value(key) else {
+            throw EventRejection(.missingField, field: path(key), "\(path(key)) is required")
+        }
+        guard case .array(let values) = value else {
+            throw EventRejection(
+                .invalidField, field: path(key), "\(path(key)) must be an array of strings, not \(value.typeName)")
+        }
+        guard values.count <= maxCount else {
+            throw EventRejection(
+                .invalidField, field: path(key), "\(path(key)) may name at most \(maxCount) (has \(values.count))")
+        }
+        var strings: [String] = []
+        for (index, element) in values.enumerated() {
+            let reader = FieldReader(object: JSONObject([("\(index)", element)]), prefix: path(key))
+            strings.append(try reader.requiredString("\(index)", length: length))
+        }
+        return strings
     }
 
     func requiredBool(_ key: String) throws(EventRejection) -> Bool {

@@ -56,8 +56,9 @@ package struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomS
     package static let pushToStartToken = EventType(rawValue: "activity.push_to_start_token")
     package static let activityEnded = EventType(rawValue: "activity.ended")
     package static let activitySettings = EventType(rawValue: "activity.settings")
+    package static let orderFollowers = EventType(rawValue: "order.followers")
     package static let known: [EventType] = [
-        .orderStatus, .activityToken, .pushToStartToken, .activityEnded, .activitySettings,
+        .orderStatus, .activityToken, .pushToStartToken, .activityEnded, .activitySettings, .orderFollowers,
     ]
 
     package var description: String { rawValue }

@@ -151,6 +151,27 @@ package struct ActivitySettingsEvent: Hashable, Sendable, Codable {
     }
 }
 
+/// `order.followers`: the people who follow an order besides its own user (a group order, a gift, a shared
+/// tracking link). Each report is the whole list; the newest wins.
+package struct OrderFollowersEvent: Hashable, Sendable, Codable {
+    package var eventID: String
+    package var occurredAt: Date
+    package var orderID: String
+    package var sequence: Int?
+    /// User ids, sorted, without repeats.
+    package var followers: [String]
+
+    package init(eventID: String, occurredAt: Date, orderID: String, sequence: Int? = nil, followers: [String]) {
+        self.eventID = eventID
+        self.occurredAt = occurredAt
+        self.orderID = orderID
+        self.sequence = sequence
+        self.followers = Array(Set(followers)).sorted()
+    }
+
+    package var key: EventKey { EventKey(sequence: sequence, occurredAt: occurredAt, eventID: eventID) }
+}
+
 /// A person's Live Activity settings on one device, as the app last reported them.
 package struct DeviceSettings: Hashable, Sendable, Codable {
     package var userID: String
@@ -181,6 +202,7 @@ package enum InboundEvent: Hashable, Sendable, Codable {
     case pushToStartToken(PushToStartTokenEvent)
     case activityEnded(ActivityEndedEvent)
     case activitySettings(ActivitySettingsEvent)
+    case orderFollowers(OrderFollowersEvent)
 
     package var type: EventType {
         switch self {
@@ -189,6 +211,7 @@ package enum InboundEvent: Hashable, Sendable, Codable {
         case .pushToStartToken: .pushToStartToken
         case .activityEnded: .activityEnded
         case .activitySettings: .activitySettings
+        case .orderFollowers: .orderFollowers
         }
     }
 
@@ -199,6 +222,7 @@ package enum InboundEvent: Hashable, Sendable, Codable {
         case .pushToStartToken(let e): e.eventID
         case .activityEnded(let e): e.eventID
         case .activitySettings(let e): e.eventID
+        case .orderFollowers(let e): e.eventID
         }
     }
 
@@ -209,6 +233,7 @@ package enum InboundEvent: Hashable, Sendable, Codable {
         case .pushToStartToken(let e): e.occurredAt
         case .activityEnded(let e): e.occurredAt
         case .activitySettings(let e): e.occurredAt
+        case .orderFollowers(let e): e.occurredAt
         }
     }
 
@@ -219,6 +244,7 @@ package enum InboundEvent: Hashable, Sendable, Codable {
         case .activityToken(let e): e.orderID
         case .pushToStartToken, .activitySettings: nil
         case .activityEnded(let e): e.orderID
+        case .orderFollowers(let e): e.orderID
         }
     }
 
@@ -227,7 +253,7 @@ package enum InboundEvent: Hashable, Sendable, Codable {
     package var reachesUser: Bool {
         switch self {
         case .pushToStartToken, .activitySettings: true
-        case .orderStatus, .activityToken, .activityEnded: false
+        case .orderStatus, .activityToken, .activityEnded, .orderFollowers: false
         }
     }
 
@@ -237,8 +263,15 @@ package enum InboundEvent: Hashable, Sendable, Codable {
         case .orderStatus(let e): e.userID
         case .pushToStartToken(let e): e.userID
         case .activitySettings(let e): e.userID
-        case .activityToken, .activityEnded: nil
+        case .activityToken, .activityEnded, .orderFollowers: nil
         }
+    }
+
+    /// Every user the event names: its user, or an order's followers. The worker reads their push-to-start
+    /// tokens and settings for the batch.
+    package var namedUsers: [String] {
+        if case .orderFollowers(let e) = self { return e.followers }
+        return userID.map { [$0] } ?? []
     }
 }
 
@@ -265,4 +298,7 @@ package struct PushToStartRegistration: Hashable, Sendable, Codable {
         self.attributesType = attributesType
         self.key = key
     }
+
+    /// `"<bundle id> <environment>"`, as ``ActivityState/Broadcast/app``.
+    package var app: String { "\(bundleID) \(environment.rawValue)" }
 }

@@ -3,7 +3,7 @@ import LiveDeliveryJSON
 /// Builds the `aps` dictionary of a start, update or end, and keeps it within the size limit.
 ///
 /// Key order: `timestamp`, `event`, `content-state`, `attributes-type`, `attributes`, `alert`,
-/// `stale-date`, `dismissal-date`, `relevance-score`, `input-push-token`.
+/// `stale-date`, `dismissal-date`, `relevance-score`, then `input-push-channel` or `input-push-token`.
 ///
 /// Over the limit, in order: the alert loses its subtitle and body; then an update or end loses
 /// its alert (a start, which must alert, falls back to the policy's title-only start alert);
@@ -20,6 +20,9 @@ struct PayloadBuilder {
     var alert: AlertContent?
     var startFallbackAlert: AlertContent?
     var inputPushToken: Bool
+    /// A start into this broadcast channel (`input-push-channel`, iOS 18): the activity gets no update
+    /// token, so `input-push-token` is left out.
+    var inputPushChannel: String? = nil
 
     enum Result {
         case built(payload: [UInt8], alert: AlertContent?, notes: [String])
@@ -39,7 +42,11 @@ struct PayloadBuilder {
         if kind != .end { aps["stale-date"] = staleDate.map(JSONValue.int) }
         if kind == .end { aps["dismissal-date"] = dismissalDate.map(JSONValue.int) }
         aps["relevance-score"] = relevance.map(JSONValue.double)
-        if kind == .start && inputPushToken { aps["input-push-token"] = .int(1) }
+        if kind == .start, let channel = inputPushChannel {
+            aps["input-push-channel"] = .string(channel)
+        } else if kind == .start && inputPushToken {
+            aps["input-push-token"] = .int(1)
+        }
         return .object(JSONObject([("aps", .object(aps))]))
     }
 

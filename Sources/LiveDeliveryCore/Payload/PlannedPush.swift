@@ -1,12 +1,18 @@
 package import Foundation
 
-/// Exactly what to POST to `/3/device/<token>` on the APNs host of ``environment``.
+/// Exactly what to send to APNs for ``environment``: a push to `/3/device/<token>`, or for an order's
+/// broadcast channel a broadcast (`/4/broadcasts/apps/<bundle id>`) or a channel request
+/// (`/1/apps/<bundle id>/channels` on the channel management host).
 ///
 /// `description` and ``redactedPath`` show only a token prefix; ``path`` and `Codable` carry
 /// the full token (the worker needs it to send and to store the push in its outbox).
 package struct PlannedPush: Hashable, Sendable, Codable, CustomStringConvertible {
     package enum Kind: String, Hashable, Sendable, Codable {
         case start, update, end
+        /// Create the order's broadcast channel (`POST /1/apps/<bundle id>/channels`, the body its settings).
+        case openChannel = "open_channel"
+        /// Delete it (`DELETE /1/apps/<bundle id>/channels`).
+        case closeChannel = "close_channel"
     }
 
     package struct Header: Hashable, Sendable, Codable {
@@ -25,7 +31,10 @@ package struct PlannedPush: Hashable, Sendable, Codable, CustomStringConvertible
     /// ActivityKit's id, once the app has reported it (nil for a start).
     package var activityID: String?
     package var kind: Kind
-    package var deviceToken: DeviceToken
+    /// The token pushed to; nil for the requests of a broadcast channel.
+    package var deviceToken: DeviceToken?
+    /// The broadcast channel: an update or end with it is a broadcast; a ``Kind/closeChannel`` deletes it.
+    package var channelID: String?
     package var environment: APNsEnvironment
     package var bundleID: String
     /// The `apns-id` header: deterministic, so replaying a step produces the same id.
@@ -57,8 +66,9 @@ package struct PlannedPush: Hashable, Sendable, Codable, CustomStringConvertible
     package var traceParent: String?
 
     package init(
-        orderID: String, activityKey: String, activityID: String?, kind: Kind, deviceToken: DeviceToken,
-        environment: APNsEnvironment, bundleID: String, apnsID: String, priority: Int, timestamp: Int,
+        orderID: String, activityKey: String, activityID: String?, kind: Kind, deviceToken: DeviceToken?,
+        channelID: String? = nil, environment: APNsEnvironment, bundleID: String, apnsID: String, priority: Int,
+        timestamp: Int,
         notBefore: Date, expiration: Int, headers: [Header], payload: [UInt8], alert: AlertContent?, step: String,
         status: OrderStatus, statusKey: EventKey, reason: String, mark: ActivityState.ContentMark
     ) {
@@ -67,6 +77,7 @@ package struct PlannedPush: Hashable, Sendable, Codable, CustomStringConvertible
         self.activityID = activityID
         self.kind = kind
         self.deviceToken = deviceToken
+        self.channelID = channelID
         self.environment = environment
         self.bundleID = bundleID
         self.apnsID = apnsID
@@ -84,9 +95,27 @@ package struct PlannedPush: Hashable, Sendable, Codable, CustomStringConvertible
         self.mark = mark
     }
 
-    package var method: String { "POST" }
-    package var path: String { "/3/device/\(deviceToken.hex)" }
-    package var redactedPath: String { "/3/device/\(deviceToken.prefix)" }
+    /// Whether the request is one of a broadcast channel's (create, broadcast, delete).
+    package var isChannelRequest: Bool { deviceToken == nil }
+
+    package var method: String { kind == .closeChannel ? "DELETE" : "POST" }
+    package var path: String {
+        switch (kind, deviceToken) {
+        case (.openChannel, _), (.closeChannel, _): "/1/apps/\(bundleID)/channels"
+        case (_, let token?): "/3/device/\(token.hex)"
+        case (_, nil): "/4/broadcasts/apps/\(bundleID)"
+        }
+    }
+    /// Apple's host for the request: channel management has its own.
+    package var host: String {
+        switch kind {
+        case .openChannel, .closeChannel:
+            environment == .production
+                ? "api-manage-broadcast.push.apple.com:2196" : "api-manage-broadcast.sandbox.push.apple.com:2195"
+        case .start, .update, .end: environment.host
+        }
+    }
+    package var redactedPath: String { deviceToken.map { "/3/device/\($0.prefix)" } ?? path }
     package var topic: String { "\(bundleID).push-type.liveactivity" }
 
     package var description: String {
@@ -96,7 +125,8 @@ package struct PlannedPush: Hashable, Sendable, Codable, CustomStringConvertible
 
 extension PlannedPush {
     private enum CodingKeys: String, CodingKey {
-        case orderID, activityKey, activityID, kind, deviceToken, environment, bundleID, apnsID, priority, timestamp
+        case orderID, activityKey, activityID, kind, deviceToken, channelID, environment, bundleID, apnsID, priority,
+            timestamp
         case notBefore, expiration, headers, payload, alert, step, status, statusKey, reason, mark, traceParent
     }
 
@@ -108,7 +138,8 @@ extension PlannedPush {
         activityKey = try container.decode(String.self, forKey: .activityKey)
         activityID = try container.decodeIfPresent(String.self, forKey: .activityID)
         kind = try container.decode(Kind.self, forKey: .kind)
-        deviceToken = try container.decode(DeviceToken.self, forKey: .deviceToken)
+        deviceToken = try container.decodeIfPresent(DeviceToken.self, forKey: .deviceToken)
+        channelID = try container.decodeIfPresent(String.self, forKey: .channelID)
         environment = try container.decode(APNsEnvironment.self, forKey: .environment)
         bundleID = try container.decode(String.self, forKey: .bundleID)
         apnsID = try container.decode(String.self, forKey: .apnsID)
@@ -137,7 +168,8 @@ extension PlannedPush {
         try container.encode(activityKey, forKey: .activityKey)
         try container.encodeIfPresent(activityID, forKey: .activityID)
         try container.encode(kind, forKey: .kind)
-        try container.encode(deviceToken, forKey: .deviceToken)
+        try container.encodeIfPresent(deviceToken, forKey: .deviceToken)
+        try container.encodeIfPresent(channelID, forKey: .channelID)
         try container.encode(environment, forKey: .environment)
         try container.encode(bundleID, forKey: .bundleID)
         try container.encode(apnsID, forKey: .apnsID)

@@ -20,6 +20,8 @@ extension Policy {
     /// - `sweep.lifetimeSeconds` (≤ 28800), `sweep.lifetimeMarginSeconds`, `sweep.idleSeconds`,
     ///   `sweep.adoptionTimeoutSeconds` (10 … 28800), `sweep.dismissAfterSeconds` (≤ 14400)
     /// - `payload.maxBytes` (256…4096), `payload.inputPushToken` (bool)
+    /// - `broadcast.minimumFollowers` (0…20; 0: no channels), `broadcast.messageStoragePolicy`
+    ///   (`most_recent` | `none`), `broadcast.channelLimit` (1…10000), `broadcast.channelHeadroom`
     ///
     /// A template is `{"title": T, "subtitle": T, "body": T}` (title required), where T is a string
     /// or `{"locKey": "KEY", "locArgs": ["{courier}"]}`; see ``AlertTemplate`` for placeholders.
@@ -39,7 +41,8 @@ extension Policy {
         r.checkKeys(
             root, at: "",
             known: [
-                "statuses", "startOn", "alerts", "budget", "staleDate", "expiration", "sweep", "payload", "comment",
+                "statuses", "startOn", "alerts", "budget", "staleDate", "expiration", "sweep", "payload", "broadcast",
+                "comment",
             ])
 
         if let table = r.object(root, "statuses", at: "") {
@@ -158,6 +161,25 @@ extension Policy {
             r.checkKeys(payload, at: "payload", known: ["maxBytes", "inputPushToken"])
             if let v = r.integer(payload, "maxBytes", at: "payload", in: 256...4096) { maxPayloadBytes = v }
             if let v = r.bool(payload, "inputPushToken", at: "payload") { inputPushToken = v }
+        }
+        if let object = r.object(root, "broadcast", at: "") {
+            r.checkKeys(
+                object, at: "broadcast",
+                known: ["minimumFollowers", "messageStoragePolicy", "channelLimit", "channelHeadroom"])
+            if let v = r.integer(object, "minimumFollowers", at: "broadcast", in: 0...OrderState.maxFollowers) {
+                broadcast.minimumFollowers = v
+            }
+            if let v = r.string(object, "messageStoragePolicy", at: "broadcast") {
+                switch v {
+                case "most_recent": broadcast.storeMostRecent = true
+                case "none": broadcast.storeMostRecent = false
+                default: r.problem("broadcast.messageStoragePolicy", "must be \"most_recent\" or \"none\"")
+                }
+            }
+            if let v = r.integer(object, "channelLimit", at: "broadcast", in: 1...10_000) { broadcast.channelLimit = v }
+            if let v = r.integer(object, "channelHeadroom", at: "broadcast", in: 0...10_000) {
+                broadcast.channelHeadroom = v
+            }
         }
     }
 

@@ -87,6 +87,27 @@ package struct Policy: Sendable, Hashable {
     /// Add `input-push-token: 1` to starts (iOS 18+: the started activity gets an update token).
     package var inputPushToken: Bool
 
+    /// When an order's followers share a broadcast channel (iOS 18), and the channel's settings.
+    package var broadcast: Broadcast
+
+    /// Broadcast channels: one per order that enough people follow (`order.followers`). Their devices are
+    /// started into the channel (`input-push-channel`), and each update reaches all of them in one request.
+    package struct Broadcast: Sendable, Hashable {
+        /// An order gets a channel once this many people follow it (its own user not counted); 0: never.
+        package var minimumFollowers = 2
+        /// The channel's message storage policy, chosen at creation and never changed: true keeps the most
+        /// recent message for a device that is offline (up to 8 h), false stores nothing (a higher
+        /// publishing budget; every broadcast then has `apns-expiration: 0`).
+        package var storeMostRecent = true
+        /// Apple's limit of channels per app and environment.
+        package var channelLimit = 10_000
+        /// No new channel once this few are left under the limit: the order's followers get per-token
+        /// pushes instead.
+        package var channelHeadroom = 500
+
+        package init() {}
+    }
+
     /// The rule of a status (every known status has one).
     package func rule(for status: OrderStatus) -> StatusRule {
         statuses[status] ?? StatusRule(step: status.rawValue, relevance: 50)
@@ -147,5 +168,6 @@ package struct Policy: Sendable, Hashable {
         sweep = Sweep()
         maxPayloadBytes = 4096
         inputPushToken = true
+        broadcast = Broadcast()
     }
 }

@@ -104,6 +104,24 @@ package struct ActivityState: Hashable, Sendable, Codable {
         }
     }
 
+    /// The app and storage policy of an order's broadcast channel (``OrderState/channel`` only).
+    package struct Broadcast: Hashable, Sendable, Codable {
+        package var bundleID: String
+        package var environment: APNsEnvironment
+        /// Message storage policy 1 (the most recent message kept for an offline device) or 0 (none:
+        /// broadcasts then go with `apns-expiration: 0`). Fixed when the channel is created.
+        package var storesMostRecent: Bool
+
+        package init(bundleID: String, environment: APNsEnvironment, storesMostRecent: Bool) {
+            self.bundleID = bundleID
+            self.environment = environment
+            self.storesMostRecent = storesMostRecent
+        }
+
+        /// `"<bundle id> <environment>"`: what channel counts are kept by.
+        package var app: String { "\(bundleID) \(environment.rawValue)" }
+    }
+
     /// Stable within the order: `device:<device_id>` for activities the worker starts, or
     /// `activity:<activity_id>` for activities the app started. The worker keys its outbox by it.
     package var key: String
@@ -137,6 +155,12 @@ package struct ActivityState: Hashable, Sendable, Codable {
     /// When the app scheduled the activity to start on the device (`activity.token`'s `scheduled_start`):
     /// until then it is pending there, and the sweeper's clocks count from it.
     package var scheduledStart: Date?
+    /// A follower's activity started into the order's broadcast channel: its id (the channel's pushes
+    /// update and end it; it has no update token). For ``OrderState/channel``: the channel's id once APNs
+    /// created it.
+    package var channelID: String?
+    /// For ``OrderState/channel`` only: the channel's app and storage policy.
+    package var broadcast: Broadcast?
 
     init(key: String, activityID: String?, deviceID: String?, phase: Phase, now: Date) {
         self.key = key

@@ -10,6 +10,8 @@ package struct OrderState: Hashable, Sendable, Codable {
     /// The most devices one user has push-to-start tokens on file for (docs/events.md, Limits): a
     /// token for a further device is refused until one of them is retired.
     package static let maxPushToStartDevices = 10
+    /// The most people one order lists as followers (docs/events.md, `order.followers`).
+    package static let maxFollowers = 20
 
     package var orderID: String
     /// nil until the first `order.status` (an `activity.token` may come first).
@@ -18,6 +20,15 @@ package struct OrderState: Hashable, Sendable, Codable {
     package var activities: [ActivityState]
     /// The push-to-start tokens of the order's user that the order has been offered.
     package var pushToStartTokens: [PushToStartRegistration]
+    /// The people who follow the order besides its user (`order.followers`), sorted; their devices are
+    /// started too, into the order's broadcast channel when it has one.
+    package var followers: [String]
+    /// The `order.followers` event that set ``followers`` (a newer one replaces them).
+    package var followersKey: EventKey?
+    /// The order's broadcast channel (key ``OrderTracker/channelKey``), once the core decided on one: its
+    /// pushes create it, update and end every follower's activity in it at once, and delete it. Not one of
+    /// ``activities`` (it is no activity on a device).
+    package var channel: ActivityState?
     /// Recently applied event ids (bounded; duplicates are also harmless by construction).
     package var seenEventIDs: Set<String>
     package var createdAt: Date
@@ -31,12 +42,29 @@ package struct OrderState: Hashable, Sendable, Codable {
         self.orderID = orderID
         self.activities = []
         self.pushToStartTokens = []
+        self.followers = []
         self.seenEventIDs = []
         self.createdAt = now
         self.lastChangeAt = now
     }
 
     package static let seenEventIDLimit = 512
+
+    /// As synthesized, except that a state stored before followers existed (no `followers`) reads with none.
+    package init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        orderID = try container.decode(String.self, forKey: .orderID)
+        record = try container.decodeIfPresent(OrderRecord.self, forKey: .record)
+        activities = try container.decode([ActivityState].self, forKey: .activities)
+        pushToStartTokens = try container.decode([PushToStartRegistration].self, forKey: .pushToStartTokens)
+        followers = try container.decodeIfPresent([String].self, forKey: .followers) ?? []
+        followersKey = try container.decodeIfPresent(EventKey.self, forKey: .followersKey)
+        channel = try container.decodeIfPresent(ActivityState.self, forKey: .channel)
+        seenEventIDs = try container.decode(Set<String>.self, forKey: .seenEventIDs)
+        createdAt = try container.decode(Date.self, forKey: .createdAt)
+        lastChangeAt = try container.decode(Date.self, forKey: .lastChangeAt)
+        nextSweepAt = try container.decodeIfPresent(Date.self, forKey: .nextSweepAt)
+    }
 
     /// The newest order event applied (indexed column: last sequence / occurred_at).
     package var lastEventKey: EventKey? { record?.newest }
@@ -45,6 +73,7 @@ package struct OrderState: Hashable, Sendable, Codable {
     /// The order is finished and nothing is left to send: the worker may archive it.
     package var isSettled: Bool {
         (record?.isTerminal ?? false) && activities.allSatisfy { $0.phase.isFinal && $0.pending == nil }
+            && channel.map { $0.phase.isFinal && $0.pending == nil } ?? true
     }
 
     package func activity(_ key: String) -> ActivityState? { activities.first { $0.key == key } }
@@ -72,13 +101,18 @@ package struct TrackingContext: Sendable, Hashable {
     /// activity's priority-10 budget, and a device with Live Activities off is not started and has its
     /// activities ended.
     package var deviceSettings: [String: DeviceSettings]
+    /// The broadcast channels open or being opened, by app (`"<bundle id> <environment>"`): a new channel is
+    /// opened only while an app has ``Policy/Broadcast/channelHeadroom`` left under the limit. nil when the
+    /// worker did not count them (the core then opens no channel).
+    package var openChannels: [String: Int]?
 
     package init(
         pushToStartTokens: [PushToStartRegistration] = [], startRefusedDevices: Set<String> = [],
-        deviceSettings: [String: DeviceSettings] = [:]
+        deviceSettings: [String: DeviceSettings] = [:], openChannels: [String: Int]? = nil
     ) {
         self.pushToStartTokens = pushToStartTokens
         self.startRefusedDevices = startRefusedDevices
         self.deviceSettings = deviceSettings
+        self.openChannels = openChannels
     }
 }

@@ -20,6 +20,7 @@ extension OrderTracker {
             contentState: JSONValue.object(content).compactText, step: rule.step, relevance: rule.relevance,
             status: record.status, statusKey: record.statusKey, eta: record.eta?.value)
 
+        openChannelIfWanted(&step, record: record, context: context, mark: mark, now: now)
         startNewActivities(&step, record: record, context: context, now: now, announce: announce)
 
         for index in step.state.activities.indices {
@@ -59,6 +60,8 @@ extension OrderTracker {
                             .waitingForToken, activity: activity.key,
                             "started; the app has not reported its update token yet. The newest state is sent then"))
                 }
+            case .active where activity.channelID != nil:
+                break  // The order's broadcast channel updates and ends it.
             case .active:
                 if let reason = sweepEnds[activity.key] {
                     activity.closeReason = reason.rawValue
@@ -83,14 +86,20 @@ extension OrderTracker {
                 break
             }
         }
+        reconcileChannel(
+            &step, record: record, content: content, mark: mark, now: now,
+            forced: rebuild.contains(Self.channelKey), sweepEnd: sweepEnds[Self.channelKey])
     }
 
     private func startNewActivities(
         _ step: inout Step, record: OrderRecord, context: TrackingContext, now: Date, announce: Bool
     ) {
         guard !record.isTerminal else { return }
+        let channel = step.state.channel
         for registration in step.state.pushToStartTokens
-        where !step.state.activities.contains(where: { $0.deviceID == registration.deviceID }) {
+        where !step.state.activities.contains(where: { $0.deviceID == registration.deviceID })
+            && (registration.userID == record.userID || step.state.followers.contains(registration.userID))
+        {
             guard registration.attributesType == mapping.attributesType else {
                 if announce {
                     step.decisions.append(
@@ -121,9 +130,28 @@ extension OrderTracker {
                 }
                 continue
             }
+            var joins: String?
+            if registration.userID != record.userID, let channel, channel.broadcast?.app == registration.app {
+                switch channel.phase {
+                case .pendingStart:
+                    if announce {
+                        step.decisions.append(
+                            Decision(
+                                .waitingForChannel,
+                                "device \(registration.deviceID) of follower \(registration.userID) starts once the order's broadcast channel is open"
+                            ))
+                    }
+                    continue
+                case .active:
+                    joins = channel.channelID
+                default:
+                    break
+                }
+            }
             var activity = ActivityState(
                 key: "device:\(registration.deviceID)", activityID: nil, deviceID: registration.deviceID,
                 phase: .pendingStart, now: now)
+            activity.channelID = joins
             activity.frequentPushes = context.deviceSettings[registration.deviceID]?.frequentPushesEnabled
             if activity.frequentPushes == true {
                 step.decisions.append(frequentUpdates(true, activity: activity.key, device: registration.deviceID))
@@ -141,7 +169,7 @@ extension OrderTracker {
 
     // MARK: - Start, update, end
 
-    private func planStart(
+    func planStart(
         _ activity: inout ActivityState, _ step: inout Step, record: OrderRecord, content: JSONObject,
         mark: ActivityState.ContentMark, now: Date
     ) {
@@ -158,10 +186,11 @@ extension OrderTracker {
             .start, &activity, &step, record: record, content: content, mark: mark, now: now,
             alert: alert, alertStep: mark.step, alertKind: "status", priority: 10,
             attributes: mapping.attributes(for: record), fallbackAlert: fallback, dismissAfter: nil, notes: notes,
-            reason: "remote start at \(record.status) via push-to-start token \(activity.startToken!.token)")
+            reason: "remote start at \(record.status) via push-to-start token \(activity.startToken!.token)"
+                + (activity.channelID.map { " into broadcast channel \($0)" } ?? ""))
     }
 
-    private func planUpdate(
+    func planUpdate(
         _ activity: inout ActivityState, _ step: inout Step, record: OrderRecord, content: JSONObject,
         mark: ActivityState.ContentMark, now: Date
     ) {
@@ -207,7 +236,7 @@ extension OrderTracker {
             dismissAfter: nil, notes: notes, reason: what)
     }
 
-    private func planEnd(
+    func planEnd(
         _ activity: inout ActivityState, _ step: inout Step, record: OrderRecord, content: JSONObject,
         mark: ActivityState.ContentMark, now: Date, sweep: Decision.Code?
     ) {
@@ -356,13 +385,18 @@ extension OrderTracker {
 
     // MARK: - Building
 
-    private func build(
+    func build(
         _ kind: PlannedPush.Kind, _ activity: inout ActivityState, _ step: inout Step, record: OrderRecord,
         content: JSONObject, mark: ActivityState.ContentMark, now: Date, alert: AlertContent?, alertStep: String?,
         alertKind: String?, priority: Int, attributes: JSONObject?, fallbackAlert: AlertContent?,
         dismissAfter: TimeInterval?, notes: [Decision], reason: String
     ) {
-        guard let target = activity.pushTarget else {
+        let target: (token: DeviceToken?, bundleID: String, environment: APNsEnvironment)
+        if let broadcast = activity.broadcast {
+            target = (nil, broadcast.bundleID, broadcast.environment)
+        } else if let device = activity.pushTarget {
+            target = (device.token, device.bundleID, device.environment)
+        } else {
             step.decisions.append(Decision(.waitingForToken, activity: activity.key, "no token to push to yet"))
             return
         }
@@ -396,7 +430,7 @@ extension OrderTracker {
             kind: kind, contentState: content, attributesType: kind == .start ? mapping.attributesType : nil,
             attributes: attributes, timestamp: timestamp, staleDate: staleDate, dismissalDate: dismissalDate,
             relevance: rule.relevance, alert: alert, startFallbackAlert: fallbackAlert,
-            inputPushToken: policy.inputPushToken)
+            inputPushToken: policy.inputPushToken, inputPushChannel: kind == .start ? activity.channelID : nil)
         let payload: [UInt8]
         let finalAlert: AlertContent?
         switch builder.build(maxBytes: policy.maxPayloadBytes) {
@@ -413,20 +447,34 @@ extension OrderTracker {
             switch kind {
             case .start: policy.startExpiration
             case .update: policy.updateExpiration
-            case .end: policy.endExpiration
+            case .end, .openChannel, .closeChannel: policy.endExpiration
             }
-        let expiration = nowSeconds + Int(expirationSeconds)
+        // A channel that stores no message takes only `apns-expiration: 0`.
+        let expiration =
+            activity.broadcast.map { !$0.storesMostRecent } ?? false ? 0 : nowSeconds + Int(expirationSeconds)
         let apnsID = PushID.make([record.orderID, activity.key, kind.rawValue, String(timestamp), mark.contentState])
-        let headers: [PlannedPush.Header] = [
-            .init(name: "apns-push-type", value: "liveactivity"),
-            .init(name: "apns-topic", value: "\(target.bundleID).push-type.liveactivity"),
-            .init(name: "apns-priority", value: String(priority)),
-            .init(name: "apns-expiration", value: String(expiration)),
-            .init(name: "apns-id", value: apnsID),
-        ]
+        let headers: [PlannedPush.Header]
+        if let channelID = activity.broadcast != nil ? activity.channelID : nil {
+            headers = [
+                .init(name: "apns-push-type", value: "liveactivity"),
+                .init(name: "apns-channel-id", value: channelID),
+                .init(name: "apns-priority", value: String(priority)),
+                .init(name: "apns-expiration", value: String(expiration)),
+                .init(name: "apns-request-id", value: apnsID),
+            ]
+        } else {
+            headers = [
+                .init(name: "apns-push-type", value: "liveactivity"),
+                .init(name: "apns-topic", value: "\(target.bundleID).push-type.liveactivity"),
+                .init(name: "apns-priority", value: String(priority)),
+                .init(name: "apns-expiration", value: String(expiration)),
+                .init(name: "apns-id", value: apnsID),
+            ]
+        }
         let push = PlannedPush(
             orderID: record.orderID, activityKey: activity.key, activityID: activity.activityID, kind: kind,
-            deviceToken: target.token, environment: target.environment, bundleID: target.bundleID, apnsID: apnsID,
+            deviceToken: target.token, channelID: activity.broadcast != nil ? activity.channelID : nil,
+            environment: target.environment, bundleID: target.bundleID, apnsID: apnsID,
             priority: priority, timestamp: timestamp, notBefore: Date(timeIntervalSince1970: Double(timestamp)),
             expiration: expiration, headers: headers, payload: payload, alert: finalAlert, step: mark.step,
             status: record.status, statusKey: record.statusKey, reason: reason, mark: mark)
@@ -458,6 +506,8 @@ extension OrderTracker {
             case .start: .startPlanned
             case .update: .updatePlanned
             case .end: .endPlanned
+            case .openChannel: .channelPlanned
+            case .closeChannel: .channelClosePlanned
             }
         step.decisions.append(
             Decision(

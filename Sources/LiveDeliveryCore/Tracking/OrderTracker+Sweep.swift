@@ -22,6 +22,8 @@ extension OrderTracker {
             let started = activity.clockStart
             let limit = started.addingTimeInterval(sweep.lifetime - sweep.lifetimeMargin)
             switch activity.phase {
+            case .active where activity.channelID != nil:
+                break  // The order's channel ends it.
             case .active:
                 if now >= limit {
                     sweepEnds[activity.key] = .sweepLifetime
@@ -52,6 +54,7 @@ extension OrderTracker {
                 break
             }
         }
+        if let end = sweepChannel(&step, idle: idle, now: now) { sweepEnds[Self.channelKey] = end }
         if step.state.record == nil {
             return finish(step, from: state, now: now)
         }
@@ -75,6 +78,10 @@ extension OrderTracker {
     /// - dropped: the push is given up; a start fails, an end counts as ended.
     package func record(_ outcome: PushOutcome, for push: PlannedPush, in state: OrderState, now: Date) -> Step {
         var step = Step(state: state)
+        if push.activityKey == Self.channelKey {
+            recordChannel(outcome, for: push, &step, now: now)
+            return finish(step, from: state, now: now)
+        }
         guard let index = step.state.activities.firstIndex(where: { $0.key == push.activityKey }) else {
             step.decisions.append(
                 Decision(.unknownActivity, activity: push.activityKey, "no such activity in order \(state.orderID)"))
@@ -95,7 +102,8 @@ extension OrderTracker {
                 if activity.phase == .pendingStart
                     || (activity.phase == .ended && activity.closeReason == Decision.Code.startWithdrawn.rawValue)
                 {
-                    activity.phase = .starting
+                    // Started into the order's channel: no update token comes; the channel updates it.
+                    activity.phase = activity.channelID != nil ? .active : .starting
                     activity.closeReason = nil
                     activity.endedAt = nil
                     activity.startedAt = now
@@ -116,7 +124,7 @@ extension OrderTracker {
                     activity.endedAt = now
                     if activity.closeReason == nil { activity.closeReason = "ended_by_server" }
                 }
-            case .update:
+            case .update, .openChannel, .closeChannel:
                 break
             }
             step.decisions.append(
@@ -126,12 +134,17 @@ extension OrderTracker {
                         + (isCurrent ? "" : "; a newer push is still pending")
                         + "; the activity is \(activity.phase)"))
 
+        case .channelCreated:
+            step.decisions.append(
+                Decision(.unknownActivity, activity: key, "a channel id answered a \(push.kind.rawValue); ignored"))
+
         case .tokenRejected(let reason, let unregisteredAt):
             guard let target = activity.pushTarget, target.token == push.deviceToken else {
                 step.decisions.append(
                     Decision(
                         .tokenGoneIgnored, activity: key,
-                        "\(reason) for token \(push.deviceToken), which has been replaced since; the activity stays"))
+                        "\(reason) for token \(push.deviceToken.map { "\($0)" } ?? "none"), which has been replaced since; the activity stays"
+                    ))
                 break
             }
             let receivedAt =
@@ -156,7 +169,7 @@ extension OrderTracker {
             step.decisions.append(
                 Decision(
                     .tokenGone, activity: key,
-                    "APNs says \(reason) for \(push.kind == .start ? "push-to-start" : "update") token \(push.deviceToken): the activity failed"
+                    "APNs says \(reason) for \(push.kind == .start ? "push-to-start" : "update") token \(push.deviceToken.map { "\($0)" } ?? "none"): the activity failed"
                         + (push.kind == .start ? "; the push-to-start token is retired" : "")))
 
         case .retryLater(let reason):
@@ -203,7 +216,8 @@ extension OrderTracker {
     /// that got `retryLater`.
     package func retry(_ state: OrderState, now: Date) -> Step {
         var step = Step(state: state)
-        let keys = Set(state.activities.filter { $0.pending != nil }.map(\.key))
+        var keys = Set(state.activities.filter { $0.pending != nil }.map(\.key))
+        if state.channel?.pending != nil { keys.insert(Self.channelKey) }
         reconcile(&step, context: TrackingContext(), now: now, announce: false, rebuild: keys)
         return finish(step, from: state, now: now)
     }

@@ -58,6 +58,8 @@ package struct OrderTracker: Sendable {
             applyEnded(e, &step, now: now)
         case .activitySettings(let e):
             applySettings(e, &step, context: context)
+        case .orderFollowers(let e):
+            announce = applyFollowers(e, &step)
         }
         adoptSettings(context, &step, now: now)
         reconcile(&step, context: context, now: now, announce: announce, rebuild: rebuild)
@@ -381,7 +383,8 @@ package struct OrderTracker: Sendable {
     func nextSweep(_ state: OrderState, now: Date) -> Date? {
         var candidates: [Date] = []
         let sweep = policy.sweep
-        for activity in state.activities where !activity.phase.isFinal {
+        for activity in state.activities + (state.channel.map { [$0] } ?? [])
+        where !activity.phase.isFinal && !(activity.channelID != nil && activity.broadcast == nil) {
             let started = activity.clockStart
             switch activity.phase {
             case .active:

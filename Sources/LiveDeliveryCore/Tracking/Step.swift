@@ -60,6 +60,18 @@ package struct Decision: Hashable, Sendable, Codable, CustomStringConvertible {
         package static let frequentUpdatesOff = Code(rawValue: "frequent_updates_off")
         package static let activitiesDisabled = Code(rawValue: "activities_disabled")
         package static let startActivitiesDisabled = Code(rawValue: "start_activities_disabled")
+        // Followers and broadcast channels (`order.followers`)
+        package static let followersChanged = Code(rawValue: "followers_changed")
+        package static let followersOlder = Code(rawValue: "followers_older")
+        package static let channelPlanned = Code(rawValue: "channel_planned")
+        package static let channelLimitNear = Code(rawValue: "channel_limit_near")
+        package static let channelOpened = Code(rawValue: "channel_opened")
+        package static let channelRefused = Code(rawValue: "channel_refused")
+        package static let waitingForChannel = Code(rawValue: "waiting_for_channel")
+        package static let channelGone = Code(rawValue: "channel_gone")
+        package static let channelClosePlanned = Code(rawValue: "channel_close_planned")
+        package static let channelClosed = Code(rawValue: "channel_closed")
+        package static let channelCloseFailed = Code(rawValue: "channel_close_failed")
         // Update tokens and the app's reports
         package static let activityAdopted = Code(rawValue: "activity_adopted")
         package static let activityDiscovered = Code(rawValue: "activity_discovered")
@@ -122,10 +134,12 @@ package struct Decision: Hashable, Sendable, Codable, CustomStringConvertible {
 
 /// What APNs (or the transport) said about a push, classified by the worker.
 package enum PushOutcome: Hashable, Sendable, Codable {
-    /// 200.
+    /// 200 (201, 204 for a channel request).
     case accepted
+    /// 201 to ``PlannedPush/Kind/openChannel``: the channel APNs created.
+    case channelCreated(channelID: String)
     /// The token is no good: 410 `Unregistered`/`ExpiredToken` (with the 410 `timestamp`, if any),
-    /// 400 `BadDeviceToken`, `DeviceTokenNotForTopic`.
+    /// 400 `BadDeviceToken`, `DeviceTokenNotForTopic`; for a channel request, 400 `ChannelNotRegistered`.
     case tokenRejected(reason: String, unregisteredAt: Date?)
     /// 429, 5xx, connection trouble: keep the push pending; call
     /// ``OrderTracker/retry(_:now:)`` before sending again (it refreshes the timestamp).

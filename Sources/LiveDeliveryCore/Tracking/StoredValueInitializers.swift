@@ -26,13 +26,16 @@ extension OrderRecord {
 extension OrderState {
     package init(
         orderID: String, record: OrderRecord?, activities: [ActivityState],
-        pushToStartTokens: [PushToStartRegistration], seenEventIDs: Set<String>, createdAt: Date,
-        lastChangeAt: Date, nextSweepAt: Date?
+        pushToStartTokens: [PushToStartRegistration], followers: [String], followersKey: EventKey?,
+        channel: ActivityState?, seenEventIDs: Set<String>, createdAt: Date, lastChangeAt: Date, nextSweepAt: Date?
     ) {
         self.orderID = orderID
         self.record = record
         self.activities = activities
         self.pushToStartTokens = pushToStartTokens
+        self.followers = followers
+        self.followersKey = followersKey
+        self.channel = channel
         self.seenEventIDs = seenEventIDs
         self.createdAt = createdAt
         self.lastChangeAt = lastChangeAt
@@ -46,7 +49,7 @@ extension ActivityState {
         updateToken: UpdateToken?, startToken: PushToStartRegistration?, createdAt: Date, startedAt: Date?,
         endedAt: Date?, pending: PendingPush?, planned: ContentMark?, sent: ContentMark?, lastTimestamp: Int,
         alertedSteps: [String], alertCount: Int, highPriorityLog: [Int], frequentPushes: Bool? = nil,
-        scheduledStart: Date? = nil
+        scheduledStart: Date? = nil, channelID: String? = nil, broadcast: Broadcast? = nil
     ) {
         self.key = key
         self.activityID = activityID
@@ -67,5 +70,7 @@ extension ActivityState {
         self.highPriorityLog = highPriorityLog
         self.frequentPushes = frequentPushes
         self.scheduledStart = scheduledStart
+        self.channelID = channelID
+        self.broadcast = broadcast
     }
 }

@@ -49,11 +49,31 @@ struct StoredBinaryTests {
         #expect(states.contains { $0.activities.contains { $0.scheduledStart != nil } })
         for state in states {
             var without = state
+            without.followers = []
+            without.followersKey = nil
+            without.channel = nil
             for index in without.activities.indices {
                 without.activities[index].frequentPushes = nil
                 without.activities[index].scheduledStart = nil
+                without.activities[index].channelID = nil
+                without.activities[index].broadcast = nil
             }
             #expect(try StoredState.decode(StoredState.encode(state, version: 1)) == without)
+        }
+    }
+
+    @Test("a version-2 document (before followers and broadcast channels) still reads, without them")
+    func versionTwoStillReads() throws {
+        for state in try StoredJSONTests.examples().states {
+            var without = state
+            without.followers = []
+            without.followersKey = nil
+            without.channel = nil
+            for index in without.activities.indices {
+                without.activities[index].channelID = nil
+                without.activities[index].broadcast = nil
+            }
+            #expect(try StoredState.decode(StoredState.encode(state, version: 2)) == without)
         }
     }
 
@@ -66,7 +86,7 @@ struct StoredBinaryTests {
         }
         #expect(throws: StoredDocumentError.self) { try StoredState.decode(document + [0]) }
         var unknown = document
-        unknown[0] = 3
+        unknown[0] = StoredState.version + 1
         #expect(throws: StoredDocumentError.self) { try StoredState.decode(unknown) }
     }
 

@@ -27,7 +27,7 @@ struct StoredJSONTests {
         var pushes: [PlannedPush] = []
         for file in [
             "examples/delivery-A-10023.jsonl", "examples/cancelled-B-20417.jsonl", "examples/settings-C-30117.jsonl",
-            "examples/scheduled-D-40220.jsonl",
+            "examples/scheduled-D-40220.jsonl", "examples/group-E-50330.jsonl",
         ] {
             let text = try String(contentsOf: TestEnvironment.projectRoot.appendingPathComponent(file), encoding: .utf8)
             for line in text.split(separator: "\n") {
@@ -47,17 +47,26 @@ struct StoredJSONTests {
                     let now = event.occurredAt
                     var state = states[orderID] ?? OrderState(orderID: orderID, now: now)
                     let user = state.record?.userID ?? event.userID
-                    let step = tracker.apply(
-                        event, to: state,
-                        context: TrackingContext(
-                            pushToStartTokens: user.flatMap { registrations[$0] } ?? [],
-                            deviceSettings: user.flatMap { settings[$0] } ?? [:]),
-                        now: now)
+                    var context = TrackingContext(
+                        pushToStartTokens: user.flatMap { registrations[$0] } ?? [],
+                        deviceSettings: user.flatMap { settings[$0] } ?? [:], openChannels: [:])
+                    var followers = state.followers
+                    if case .orderFollowers(let e) = event { followers += e.followers }
+                    for follower in Set(followers) { context.pushToStartTokens += registrations[follower] ?? [] }
+                    let step = tracker.apply(event, to: state, context: context, now: now)
                     state = step.state
                     if !step.pushes.isEmpty { seen.append(state) }  // with its pushes pending
-                    for push in step.pushes {
+                    var queue = step.pushes
+                    while !queue.isEmpty {
+                        let push = queue.removeFirst()
                         pushes.append(push)
-                        state = tracker.record(.accepted, for: push, in: state, now: max(now, push.notBefore)).state
+                        let answer: PushOutcome =
+                            push.kind == .openChannel
+                            ? .channelCreated(channelID: "Y2hhbm5lbC1FLTUwMzMwAA==") : .accepted
+                        let recorded = tracker.record(answer, for: push, in: state, now: max(now, push.notBefore))
+                        if !recorded.pushes.isEmpty { seen.append(recorded.state) }
+                        state = recorded.state
+                        queue += recorded.pushes
                     }
                     states[orderID] = state
                     seen.append(state)
@@ -95,6 +104,9 @@ struct StoredJSONTests {
         #expect(states.contains { $0.activities.contains { $0.startToken != nil } })
         #expect(states.contains { !$0.pushToStartTokens.isEmpty && $0.record?.terminal != nil })
         #expect(pushes.contains { $0.alert != nil } && pushes.contains { $0.alert == nil })
+        #expect(states.contains { $0.channel?.pending != nil } && states.contains { !$0.followers.isEmpty })
+        #expect(states.contains { $0.activities.contains { $0.channelID != nil } })
+        #expect(Set(pushes.map(\.kind)) == [.start, .update, .end, .openChannel, .closeChannel])
         let decoder = JSONDecoder()
         let encoder = JSONEncoder()
         for state in states {

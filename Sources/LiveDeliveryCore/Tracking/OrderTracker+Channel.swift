@@ -1,0 +1,390 @@
+import Foundation
+import LiveDeliveryJSON
+
+/// Orders that several people follow (`order.followers`), and the broadcast channel (iOS 18) that carries
+/// one order's pushes to all of its followers' devices in one request.
+///
+/// The channel is ``OrderState/channel``, planned like an activity (its budget, alerts, timestamps and
+/// content marks) but with its own requests:
+/// `pending_start` (creation planned) → `active` (APNs created it; followers' devices start into it with
+/// `input-push-channel`; updates go as broadcasts) → `ending` (the end broadcast, then the deletion) →
+/// `ended`. `failed`: APNs refused it, the app was near the channel limit, or the channel vanished; the
+/// followers' devices then get per-token pushes (or, if the channel vanished under them, are given up).
+/// The order's own user keeps per-token pushes: Apple advises device tokens for one person's updates.
+extension OrderTracker {
+    /// The key of an order's broadcast channel in the outbox and on the timeline.
+    package static let channelKey = "channel"
+
+    // MARK: - Followers
+
+    /// Records a followers report; returns whether the followers changed. A follower who is no longer
+    /// listed gets nothing new started; what runs on their devices runs to the order's end.
+    func applyFollowers(_ e: OrderFollowersEvent, _ step: inout Step) -> Bool {
+        if let current = step.state.followersKey, !e.key.isNewer(than: current) {
+            step.decisions.append(
+                Decision(.followersOlder, "an older followers report (\(e.eventID)); the newer one stands"))
+            return false
+        }
+        let old = Set(step.state.followers)
+        let new = Set(e.followers)
+        step.state.followers = e.followers
+        step.state.followersKey = e.key
+        let removed = old.subtracting(new)
+        step.state.pushToStartTokens.removeAll { removed.contains($0.userID) }
+        let added = new.subtracting(old)
+        var change: [String] = added.sorted().map { "+\($0)" } + removed.sorted().map { "−\($0)" }
+        if change.isEmpty { change = ["no change"] }
+        step.decisions.append(
+            Decision(
+                .followersChanged,
+                "followed by \(e.followers.count) \(e.followers.count == 1 ? "person" : "people") besides the order's user"
+                    + " (\(change.joined(separator: ", ")))"))
+        return !added.isEmpty || !removed.isEmpty
+    }
+
+    /// The followers who count for a channel: listed, and not the order's own user.
+    private func channelFollowers(_ state: OrderState, record: OrderRecord) -> [String] {
+        state.followers.filter { $0 != record.userID }
+    }
+
+    // MARK: - Opening
+
+    /// Decides on a channel once an order that may start activities has enough followers and one of them
+    /// has a device to start: opens one, or, near the app's channel limit, records that the followers get
+    /// per-token pushes. Decided once per order.
+    func openChannelIfWanted(
+        _ step: inout Step, record: OrderRecord, context: TrackingContext, mark: ActivityState.ContentMark, now: Date
+    ) {
+        let broadcast = policy.broadcast
+        guard step.state.channel == nil, broadcast.minimumFollowers > 0, !record.isTerminal,
+            policy.startOn.contains(record.status)
+        else { return }
+        let followers = channelFollowers(step.state, record: record)
+        guard followers.count >= broadcast.minimumFollowers,
+            let registration = step.state.pushToStartTokens.first(where: {
+                followers.contains($0.userID) && $0.attributesType == mapping.attributesType
+            }),
+            let counts = context.openChannels
+        else { return }
+        var channel = ActivityState(
+            key: Self.channelKey, activityID: nil, deviceID: nil, phase: .pendingStart, now: now)
+        channel.broadcast = ActivityState.Broadcast(
+            bundleID: registration.bundleID, environment: registration.environment,
+            storesMostRecent: broadcast.storeMostRecent)
+        let open = counts[registration.app] ?? 0
+        if open >= broadcast.channelLimit - broadcast.channelHeadroom {
+            channel.phase = .failed
+            channel.closeReason = Decision.Code.channelLimitNear.rawValue
+            channel.endedAt = now
+            step.decisions.append(
+                Decision(
+                    .channelLimitNear, activity: Self.channelKey,
+                    "\(open) broadcast channels are open for \(registration.app), within \(broadcast.channelHeadroom) of the limit of \(broadcast.channelLimit): the followers' devices get per-token pushes"
+                ))
+        } else {
+            planOpenChannel(&channel, &step, record: record, mark: mark, now: now, followers: followers.count)
+        }
+        step.state.channel = channel
+    }
+
+    private func planOpenChannel(
+        _ channel: inout ActivityState, _ step: inout Step, record: OrderRecord, mark: ActivityState.ContentMark,
+        now: Date, followers: Int
+    ) {
+        guard let broadcast = channel.broadcast else { return }
+        let body = JSONValue.object(
+            JSONObject([
+                ("message-storage-policy", .int(broadcast.storesMostRecent ? 1 : 0)),
+                ("push-type", .string("LiveActivity")),
+            ]))
+        let apnsID = PushID.make([record.orderID, Self.channelKey, PlannedPush.Kind.openChannel.rawValue])
+        let storage = broadcast.storesMostRecent ? "the most recent message stored" : "no message stored"
+        plan(
+            .openChannel, &channel, &step, record: record, mark: mark, now: now, apnsID: apnsID,
+            headers: [.init(name: "apns-request-id", value: apnsID)], payload: body.serialized(),
+            reason: "\(followers) followers: a broadcast channel for \(broadcast.app), \(storage)")
+    }
+
+    private func planCloseChannel(
+        _ channel: inout ActivityState, _ step: inout Step, record: OrderRecord, mark: ActivityState.ContentMark,
+        now: Date
+    ) {
+        guard let channelID = channel.channelID else { return }
+        let apnsID = PushID.make([record.orderID, Self.channelKey, PlannedPush.Kind.closeChannel.rawValue, channelID])
+        channel.phase = .ending
+        plan(
+            .closeChannel, &channel, &step, record: record, mark: mark, now: now, apnsID: apnsID,
+            headers: [
+                .init(name: "apns-channel-id", value: channelID), .init(name: "apns-request-id", value: apnsID),
+            ],
+            payload: [], reason: "the order's activities in it have ended: delete channel \(channelID)")
+    }
+
+    /// Plans one of the channel's management requests (create, delete) as its pending push.
+    private func plan(
+        _ kind: PlannedPush.Kind, _ channel: inout ActivityState, _ step: inout Step, record: OrderRecord,
+        mark: ActivityState.ContentMark, now: Date, apnsID: String, headers: [PlannedPush.Header], payload: [UInt8],
+        reason: String
+    ) {
+        guard let broadcast = channel.broadcast else { return }
+        let seconds = Int(now.timeIntervalSince1970.rounded(.down))
+        let push = PlannedPush(
+            orderID: record.orderID, activityKey: Self.channelKey, activityID: nil, kind: kind, deviceToken: nil,
+            channelID: kind == .closeChannel ? channel.channelID : nil, environment: broadcast.environment,
+            bundleID: broadcast.bundleID, apnsID: apnsID, priority: 10, timestamp: seconds,
+            notBefore: Date(timeIntervalSince1970: Double(seconds)), expiration: 0, headers: headers,
+            payload: payload, alert: nil, step: mark.step, status: record.status, statusKey: record.statusKey,
+            reason: reason, mark: mark)
+        channel.pending = ActivityState.PendingPush(
+            apnsID: apnsID, kind: kind, timestamp: seconds, priority: 10, alertStep: nil, alertKind: nil, mark: mark)
+        step.pushes.removeAll { $0.activityKey == Self.channelKey }
+        step.withdrawn.removeAll { $0 == Self.channelKey }
+        step.pushes.append(push)
+        step.decisions.append(
+            Decision(kind == .openChannel ? .channelPlanned : .channelClosePlanned, activity: Self.channelKey, reason))
+    }
+
+    // MARK: - Planning
+
+    /// Brings the channel in line with the order: its creation retried, a broadcast for new content while a
+    /// follower's activity runs in it, its end at the order's end (or the sweeper's), then its deletion.
+    func reconcileChannel(
+        _ step: inout Step, record: OrderRecord, content: JSONObject, mark: ActivityState.ContentMark, now: Date,
+        forced: Bool, sweepEnd: Decision.Code?
+    ) {
+        guard var channel = step.state.channel else { return }
+        defer { step.state.channel = channel }
+        switch channel.phase {
+        case .pendingStart:
+            // Kept even if the order ends meanwhile: the channel is then deleted once created.
+            if forced || channel.pending == nil {
+                planOpenChannel(
+                    &channel, &step, record: record, mark: mark, now: now,
+                    followers: channelFollowers(step.state, record: record).count)
+            }
+        case .active:
+            // The followers' starts carry the content of their moment: broadcasts follow from there.
+            if channel.planned == nil { channel.planned = mark }
+            let running = step.state.activities.contains {
+                $0.channelID == channel.channelID && $0.phase == .active
+            }
+            let starting = step.state.activities.contains {
+                $0.channelID == channel.channelID && $0.phase == .pendingStart
+            }
+            if let sweepEnd, running {
+                channel.closeReason = sweepEnd.rawValue
+                planEnd(&channel, &step, record: record, content: content, mark: mark, now: now, sweep: sweepEnd)
+            } else if record.isTerminal || sweepEnd != nil {
+                if running {
+                    planEnd(&channel, &step, record: record, content: content, mark: mark, now: now, sweep: nil)
+                } else if !starting {
+                    planCloseChannel(&channel, &step, record: record, mark: mark, now: now)
+                }
+            } else if running && (forced || mark.differs(from: channel.planned)) {
+                planUpdate(&channel, &step, record: record, content: content, mark: mark, now: now)
+            }
+        case .ending:
+            guard forced, let pending = channel.pending else { break }
+            if pending.kind == .closeChannel {
+                planCloseChannel(&channel, &step, record: record, mark: mark, now: now)
+            } else {
+                let reason = channel.closeReason.map { Decision.Code(rawValue: $0) }
+                let sweep = reason == .sweepIdle || reason == .sweepLifetime ? reason : nil
+                planEnd(&channel, &step, record: record, content: content, mark: mark, now: now, sweep: sweep)
+            }
+        default:
+            break
+        }
+    }
+
+    /// The channel's share of a sweep: its end near the 8-hour limit or when the order is idle, and a second
+    /// try at a deletion APNs did not accept.
+    func sweepChannel(_ step: inout Step, idle: Bool, now: Date) -> Decision.Code? {
+        guard var channel = step.state.channel, let record = step.state.record else { return nil }
+        let sweep = policy.sweep
+        switch channel.phase {
+        case .active:
+            let started = channel.clockStart
+            if now >= started.addingTimeInterval(sweep.lifetime - sweep.lifetimeMargin) { return .sweepLifetime }
+            if idle, now >= started.addingTimeInterval(sweep.idleTimeout) { return .sweepIdle }
+        case .ending where channel.pending == nil:
+            guard channel.closeReason?.hasPrefix(Self.closeNotAccepted) ?? false else { return nil }
+            step.decisions.append(
+                Decision(
+                    .channelClosePlanned, activity: Self.channelKey,
+                    "the deletion was not accepted (\(channel.closeReason ?? "")); sending it once more"))
+            channel.closeReason = Self.closeRetried
+            let (_, mark) = contentMark(for: record)
+            planCloseChannel(&channel, &step, record: record, mark: mark, now: now)
+            step.state.channel = channel
+        default:
+            break
+        }
+        return nil
+    }
+
+    static let closeNotAccepted = "close_not_accepted: "
+    static let closeRetried = "close_retried"
+
+    /// The content-state of the record and what a push of it carries.
+    func contentMark(for record: OrderRecord) -> (JSONObject, ActivityState.ContentMark) {
+        let content = mapping.contentState(for: record)
+        let rule = policy.rule(for: record.status)
+        return (
+            content,
+            ActivityState.ContentMark(
+                contentState: JSONValue.object(content).compactText, step: rule.step, relevance: rule.relevance,
+                status: record.status, statusKey: record.statusKey, eta: record.eta?.value)
+        )
+    }
+
+    // MARK: - Outcomes
+
+    /// Records APNs' answer to one of the channel's requests.
+    func recordChannel(_ outcome: PushOutcome, for push: PlannedPush, _ step: inout Step, now: Date) {
+        let key = Self.channelKey
+        guard var channel = step.state.channel else {
+            step.decisions.append(
+                Decision(.unknownActivity, activity: key, "order \(step.state.orderID) has no channel"))
+            return
+        }
+        let isCurrent = channel.pending?.apnsID == push.apnsID
+        var reconcileAfter = false
+        switch (push.kind, outcome) {
+        case (_, .retryLater(let reason)):
+            step.decisions.append(
+                Decision(
+                    .pushRetry, activity: key,
+                    "\(reason): the request stays pending; it is rebuilt with a fresh timestamp before it is sent again"
+                ))
+
+        case (.openChannel, .channelCreated(let channelID)):
+            channel.channelID = channelID
+            channel.phase = .active
+            channel.startedAt = now
+            channel.closeReason = nil
+            if isCurrent { channel.pending = nil }
+            reconcileAfter = true
+            step.decisions.append(
+                Decision(
+                    .channelOpened, activity: key,
+                    "APNs created broadcast channel \(channelID): the followers' devices start into it"))
+
+        case (.openChannel, _):
+            let reason =
+                switch outcome {
+                case .dropped(let reason), .tokenRejected(let reason, _): reason
+                default: "no apns-channel-id in the answer"
+                }
+            channel.phase = .failed
+            channel.closeReason = "channel_refused: \(reason)"
+            channel.endedAt = now
+            channel.pending = nil
+            reconcileAfter = true
+            step.decisions.append(
+                Decision(
+                    .channelRefused, activity: key,
+                    "APNs did not create the channel (\(reason)): the followers' devices get per-token pushes"))
+
+        case (.closeChannel, .accepted), (.closeChannel, .tokenRejected):
+            channel.phase = .ended
+            channel.endedAt = now
+            channel.pending = nil
+            if channel.closeReason == nil || channel.closeReason == Self.closeRetried {
+                channel.closeReason = "ended_by_server"
+            }
+            step.decisions.append(Decision(.channelClosed, activity: key, "channel \(push.channelID ?? "") deleted"))
+
+        case (.closeChannel, .dropped(let reason)):
+            channel.pending = nil
+            if channel.closeReason == Self.closeRetried {
+                channel.phase = .ended
+                channel.endedAt = now
+                channel.closeReason = "close_dropped: \(reason)"
+                step.decisions.append(
+                    Decision(
+                        .channelCloseFailed, activity: key,
+                        "APNs refused to delete channel \(push.channelID ?? "") twice (\(reason)); given up: it counts against the app's limit until deleted by hand"
+                    ))
+            } else {
+                channel.closeReason = Self.closeNotAccepted + reason
+                step.decisions.append(
+                    Decision(
+                        .channelCloseFailed, activity: key,
+                        "APNs refused to delete channel \(push.channelID ?? "") (\(reason)); the sweeper tries once more"
+                    ))
+            }
+
+        case (_, .accepted):
+            channel.countSent(
+                push.mark, priority: push.priority, timestamp: push.timestamp,
+                cutoff: Int(now.timeIntervalSince1970.rounded(.down)) - 3600)
+            if isCurrent { channel.pending = nil }
+            step.decisions.append(
+                Decision(
+                    .pushAccepted, activity: key,
+                    "broadcast \(push.kind.rawValue) accepted (apns-request-id \(push.apnsID))"
+                        + (isCurrent ? "" : "; a newer one is still pending")))
+            if push.kind == .end {
+                endMembers(of: channel, reason: channel.closeReason ?? "ended_by_server", &step, now: now)
+                if let record = step.state.record {
+                    planCloseChannel(&channel, &step, record: record, mark: push.mark, now: now)
+                }
+            }
+
+        case (_, .tokenRejected(let reason, _)):
+            channel.phase = .failed
+            channel.closeReason = "channel_gone: \(reason)"
+            channel.endedAt = now
+            if channel.pending != nil && !isCurrent { step.withdrawn.append(key) }
+            channel.pending = nil
+            step.decisions.append(
+                Decision(
+                    .channelGone, activity: key,
+                    "APNs says \(reason) for channel \(push.channelID ?? ""): the activities in it can no longer be updated and are given up"
+                ))
+            endMembers(of: channel, reason: "channel_gone: \(reason)", failed: true, &step, now: now)
+
+        case (_, .dropped(let reason)):
+            if isCurrent {
+                channel.pending = nil
+                channel.planned = channel.sent
+            }
+            step.decisions.append(
+                Decision(.pushDropped, activity: key, "APNs refused the broadcast \(push.kind.rawValue) (\(reason))"))
+            if push.kind == .end {
+                endMembers(of: channel, reason: "end_dropped: \(reason)", &step, now: now)
+                if let record = step.state.record {
+                    planCloseChannel(&channel, &step, record: record, mark: push.mark, now: now)
+                }
+            }
+
+        case (_, .channelCreated):
+            step.decisions.append(
+                Decision(.unknownActivity, activity: key, "a channel id answered a \(push.kind.rawValue); ignored"))
+        }
+        step.state.channel = channel
+        if reconcileAfter {
+            reconcile(&step, context: TrackingContext(), now: now, announce: false, rebuild: [])
+        }
+    }
+
+    /// The end of the channel's activities: they show their final content (or stay as they are).
+    private func endMembers(
+        of channel: ActivityState, reason: String, failed: Bool = false, _ step: inout Step, now: Date
+    ) {
+        guard let channelID = channel.channelID else { return }
+        for index in step.state.activities.indices
+        where step.state.activities[index].channelID == channelID && !step.state.activities[index].phase.isFinal {
+            var activity = step.state.activities[index]
+            if activity.pending != nil {
+                activity.pending = nil
+                step.withdrawn.append(activity.key)
+            }
+            activity.phase = failed ? .failed : .ended
+            activity.closeReason = reason
+            activity.endedAt = now
+            step.state.activities[index] = activity
+        }
+    }
+}
