@@ -212,4 +212,49 @@ struct GroupOrderTests {
             #expect(fixture.simulator.pushes(channel: channel.channelID).last?.sequence == last.sequence)
         }
     }
+
+    @Test(
+        "near the worker's channel limit, and with the app's broadcast capability off, followers get per-token pushes")
+    func channelLimitAndCapabilityFallBack() async throws {
+        try await Fixture.with("group-limit") { fixture in
+            // A limit of 1 channel per app, none kept free: the first group order takes it.
+            let config = try fixture.config { policy in
+                policy["broadcast"] = ["channelLimit": 1, "channelHeadroom": 0]
+            }
+            try await fixture.startWorker("w1", extraEnvironment: ["LIVEDELIVERY_CONFIG_DIR": config.path])
+            var first = GroupOrder(fixture.name + "-first", followers: 2)
+            try await Self.step(fixture, first.registrations() + [first.followersReport(), first.status("confirmed")])
+            _ = try await eventuallyValue("the first order's channel", timeout: .seconds(60)) {
+                fixture.simulator.channels(bundleID: Scenario.bundleID).first { $0.activityIDs.count == 2 }
+            }
+            var second = GroupOrder(fixture.name + "-second", followers: 2)
+            try await Self.step(
+                fixture, second.registrations() + [second.followersReport(), second.status("confirmed")])
+            for follower in second.followers {
+                let start = try await Self.start(fixture, second, follower)
+                #expect(start.channelID == nil && start.issuedUpdateToken != nil)
+            }
+            #expect(fixture.simulator.channels().count == 1, "no second channel was asked for")
+            #expect(
+                try await fixture.strings(
+                    "SELECT close_reason FROM broadcast_channels WHERE order_id = '\(second.orderID)'")
+                    == ["channel_limit_near"])
+
+            // The first order ends: its channel is deleted and no longer counts; the next group order would get
+            // one, but the app's broadcast capability is off (FeatureNotEnabled): per-token pushes again.
+            try await Self.step(fixture, [first.status("delivered")])
+            #expect(try await fixture.count("SELECT sum(open)::int FROM report_broadcast_channels") == 0)
+            fixture.simulator.setBroadcast(enabled: false, bundleID: Scenario.bundleID)
+            var third = GroupOrder(fixture.name + "-third", followers: 2)
+            try await Self.step(fixture, third.registrations() + [third.followersReport(), third.status("confirmed")])
+            for follower in third.followers {
+                let start = try await Self.start(fixture, third, follower)
+                #expect(start.channelID == nil && start.issuedUpdateToken != nil)
+            }
+            #expect(
+                try await fixture.strings(
+                    "SELECT close_reason FROM broadcast_channels WHERE order_id = '\(third.orderID)'")
+                    == ["channel_refused: 400 FeatureNotEnabled"])
+        }
+    }
 }
