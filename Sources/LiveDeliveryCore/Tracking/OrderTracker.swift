@@ -381,27 +381,31 @@ package struct OrderTracker: Sendable {
 
     /// The earliest moment the sweeper has something to do for this order.
     func nextSweep(_ state: OrderState, now: Date) -> Date? {
-        var candidates: [Date] = []
+        var earliest: Date?
         let sweep = policy.sweep
-        for activity in state.activities + (state.channel.map { [$0] } ?? [])
-        where !activity.phase.isFinal && !(activity.channelID != nil && activity.broadcast == nil) {
+        func consider(_ date: Date) { earliest = min(earliest ?? date, date) }
+        /// An activity's next moment; the order's channel counts as one, the activities in it do not (it ends them).
+        func consider(_ activity: ActivityState) {
+            guard !activity.phase.isFinal, activity.channelID == nil || activity.broadcast != nil else { return }
             let started = activity.clockStart
             switch activity.phase {
             case .active:
-                candidates.append(started.addingTimeInterval(sweep.lifetime - sweep.lifetimeMargin))
+                consider(started.addingTimeInterval(sweep.lifetime - sweep.lifetimeMargin))
                 if let record = state.record, !record.isTerminal {
-                    candidates.append(max(state.lastChangeAt, started).addingTimeInterval(sweep.idleTimeout))
+                    consider(max(state.lastChangeAt, started).addingTimeInterval(sweep.idleTimeout))
                 }
             case .starting:
-                candidates.append(started.addingTimeInterval(sweep.adoptionTimeout))
+                consider(started.addingTimeInterval(sweep.adoptionTimeout))
             case .pendingStart where activity.pending == nil:
-                candidates.append(now.addingTimeInterval(300))
+                consider(now.addingTimeInterval(300))
             case .ending where activity.pending == nil:
-                candidates.append(now)
+                consider(now)
             default:
                 break
             }
         }
-        return candidates.min()
+        for activity in state.activities { consider(activity) }
+        if let channel = state.channel { consider(channel) }
+        return earliest
     }
 }
