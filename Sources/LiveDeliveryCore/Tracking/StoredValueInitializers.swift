@@ -35,7 +35,7 @@ extension OrderState {
         self.pushToStartTokens = pushToStartTokens
         self.followers = followers
         self.followersKey = followersKey
-        self.channel = channel
+        self.channelBox = channel.map { [$0] } ?? []
         self.seenEventIDs = seenEventIDs
         self.createdAt = createdAt
         self.lastChangeAt = lastChangeAt
