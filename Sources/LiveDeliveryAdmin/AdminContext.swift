@@ -18,6 +18,8 @@ package import RabbitMQ
 ///   (string, optional, default `delivery.events`): where replays are published.
 /// - `config.dir` (string, optional, default `Config`): policy.json and content-mapping.json, for
 ///   `failed-pushes retry`.
+/// - `cells.<name>.postgresUrl` (string, secret): for `report --cells` and `status --cells`, each cell's
+///   database (its reporting replica, typically); environment `LIVEDELIVERY_CELLS_<NAME>_POSTGRES_URL`.
 package struct AdminContext: Sendable {
     package let config: ConfigReader
     package let logger: Logger
@@ -36,6 +38,32 @@ package struct AdminContext: Sendable {
         configuration.poolSize = 1
         configuration.applicationName = "livedelivery admin"
         return PostgresClient(configuration: configuration, logger: logger)
+    }
+
+    /// A one-connection client for cell `name`'s database (`cells.<name>.postgresUrl`); the caller shuts it down.
+    package func postgresClient(cell name: String) throws(LiveDeliveryError) -> PostgresClient {
+        var configuration = try WorkerConfiguration.readPostgres(config, key: "cells.\(name).postgresUrl")
+        configuration.poolSize = 1
+        configuration.applicationName = "livedelivery admin"
+        return PostgresClient(configuration: configuration, logger: logger)
+    }
+
+    /// Runs `body` with a client for each cell's database in turn (docs/scaling.md, Cells), shutting each down.
+    package func withCells<Result>(
+        _ cells: [String], _ body: (String, PostgresClient) async throws -> Result
+    ) async throws -> [(cell: String, result: Result)] {
+        var results: [(cell: String, result: Result)] = []
+        for cell in cells {
+            let client = try postgresClient(cell: cell)
+            do {
+                results.append((cell, try await body(cell, client)))
+                await client.shutdown()
+            } catch {
+                await client.shutdown()
+                throw error
+            }
+        }
+        return results
     }
 
     /// The broker's nodes (`amqp.urls` or `amqp.url`) and `amqp.exchange`.

@@ -114,3 +114,13 @@ package struct ReportTable: Sendable, Hashable {
         return lines.joined(separator: "\n")
     }
 }
+
+extension ReportTable {
+    /// The tables of several cells as one: a first column `cell`, then each cell's rows in turn (the cells'
+    /// tables have the same columns: the same report on the same schema).
+    package static func joining(_ tables: [(cell: String, result: ReportTable)]) -> ReportTable {
+        let columns = [Column(name: "cell")] + (tables.first?.result.columns ?? [])
+        return ReportTable(
+            columns: columns, rows: tables.flatMap { cell, table in table.rows.map { [cell] + $0 } })
+    }
+}

@@ -100,6 +100,16 @@ package final class RabbitMQConnection: Sendable {
         }
     }
 
+    /// Binds exchange to exchange (`exchange.bind`): what `source` routes with `routingKey` goes on to
+    /// `destination` as well. Idempotent.
+    package func bindExchange(
+        _ destination: String, to source: String, routingKey: String
+    ) async throws(RabbitMQError) {
+        try await thread.perform { engine throws(RabbitMQError) in
+            try engine.bindExchange(destination: destination, source: source, routingKey: routingKey)
+        }
+    }
+
     /// Deletes a queue; returns how many messages it held.
     @discardableResult
     package func deleteQueue(

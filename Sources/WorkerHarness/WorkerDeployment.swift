@@ -203,7 +203,9 @@ package final class WorkerDeployment: Sendable {
             let (connection, _) = try? await RabbitMQConnection.connect(to: endpoints, logger: logger)
         {
             for queue in [queue, "\(queue).dead-letter"] { _ = try? await connection.deleteQueue(queue) }
-            for exchange in [exchange, "\(exchange).dlx"] { try? await connection.deleteExchange(exchange) }
+            for exchange in [exchange, "\(exchange).dlx", "\(exchange).cells"] {
+                try? await connection.deleteExchange(exchange)
+            }
             await connection.close()
         }
         try? await simulator.shutdown()

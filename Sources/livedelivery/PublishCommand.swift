@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LiveDelivery
 import LiveDeliveryCore
 import LiveDeliveryJSON
 import Logging
@@ -227,8 +228,9 @@ struct PublishCommand: AsyncParsableCommand {
                         try await publisher.publish(
                             exchange: exchange, routingKey: message.routingKey, body: message.body,
                             properties: RabbitMQMessageProperties(
-                                contentType: "application/json", deliveryMode: .persistent,
-                                messageID: message.eventID),
+                                contentType: "application/json",
+                                headers: message.orderID.map { [OrderRouting.header: .string($0)] } ?? [:],
+                                deliveryMode: .persistent, messageID: message.eventID),
                             mandatory: true)
                         return nil
                     } catch {
@@ -266,6 +268,8 @@ private struct EventMessage: Sendable {
     var body: [UInt8]
     var routingKey: String
     var eventID: String?
+    /// Sent as the AMQP header `order_id`, which the cells' hash exchange routes by (docs/scaling.md).
+    var orderID: String?
 }
 
 /// The events read from the files, in file order, and the lines that were refused.
@@ -300,8 +304,11 @@ private struct EventBatch {
             }
             var eventID: String?
             if case .string(let id)? = object["event_id"] { eventID = id }
+            var orderID: String?
+            if case .string(let id)? = object["order_id"] { orderID = id }
             // The original bytes are published unchanged unless --rebase-times rewrites them.
-            events.append((object, EventMessage(body: bytes, routingKey: type, eventID: eventID)))
+            events.append(
+                (object, EventMessage(body: bytes, routingKey: type, eventID: eventID, orderID: orderID)))
         }
     }
 

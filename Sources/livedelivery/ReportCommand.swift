@@ -113,7 +113,27 @@ struct ReportCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Output format: table, json or csv.")
     var format: TableFormatOption = .table
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Read every cell named (comma-separated): their rows together, each with its cell first.",
+            discussion: "Each cell's database is cells.<name>.postgresUrl (LIVEDELIVERY_CELLS_<NAME>_POSTGRES_URL)."))
+    var cells: String?
+
+    /// The cells of `--cells`, in the order given.
+    var cellNames: [String] {
+        cells.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
+            ?? []
+    }
+
     func validate() throws {
+        if cells != nil {
+            guard !cellNames.isEmpty,
+                cellNames.allSatisfy({
+                    $0.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D }
+                })
+            else { throw ValidationError("--cells takes cell names (a–z, 0–9, '-'), comma-separated") }
+        }
         guard limit >= 0 else { throw ValidationError("--limit must be 0 or more") }
         if let since, ReportQuery.parseSince(since) == nil {
             throw ValidationError("--since must be an age like 30m, 24h, 7d or an RFC 3339 time")
@@ -162,7 +182,13 @@ struct ReportCommand: AsyncParsableCommand {
             orderID: order, since: since.flatMap { ReportQuery.parseSince($0) },
             until: until.flatMap { ReportQuery.parseSince($0) }, limit: limit == 0 ? nil : limit)
         let table = try await withAdminContext(options) { context in
-            try await context.withPostgres(reporting: true) { client in try await report.run(query, client: client) }
+            guard !cellNames.isEmpty else {
+                return try await context.withPostgres(reporting: true) { client in
+                    try await report.run(query, client: client)
+                }
+            }
+            return ReportTable.joining(
+                try await context.withCells(cellNames) { _, client in try await report.run(query, client: client) })
         }
         try printTable(table, format: format, maxCellWidth: width)
     }

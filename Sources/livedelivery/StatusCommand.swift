@@ -1,4 +1,5 @@
 import ArgumentParser
+import Configuration
 import Foundation
 import LiveDelivery
 import LiveDeliveryAdmin
@@ -26,7 +27,20 @@ struct StatusCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Output format: table or json.")
     var format: Format = .table
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Show every cell named (comma-separated), one after the other.",
+            discussion:
+                "Each cell's database is cells.<name>.postgresUrl and its events queue cells.<name>.queue "
+                + "(LIVEDELIVERY_CELLS_<NAME>_POSTGRES_URL, LIVEDELIVERY_CELLS_<NAME>_QUEUE)."))
+    var cells: String?
+
     func run() async throws {
+        if let cells {
+            try await runCells(cells.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+            return
+        }
         let (status, configurationProblem) = try await withAdminContext(options) { context in
             var status = try await context.withPostgres { client in try await SystemStatus.read(client: client) }
             let configurationProblem: String?
@@ -51,6 +65,30 @@ struct StatusCommand: AsyncParsableCommand {
         }
         if status.broker == nil {
             throw status.brokerUnreachable ? AdminExitCode.unreachable : AdminExitCode.failure
+        }
+    }
+
+    /// `--cells`: each cell's status in turn (as JSON, one object keyed by cell).
+    private func runCells(_ cells: [String]) async throws {
+        let statuses = try await withAdminContext(options) { context in
+            let broker = try? context.broker()
+            return try await context.withCells(cells) { cell, client in
+                var status = try await SystemStatus.read(client: client)
+                if let broker, let queue = context.config.string(forKey: ConfigKey("cells.\(cell).queue")),
+                    !queue.isEmpty
+                {
+                    await status.readBroker(endpoints: broker.endpoints, queue: queue, logger: context.logger)
+                } else {
+                    status.brokerError = "not read: set cells.\(cell).queue and amqp.url"
+                }
+                return status
+            }
+        }
+        switch format {
+        case .json:
+            print(try AdminJSON.object(statuses.map { AdminJSON.Member($0.cell, $0.result.json) }).serialized())
+        case .table:
+            print(statuses.map { "── cell \($0.cell)\n" + Self.render($0.result) }.joined(separator: "\n\n"))
         }
     }
 

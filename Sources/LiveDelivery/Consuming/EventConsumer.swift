@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryCore
 package import Logging
 package import Postgres
 import RabbitMQ
@@ -119,7 +120,24 @@ package final class EventConsumer: Service {
                 "x-dead-letter-exchange": .string(configuration.deadLetterExchange),
             ],
             groupSize: configuration.quorumGroupSize, on: connection)
-        try await connection.bindQueue(configuration.queue, exchange: configuration.exchange, routingKey: "#")
+        guard configuration.cell != nil else {
+            try await connection.bindQueue(configuration.queue, exchange: configuration.exchange, routingKey: "#")
+            return
+        }
+        // A cell (docs/scaling.md): every event goes through the hash exchange, which gives each order to one
+        // cell by its `order_id` header; every user's events also come straight to every cell. A queue that
+        // was one deployment's loses its binding to everything.
+        try await connection.declareExchange(
+            configuration.cellsExchange, type: .consistentHash, durable: true,
+            arguments: ["hash-header": .string(OrderRouting.header)])
+        try await connection.bindExchange(configuration.cellsExchange, to: configuration.exchange, routingKey: "#")
+        try await connection.bindQueue(
+            configuration.queue, exchange: configuration.cellsExchange, routingKey: String(configuration.cellWeight))
+        for type in OrderRouting.everyCell {
+            try await connection.bindQueue(
+                configuration.queue, exchange: configuration.exchange, routingKey: type.rawValue)
+        }
+        try await connection.unbindQueue(configuration.queue, exchange: configuration.exchange, routingKey: "#")
     }
 
     /// Declares a durable quorum queue with `groupSize` members. RabbitMQ reads the member count only

@@ -55,6 +55,8 @@ package final class EventProcessor: Sendable {
     /// The apps of the apps file, as `bundle-id environment`: an event naming another is refused on
     /// arrival (`unknown_app`), so a publisher cannot make up apps (metric labels, pauses). nil: any.
     let apps: Set<String>?
+    /// The worker's cell, if any: an order's event must then carry the `order_id` header it was routed by.
+    let cell: String?
 
     package convenience init(
         client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
@@ -68,8 +70,9 @@ package final class EventProcessor: Sendable {
     init(
         client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
         pushToStart: WorkerConfiguration.PushToStart, states: OrderStateCache, capacity: PushCapacity?,
-        tracer: any Tracer, apps: Set<String>?, now: @escaping @Sendable () -> Date
+        tracer: any Tracer, apps: Set<String>?, cell: String? = nil, now: @escaping @Sendable () -> Date
     ) {
+        self.cell = cell
         self.tracer = tracer
         self.apps = apps
         self.client = client
@@ -97,7 +100,9 @@ package final class EventProcessor: Sendable {
         for (index, message) in messages.enumerated() {
             switch EventDecoder.decode(message.body, routingKey: message.routingKey, messageID: message.messageID) {
             case .success(let event):
-                if let rejection = unknownApp(event) {
+                if let rejection = unknownApp(event)
+                    ?? (cell != nil ? OrderRouting.refusal(event, headers: message.headers) : nil)
+                {
                     decoded.append(.rejected(rejection, index: index))
                 } else {
                     decoded.append(.event(event, index: index))

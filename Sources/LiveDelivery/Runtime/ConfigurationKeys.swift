@@ -183,6 +183,24 @@ extension WorkerConfiguration {
             defaultText: "none", read: { _, _ in }, show: nil),
         .text("amqp.exchange", \.amqp.exchange, "The topic exchange upstream publishes the events to.", nonEmpty: true),
         .text("amqp.queue", \.amqp.queue, "The quorum work queue the workers share.", nonEmpty: true),
+        .optional(
+            "cell.name", \.amqp.cell,
+            "The cell this worker belongs to (a whole deployment: `amqp.queue` and `postgres.url` are the cell's): "
+                + "its queue is bound to `<amqp.exchange>.cells`, which routes each order to one cell by its "
+                + "`order_id` header ([scaling.md](scaling.md#cells)). Unset: one deployment, the queue takes every event.",
+            check: { value, reader in
+                let valid =
+                    value.utf8.count <= 32 && value.utf8.first.map { $0 != UInt8(ascii: "-") } ?? false
+                    && value.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D }
+                if !valid {
+                    reader.problems.add(
+                        "cell.name (environment \(environmentName("cell.name"))): 1–32 of a–z, 0–9 and '-', not starting with '-'"
+                    )
+                }
+            }),
+        .int(
+            "cell.weight", \.amqp.cellWeight, 1...1000,
+            "The cell queue's binding weight on the hash exchange: its share of the orders against the other cells'."),
         .int("amqp.prefetch", \.amqp.prefetch, 1...65_535, "Deliveries a worker holds unacknowledged at most."),
         .int("amqp.deliveryLimit", \.amqp.deliveryLimit, 1...1000, "The queue's `x-delivery-limit`."),
         .int("amqp.batchSize", \.amqp.batchSize, 1...10_000, "The most deliveries applied in one transaction."),

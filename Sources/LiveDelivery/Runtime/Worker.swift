@@ -36,7 +36,7 @@ package struct Worker: Sendable {
         let client = PostgresClient(
             configuration: configuration.postgres.client(applicationName: "livedelivery \(configuration.workerID)"),
             logger: logger)
-        let metrics = WorkerMetrics()
+        let metrics = WorkerMetrics(cell: configuration.amqp.cell)
         let health = WorkerHealth()
         let pushSender: any PushSending
         if let sender {
@@ -57,7 +57,9 @@ package struct Worker: Sendable {
         self.processor = EventProcessor(
             client: client, tracking: configuration.tracking, metrics: metrics, logger: logger,
             pushToStart: configuration.pushToStart, states: states, capacity: dispatcher.capacity, tracer: tracer,
-            apps: Set(configuration.apns.apps.map { "\($0.bundleID) \($0.environment)" }), now: now)
+            apps: Set(configuration.apns.apps.map { "\($0.bundleID) \($0.environment)" }),
+            cell: configuration.amqp.cell,
+            now: now)
         self.consumer = try EventConsumer(
             configuration: configuration.amqp, processor: processor, client: client, health: health, metrics: metrics,
             logger: logger, schemaChecked: schemaGate)

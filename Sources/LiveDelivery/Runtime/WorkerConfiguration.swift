@@ -28,6 +28,13 @@ package struct WorkerConfiguration: Sendable {
         package var quorumGroupSize: Int = 3
 
         package init(endpoints: AMQPEndpoints) { self.endpoints = endpoints }
+        /// The cell this worker belongs to (docs/scaling.md, Cells): its queue takes the orders the hash
+        /// exchange gives it, and every user's reports. nil: one deployment, the queue bound to every event.
+        package var cell: String?
+        /// The weight of the cell's queue on the hash exchange (its share of the orders).
+        package var cellWeight: Int = 1
+        /// The consistent-hash exchange that routes each order to one cell by its `order_id` header.
+        package var cellsExchange: String { exchange + ".cells" }
         package var deadLetterExchange: String { exchange + ".dlx" }
         package var deadLetterQueue: String { queue + ".dead-letter" }
     }

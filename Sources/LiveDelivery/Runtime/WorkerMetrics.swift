@@ -25,13 +25,18 @@ import Synchronization
 /// `livedelivery_build_info{version,revision}`, and `process_cpu_seconds_total`,
 /// `process_resident_memory_bytes`, `process_open_fds`, `process_start_time_seconds`.
 ///
+/// A worker of a cell (`cell.name`) adds the label `cell` to every series, so that one Prometheus and one
+/// dashboard serve every cell.
+///
 /// Gauges of the whole deployment, sampled by every worker (``MetricsSampler``): the same value on each
 /// worker, so aggregate them with `max`, never `sum`: `livedelivery_pushes_pending{app}`,
 /// `livedelivery_push_oldest_due_age_seconds{app}`, `livedelivery_apps_paused{app}`,
 /// `livedelivery_queue_messages{queue,role}`, `livedelivery_queue_consumers{queue,role}`.
 package final class WorkerMetrics: Sendable {
     package let registry: PrometheusCollectorRegistry
-    let factory: PrometheusMetricsFactory
+    let factory: any MetricsFactory
+    /// Labels every series carries: the worker's cell, if any.
+    let constantLabels: [(String, String)]
     private let batchTimer: CoreMetrics.Timer
     /// Read on every scrape, to set this process's gauges.
     private let collectors = Mutex<[@Sendable (WorkerMetrics) -> Void]>([])
@@ -39,17 +44,18 @@ package final class WorkerMetrics: Sendable {
     private let sampledLabels = Mutex<[String: Set<String>]>([:])
     private let process: ProcessGauges
 
-    package init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+    package init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(), cell: String? = nil) {
         self.registry = registry
+        constantLabels = cell.map { [("cell", $0)] } ?? []
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.defaultDurationHistogramBuckets = [
             .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
             .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1),
             .milliseconds(2500), .seconds(5), .seconds(10),
         ]
-        self.factory = factory
-        self.batchTimer = CoreMetrics.Timer(label: "livedelivery_batch_seconds", dimensions: [], factory: factory)
-        self.process = ProcessGauges(registry: registry)
+        self.factory = constantLabels.isEmpty ? factory : LabelingMetricsFactory(base: factory, labels: constantLabels)
+        self.batchTimer = CoreMetrics.Timer(label: "livedelivery_batch_seconds", dimensions: [], factory: self.factory)
+        self.process = ProcessGauges(registry: registry, labels: constantLabels)
         gauge(
             "livedelivery_build_info",
             [("version", LiveDeliveryVersion.version), ("revision", LiveDeliveryVersion.revision)]
@@ -62,7 +68,7 @@ package final class WorkerMetrics: Sendable {
     }
 
     func gauge(_ name: String, _ labels: [(String, String)] = []) -> Prometheus.Gauge {
-        registry.makeGauge(descriptor: Self.descriptor(name), labels: labels)
+        registry.makeGauge(descriptor: Self.descriptor(name), labels: labels + constantLabels)
     }
 
     /// A series' name with its `# HELP` text.
@@ -107,7 +113,8 @@ package final class WorkerMetrics: Sendable {
 
     func eventAgeAtPush(app: String, seconds: Double) {
         registry.makeValueHistogram(
-            descriptor: Self.descriptor("livedelivery_event_age_at_push_seconds"), labels: [("app", app)],
+            descriptor: Self.descriptor("livedelivery_event_age_at_push_seconds"),
+            labels: [("app", app)] + constantLabels,
             buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600]
         ).record(max(0, seconds))
     }
@@ -184,11 +191,16 @@ struct ProcessGauges: Sendable {
     let openFDs: Prometheus.Gauge
     let startTime: Prometheus.Gauge
 
-    init(registry: PrometheusCollectorRegistry) {
-        cpu = registry.makeGauge(descriptor: WorkerMetrics.descriptor("process_cpu_seconds_total"))
-        resident = registry.makeGauge(descriptor: WorkerMetrics.descriptor("process_resident_memory_bytes"))
-        openFDs = registry.makeGauge(descriptor: WorkerMetrics.descriptor("process_open_fds"))
-        startTime = registry.makeGauge(descriptor: WorkerMetrics.descriptor("process_start_time_seconds"))
+    init(registry: PrometheusCollectorRegistry, labels: [(String, String)]) {
+        func gauge(_ name: String) -> Prometheus.Gauge {
+            labels.isEmpty
+                ? registry.makeGauge(descriptor: WorkerMetrics.descriptor(name))
+                : registry.makeGauge(descriptor: WorkerMetrics.descriptor(name), labels: labels)
+        }
+        cpu = gauge("process_cpu_seconds_total")
+        resident = gauge("process_resident_memory_bytes")
+        openFDs = gauge("process_open_fds")
+        startTime = gauge("process_start_time_seconds")
         if let start = Self.startTime() { startTime.set(to: start) }
     }
 
@@ -247,4 +259,38 @@ package final class WorkerHealth: Sendable {
 
     package var snapshot: Snapshot { state.withLock { $0 } }
     func update(_ body: (inout Snapshot) -> Void) { state.withLock { body(&$0) } }
+}
+
+/// A factory that adds the same labels to every metric it makes (a cell's `cell`).
+struct LabelingMetricsFactory: MetricsFactory {
+    let base: any MetricsFactory
+    let labels: [(String, String)]
+
+    func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
+        base.makeCounter(label: label, dimensions: dimensions + labels)
+    }
+
+    func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> any FloatingPointCounterHandler {
+        base.makeFloatingPointCounter(label: label, dimensions: dimensions + labels)
+    }
+
+    func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
+        base.makeMeter(label: label, dimensions: dimensions + labels)
+    }
+
+    func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
+        base.makeRecorder(label: label, dimensions: dimensions + labels, aggregate: aggregate)
+    }
+
+    func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
+        base.makeTimer(label: label, dimensions: dimensions + labels)
+    }
+
+    func destroyCounter(_ handler: any CounterHandler) { base.destroyCounter(handler) }
+    func destroyFloatingPointCounter(_ handler: any FloatingPointCounterHandler) {
+        base.destroyFloatingPointCounter(handler)
+    }
+    func destroyMeter(_ handler: any MeterHandler) { base.destroyMeter(handler) }
+    func destroyRecorder(_ handler: any RecorderHandler) { base.destroyRecorder(handler) }
+    func destroyTimer(_ handler: any TimerHandler) { base.destroyTimer(handler) }
 }

@@ -16,7 +16,7 @@ package struct EventRejection: Error, Hashable, Sendable, Codable, CustomStringC
         package static let missingField = Reason(rawValue: "missing_field")
         /// A field has the wrong JSON type, length or form.
         package static let invalidField = Reason(rawValue: "invalid_field")
-        /// `type` is not one of the four event types.
+        /// `type` is not one of the contract's event types.
         package static let unknownType = Reason(rawValue: "unknown_type")
         /// `version` is not 1.
         package static let unknownVersion = Reason(rawValue: "unknown_version")
@@ -34,11 +34,14 @@ package struct EventRejection: Error, Hashable, Sendable, Codable, CustomStringC
         package static let messageIDMismatch = Reason(rawValue: "message_id_mismatch")
         /// `bundle_id` and `environment` name no app of the worker's apps file.
         package static let unknownApp = Reason(rawValue: "unknown_app")
+        /// In a cell: an order's event without the AMQP header `order_id` the hash exchange routes by, or with
+        /// another order's (it may be in the wrong cell).
+        package static let cellRoutingHeader = Reason(rawValue: "cell_routing_header")
 
         package static let all: [Reason] = [
             .bodyTooLarge, .malformedJSON, .missingField, .invalidField, .unknownType, .unknownVersion,
             .unknownStatus, .invalidTimestamp, .invalidToken, .invalidETARange, .routingKeyMismatch,
-            .messageIDMismatch, .unknownApp,
+            .messageIDMismatch, .unknownApp, .cellRoutingHeader,
         ]
 
         package var description: String { rawValue }

@@ -500,6 +500,16 @@ final class AMQPConnectionEngine {
         try checkReply(channel: channel, context: bind ? "queue.bind" : "queue.unbind")
     }
 
+    /// `exchange.bind`: messages `source` routes with `routingKey` go on to `destination` too.
+    func bindExchange(destination: String, source: String, routingKey: String) throws(RabbitMQError) {
+        let channel = try topologyChannel()
+        let arena = CArena()
+        amqp_exchange_bind(
+            connection, channel, arena.bytes(destination), arena.bytes(source), arena.bytes(routingKey),
+            arena.table([:]))
+        try checkReply(channel: channel, context: "exchange.bind")
+    }
+
     func deleteQueue(_ name: String, ifUnused: Bool, ifEmpty: Bool) throws(RabbitMQError) -> Int {
         let channel = try topologyChannel()
         let arena = CArena()

@@ -149,9 +149,11 @@ final class Fixture: Sendable {
                                 exchange: exchange, routingKey: message.routingKey, body: message.body,
                                 properties: RabbitMQMessageProperties(
                                     contentType: "application/json",
-                                    headers: message.messageID.flatMap { traceParents[$0] }.map {
-                                        ["traceparent": .string($0)]
-                                    } ?? [:],
+                                    headers: Self.headers(
+                                        message.body,
+                                        traceParent: message.messageID.flatMap {
+                                            traceParents[$0]
+                                        }),
                                     messageID: message.messageID))
                             return nil
                         } catch {
@@ -177,6 +179,19 @@ final class Fixture: Sendable {
                 remaining = []
             }
         }
+    }
+
+    /// A message's headers as `livedelivery publish` sets them: `order_id` (the cells' hash exchange routes
+    /// by it) when the body names an order, and `traceparent` when given.
+    static func headers(_ body: [UInt8], traceParent: String?) -> [String: AMQPValue] {
+        var headers: [String: AMQPValue] = [:]
+        if let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+            let orderID = object["order_id"] as? String
+        {
+            headers["order_id"] = .string(orderID)
+        }
+        if let traceParent { headers["traceparent"] = .string(traceParent) }
+        return headers
     }
 
     // MARK: Inspection

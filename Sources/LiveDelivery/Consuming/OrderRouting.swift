@@ -1,0 +1,32 @@
+package import LiveDeliveryCore
+
+/// How events reach the cells of a deployment past one database (docs/scaling.md, Cells): every event goes
+/// through the consistent-hash exchange, which gives each order to one cell by a hash of the AMQP header
+/// ``header``; the events that name a user rather than an order also go straight to every cell.
+package enum OrderRouting {
+    /// The AMQP header (a string) the hash exchange hashes: the event's `order_id`.
+    package static let header = "order_id"
+
+    /// The event types every cell takes: a user's push-to-start tokens and settings serve their orders in
+    /// every cell.
+    package static let everyCell: [EventType] = [.pushToStartToken, .activitySettings]
+
+    /// The refusal of an order's event that came to a cell without the header, or with another order's: the
+    /// hash exchange routes a message without the header as if it had an empty one, so it may be in the wrong
+    /// cell. An event of a user (no order) needs no header.
+    package static func refusal(_ event: InboundEvent, headers: [String: String]) -> EventRejection? {
+        guard let orderID = event.orderID else { return nil }
+        guard let routed = headers[header] else {
+            return EventRejection(
+                .cellRoutingHeader, field: header,
+                "an order's event needs the AMQP header \(header) (its order_id) for the cells' hash exchange; none was set"
+            )
+        }
+        guard routed == orderID else {
+            return EventRejection(
+                .cellRoutingHeader, field: header,
+                "the AMQP header \(header) differs from the body's order_id; the event may be in another order's cell")
+        }
+        return nil
+    }
+}

@@ -1,0 +1,241 @@
+import ChildProcesses
+import Foundation
+import Postgres
+import RabbitMQ
+import Testing
+import WorkerHarness
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Past one primary: two cells (two databases, their own queues and workers) behind the consistent-hash exchange
+/// of one broker (docs/scaling.md, Cells).
+@Suite(.timeLimit(.minutes(8)))
+struct CellsTests {
+    /// A worker's settings for `cell`, whose database and queue are `deployment`'s; the exchange, the APNs
+    /// simulator and the apps are those of the fixture that starts it.
+    static func cell(_ name: String, _ deployment: Fixture, queue: String) -> [String: String] {
+        [
+            "LIVEDELIVERY_CELL_NAME": name, "LIVEDELIVERY_POSTGRES_URL": deployment.postgresURL,
+            "LIVEDELIVERY_AMQP_QUEUE": queue, "LIVEDELIVERY_DISPATCHER_LEASE_SECONDS": "5",
+        ]
+    }
+
+    /// Runs `body` with cell a (fixture `a`'s database and queue) and cell b (fixture `b`'s database, and a queue
+    /// of its own on `a`'s exchange, deleted afterwards).
+    static func withTwoCells(
+        _ label: String, _ body: (Fixture, Fixture, _ queueB: String) async throws -> Void
+    ) async throws {
+        try await Fixture.with("\(label)-a") { a in
+            try await Fixture.with("\(label)-b") { b in
+                let queueB = "\(a.queue).cell-b"
+                do {
+                    try await body(a, b, queueB)
+                } catch {
+                    await deleteQueues([queueB, "\(queueB).dead-letter"], on: a)
+                    throw error
+                }
+                for worker in a.runningWorkers { await worker.stop() }
+                await deleteQueues([queueB, "\(queueB).dead-letter"], on: a)
+            }
+        }
+    }
+
+    static func deleteQueues(_ queues: [String], on fixture: Fixture) async {
+        guard let endpoints = try? AMQPEndpoints(urls: fixture.amqpURL),
+            let (connection, _) = try? await RabbitMQConnection.connect(to: endpoints, logger: fixture.logger)
+        else { return }
+        for queue in queues { _ = try? await connection.deleteQueue(queue) }
+        await connection.close()
+    }
+
+    @Test(
+        "a shuffled, duplicated stream through two cells with a worker killed: each order in one cell, converged, reports summed"
+    )
+    func twoCellsBehindTheHashExchange() async throws {
+        try await Self.withTwoCells("cells") { a, b, queueB in
+            try await a.startWorker("a1", extraEnvironment: Self.cell("a", a, queue: a.queue))
+            let victim = try await a.startWorker(
+                "a2",
+                extraEnvironment: Self.cell("a", a, queue: a.queue).merging(["LIVEDELIVERY_AMQP_PREFETCH": "20"]) {
+                    $1
+                })
+            try await a.startWorker("b1", extraEnvironment: Self.cell("b", b, queue: queueB))
+
+            let scenario = Scenario.deliveries(orders: 40, prefix: a.name)
+            // A user's push-to-start token goes to every cell; an order's event without the header is refused
+            // in the one cell it lands in, never applied.
+            let user = "u-\(a.name)-everywhere"
+            let token = ScenarioEvent(
+                type: "activity.push_to_start_token", eventID: "\(a.name)-p2s", orderID: nil,
+                body: Array(
+                    """
+                    {"type":"activity.push_to_start_token","version":1,"event_id":"\(a.name)-p2s",\
+                    "occurred_at":"2026-11-21T10:00:00Z","user_id":"\(user)","device_id":"phone-1",\
+                    "token":"\(String(repeating: "ab", count: 32))","bundle_id":"\(Scenario.bundleID)",\
+                    "environment":"production","attributes_type":"DeliveryAttributes"}
+                    """.utf8))
+            try await a.publish(scenario.shuffled(duplicateRate: 0.2, seed: 0x5EED_0039) + [token])
+            try await Self.publishWithoutHeader(a, orderID: "\(a.name)-unrouted")
+
+            // Kill one of cell a's workers part-way: its unacknowledged deliveries go back to its queue.
+            let total = scenario.events.count
+            try await eventually("cell a part-way through", timeout: .seconds(120), every: .milliseconds(20)) {
+                let done = try await a.count("SELECT count(*) FROM inbox")
+                if done >= total { throw HarnessError("cell a finished before it could be killed") }
+                return done >= 10
+            }
+            try await victim.process.kill9()
+
+            // Every event lands, in one cell or the other; every activity ends at its phone.
+            let events = Set(scenario.events.map(\.eventID))
+            try await eventually("every event in one cell's inbox", timeout: .seconds(180), every: .milliseconds(250)) {
+                let seen = Set(try await a.inboxEventIDs()).union(try await b.inboxEventIDs())
+                return events.isSubset(of: seen)
+            }
+            for cell in [a, b] {
+                try await eventually("\(cell.name)'s outbox to drain", timeout: .seconds(120)) {
+                    try await cell.count("SELECT count(*) FROM outbox") == 0
+                }
+            }
+            try await a.waitUntilAllEnded(scenario)
+            try await a.verifyConverged(scenario, database: false)
+
+            // Each order's events all in exactly one cell, and both cells used.
+            let inboxA = Set(try await a.inboxEventIDs())
+            let inboxB = Set(try await b.inboxEventIDs())
+            let ordersA = Set(try await a.strings("SELECT order_id FROM orders"))
+            let ordersB = Set(try await b.strings("SELECT order_id FROM orders"))
+            #expect(ordersA.isDisjoint(with: ordersB))
+            #expect(!ordersA.isEmpty && !ordersB.isEmpty, "a: \(ordersA.count) orders, b: \(ordersB.count)")
+            for order in scenario.orders {
+                let ids = Set(scenario.events.filter { $0.orderID == order.orderID }.map(\.eventID))
+                let inA = ids.isSubset(of: inboxA) && ids.isDisjoint(with: inboxB)
+                let inB = ids.isSubset(of: inboxB) && ids.isDisjoint(with: inboxA)
+                #expect(inA != inB, "\(order.orderID)'s events are not all in exactly one cell")
+                #expect(inA ? ordersA.contains(order.orderID) : ordersB.contains(order.orderID))
+            }
+            // The user's token in both cells; the header-less event refused once, in one cell.
+            for cell in [a, b] {
+                #expect(
+                    try await cell.count("SELECT count(*) FROM push_to_start_tokens WHERE user_id = '\(user)'") == 1)
+            }
+            let refusals = try await eventuallyValue("the header-less event refused", timeout: .seconds(60)) {
+                () -> Int? in
+                let count =
+                    try await a.count("SELECT count(*) FROM dead_letters WHERE reason = 'cell_routing_header'")
+                    + (try await b.count("SELECT count(*) FROM dead_letters WHERE reason = 'cell_routing_header'"))
+                return count > 0 ? count : nil
+            }
+            #expect(refusals == 1)
+            #expect(!ordersA.contains("\(a.name)-unrouted") && !ordersB.contains("\(a.name)-unrouted"))
+
+            // `report --cells` reads both cells: its rows are each cell's, their sum the whole deployment's.
+            let run = try await AdminRun.livedelivery(
+                ["report", "activities-by-state", "--cells", "a,b", "--format", "json"],
+                environment: [
+                    "LIVEDELIVERY_CELLS_A_POSTGRES_URL": a.postgresURL,
+                    "LIVEDELIVERY_CELLS_B_POSTGRES_URL": b.postgresURL,
+                ])
+            #expect(run.status == 0, "\(run.stderr)")
+            let rows = try #require(
+                try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [[String: Any]])
+            var reported: [String: Int] = [:]
+            for row in rows {
+                let cell = try #require(row["cell"] as? String)
+                let state = try #require(row["state"] as? String)
+                reported["\(cell) \(state)", default: 0] += try #require(row["activities"] as? Int)
+            }
+            var counted: [String: Int] = [:]
+            for (name, cell) in [("a", a), ("b", b)] {
+                for line in try await cell.strings("SELECT state || ' ' || count(*) FROM activities GROUP BY state") {
+                    let parts = line.split(separator: " ")
+                    counted["\(name) \(parts[0])"] = Int(parts[1])
+                }
+            }
+            #expect(reported == counted)
+            #expect(reported.values.reduce(0, +) == scenario.orders.count)
+        }
+    }
+
+    @Test(
+        "growing from one cell to two, as operations.md says: orders that move finish in the new cell, their old activity ended by the old cell's sweeper"
+    )
+    func growingFromOneCellToTwo() async throws {
+        try await Self.withTwoCells("grow") { a, b, queueB in
+            // The old cell ends an activity whose order has had no event for 15 s (operations.md, Adding a cell).
+            let config = try a.config { policy in policy["sweep"] = ["idleSeconds": 15] }
+            try await a.startWorker(
+                "a1",
+                extraEnvironment: Self.cell("a", a, queue: a.queue).merging([
+                    "LIVEDELIVERY_CONFIG_DIR": config.path, "LIVEDELIVERY_SWEEPER_INTERVAL_SECONDS": "1",
+                ]) { $1 })
+            let scenario = Scenario.deliveries(orders: 30, prefix: a.name)
+            let byOrder = Dictionary(grouping: scenario.events, by: { $0.orderID ?? "" })
+            // Before: placed, confirmed, the app's token and a first `preparing`, all in the only cell.
+            let before = byOrder.values.flatMap { $0.prefix(4) }
+            try await a.publish(before)
+            try await a.waitUntilSettled(eventIDs: Set(before.map(\.eventID)))
+            #expect(try await a.count("SELECT count(*) FROM orders") == scenario.orders.count)
+
+            // Grow: the new cell's first worker binds its queue; then the rest of every order.
+            try await a.startWorker("b1", extraEnvironment: Self.cell("b", b, queue: queueB))
+            let after = byOrder.values.flatMap { $0.dropFirst(4) }
+            try await a.publish(after)
+            let all = Set(scenario.events.map(\.eventID))
+            try await eventually("every event in one cell's inbox", timeout: .seconds(120), every: .milliseconds(250)) {
+                all.isSubset(of: Set(try await a.inboxEventIDs()).union(try await b.inboxEventIDs()))
+            }
+            let inboxA = Set(try await a.inboxEventIDs())
+            let inboxB = Set(try await b.inboxEventIDs())
+            #expect(inboxA.isDisjoint(with: inboxB), "an event applied in both cells")
+            #expect(Set(before.map(\.eventID)).isSubset(of: inboxA))
+            // Each order's later events all went to one cell: the old one, or the new one.
+            var moved: Set<String> = []
+            for order in scenario.orders {
+                let later = Set(byOrder[order.orderID, default: []].dropFirst(4).map(\.eventID))
+                #expect(
+                    later.isSubset(of: inboxA) || later.isSubset(of: inboxB), "\(order.orderID) split its later events")
+                // A cancelled order has no later events: it stayed.
+                if !later.isEmpty && later.isSubset(of: inboxB) { moved.insert(order.orderID) }
+            }
+            #expect(!moved.isEmpty && moved.count < scenario.orders.count, "\(moved.count) of 30 orders moved")
+
+            // The orders that stayed converge as ever; those that moved have their old activity ended by the
+            // old cell's sweeper (no more events reach it), and the new cell holds their newest status.
+            var stayed = scenario
+            stayed.orders.removeAll { moved.contains($0.orderID) }
+            try await a.waitUntilAllEnded(stayed)
+            try await a.verifyConverged(stayed, database: false)
+            try await eventually("the moved orders' old activities ended by the sweeper", timeout: .seconds(120)) {
+                let ended = try await a.strings(
+                    "SELECT order_id FROM activities WHERE end_reason = 'sweep_idle' AND state = 'ended'")
+                guard moved.isSubset(of: Set(ended)) else {
+                    let rows = try await a.strings(
+                        "SELECT order_id || ' ' || state || ' ' || coalesce(end_reason, '-') FROM activities")
+                    throw HarnessError("moved \(moved.sorted()); activities \(rows.sorted())")
+                }
+                return true
+            }
+            let statusesB = Set(try await b.strings("SELECT order_id || ' ' || status FROM orders"))
+            for order in scenario.orders where moved.contains(order.orderID) {
+                #expect(statusesB.contains("\(order.orderID) \(order.finalStatus)"))
+            }
+        }
+    }
+
+    /// Publishes an `order.status` without the `order_id` header, as a publisher that forgot it would.
+    static func publishWithoutHeader(_ fixture: Fixture, orderID: String) async throws {
+        let endpoints = try AMQPEndpoints(urls: fixture.amqpURL)
+        let (publisher, _) = try await RabbitMQPublisher.connect(to: endpoints, startingAt: 0, logger: fixture.logger)
+        let body = """
+            {"type":"order.status","version":1,"event_id":"\(orderID)-s1","occurred_at":"2026-11-21T10:00:00Z",\
+            "order_id":"\(orderID)","user_id":"u-1","sequence":1,"status":"placed"}
+            """
+        try await publisher.publish(
+            exchange: fixture.exchange, routingKey: "order.status", body: Array(body.utf8),
+            properties: RabbitMQMessageProperties(contentType: "application/json", messageID: "\(orderID)-s1"))
+        await publisher.close()
+    }
+}
