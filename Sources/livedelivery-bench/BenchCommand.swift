@@ -11,7 +11,7 @@ struct BenchCommand: AsyncParsableCommand {
         subcommands: [
             FoundationBenchmark.self, RabbitMQBenchmark.self, PostgresBenchmark.self, HTTP2Benchmark.self,
             APNsBenchmark.self, WorkerBenchmark.self, SoakBenchmark.self, ReportsBenchmark.self, EventsBenchmark.self,
-            EventStream.self,
+            EventStream.self, CellsBenchmark.self,
         ]
     )
 

@@ -814,7 +814,7 @@ func p99PerSecond(_ samples: [(offset: Double, latency: Double)]) -> String {
         .joined(separator: " ")
 }
 
-private func rfc3339(_ date: Date) -> String {
+func rfc3339(_ date: Date) -> String {
     RFC3339.format(date, fractional: true)
 }
 
