@@ -55,7 +55,14 @@ struct CellsTests {
     )
     func twoCellsBehindTheHashExchange() async throws {
         try await Self.withTwoCells("cells") { a, b, queueB in
-            try await a.startWorker("a1", extraEnvironment: Self.cell("a", a, queue: a.queue))
+            let first = try await a.startWorker("a1", extraEnvironment: Self.cell("a", a, queue: a.queue))
+            // Every series of a cell's worker carries its cell.
+            let samples = try await first.get("/metrics").body.split(separator: "\n").filter {
+                !$0.hasPrefix("#") && !$0.isEmpty
+            }
+            #expect(!samples.isEmpty)
+            #expect(
+                samples.allSatisfy { $0.contains(#"cell="a""#) }, "\(samples.filter { !$0.contains(#"cell="a""#) })")
             let victim = try await a.startWorker(
                 "a2",
                 extraEnvironment: Self.cell("a", a, queue: a.queue).merging(["LIVEDELIVERY_AMQP_PREFETCH": "20"]) {
