@@ -112,7 +112,7 @@ struct PrometheusTests {
             $0.replacingOccurrences(of: "$__rate_interval", with: "1m").replacingOccurrences(
                 of: "$instance", with: ".*"
             )
-            .replacingOccurrences(of: "$app", with: ".*")
+            .replacingOccurrences(of: "$app", with: ".*").replacingOccurrences(of: "$cell", with: ".*")
         }
     }
 }

@@ -183,8 +183,11 @@ struct EventDecoderTests {
     }
 
     @Test func everyReasonIsExercised() {
-        // The routing key and message id are the broker's; the apps are the worker's (EventProcessor).
-        let covered = Set(Self.rejections.map(\.reason)).union([.routingKeyMismatch, .messageIDMismatch, .unknownApp])
+        // The routing key and message id are the broker's; the apps and the cells' routing header are the
+        // worker's (EventProcessor; OrderRoutingTests).
+        let covered = Set(Self.rejections.map(\.reason)).union([
+            .routingKeyMismatch, .messageIDMismatch, .unknownApp, .cellRoutingHeader,
+        ])
         #expect(covered == Set(EventRejection.Reason.all))
     }
 
