@@ -43,9 +43,9 @@ struct EventsPlan {
                     pushToStartTokens: userID.flatMap { tokens[$0] } ?? [], startRefusedDevices: startLimit.refused,
                     deviceSettings: userID.flatMap { settings[$0] } ?? [:], openChannels: openChannels)
                 // The followers' tokens and settings read for this batch (those of earlier batches are in the state).
-                var followers = change.state.followers
+                var followers = change.state.group?.value.followers ?? []
                 if case .orderFollowers(let e) = event { followers += e.followers }
-                for follower in Set(followers) where follower != userID {
+                for follower in followers.isEmpty ? [] : Set(followers) where follower != userID {
                     context.pushToStartTokens += tokens[follower] ?? []
                     context.deviceSettings.merge(settings[follower] ?? [:]) { own, _ in own }
                 }

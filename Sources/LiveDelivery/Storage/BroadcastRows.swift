@@ -10,21 +10,25 @@ enum BroadcastRows {
     static func writes(_ changes: [OrderChange]) -> [PostgresQuery] {
         var queries: [PostgresQuery] = []
         for change in changes {
+            // The common order has neither: one comparison of two nil references (reading the computed
+            // properties through the optional original would copy a whole state).
+            let before = change.original?.group
+            let after = change.state.group
+            guard before != after else { continue }
             let orderID = change.state.orderID
-            if (change.original?.followers ?? []) != change.state.followers {
+            let followers = after?.value.followers ?? []
+            if (before?.value.followers ?? []) != followers {
                 queries.append(
                     """
                     WITH gone AS (
                         DELETE FROM order_followers
-                        WHERE order_id = \(orderID) AND NOT (user_id = ANY(\(change.state.followers)::text[])))
+                        WHERE order_id = \(orderID) AND NOT (user_id = ANY(\(followers)::text[])))
                     INSERT INTO order_followers (order_id, user_id)
-                    SELECT \(orderID), u FROM unnest(\(change.state.followers)::text[]) AS u
+                    SELECT \(orderID), u FROM unnest(\(followers)::text[]) AS u
                     ON CONFLICT DO NOTHING
                     """)
             }
-            if let channel = change.state.channel, let broadcast = channel.broadcast,
-                change.original?.channel != channel
-            {
+            if let channel = after?.value.channel, let broadcast = channel.broadcast, before?.value.channel != channel {
                 let closed = channel.phase.isFinal
                 queries.append(
                     """
@@ -59,8 +63,8 @@ enum BroadcastRows {
         guard policy.broadcast.minimumFollowers > 0 else { return false }
         if events.contains(where: { if case .orderFollowers = $0 { true } else { false } }) { return true }
         return stored.values.contains { state in
-            guard let state, state.channel == nil else { return false }
-            return state.followers.count >= policy.broadcast.minimumFollowers
+            guard let group = state?.group?.value, group.channel == nil else { return false }
+            return group.followers.count >= policy.broadcast.minimumFollowers
         }
     }
 }

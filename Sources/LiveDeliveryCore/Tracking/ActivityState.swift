@@ -158,9 +158,30 @@ package struct ActivityState: Hashable, Sendable, Codable {
     /// A follower's activity started into the order's broadcast channel: its id (the channel's pushes
     /// update and end it; it has no update token). For ``OrderState/channel``: the channel's id once APNs
     /// created it.
-    package var channelID: String?
+    package var channelID: String? {
+        get { channelInfo?.value.channelID }
+        set { updateChannelInfo { $0.channelID = newValue } }
+    }
     /// For ``OrderState/channel`` only: the channel's app and storage policy.
-    package var broadcast: Broadcast?
+    package var broadcast: Broadcast? {
+        get { channelInfo?.value.broadcast }
+        set { updateChannelInfo { $0.broadcast = newValue } }
+    }
+
+    struct ChannelInfo: Hashable, Sendable {
+        var channelID: String?
+        var broadcast: Broadcast?
+    }
+
+    /// ``channelID`` and ``broadcast``, out of line and nil for an activity of no channel (most): inline, they
+    /// made every copy of every activity larger and retained more.
+    var channelInfo: OutOfLine<ChannelInfo>?
+
+    private mutating func updateChannelInfo(_ change: (inout ChannelInfo) -> Void) {
+        var value = channelInfo?.value ?? ChannelInfo()
+        change(&value)
+        channelInfo = value.channelID == nil && value.broadcast == nil ? nil : OutOfLine(value)
+    }
 
     init(key: String, activityID: String?, deviceID: String?, phase: Phase, now: Date) {
         self.key = key
@@ -188,6 +209,66 @@ package struct ActivityState: Hashable, Sendable, Codable {
         }
         if let update = updateToken { return (update.token, update.bundleID, update.environment) }
         return nil
+    }
+}
+
+extension ActivityState {
+    private enum CodingKeys: String, CodingKey {
+        case key, activityID, deviceID, phase, closeReason, updateToken, startToken, createdAt, startedAt, endedAt
+        case pending, planned, sent, lastTimestamp, alertedSteps, alertCount, highPriorityLog, frequentPushes
+        case scheduledStart, channelID, broadcast
+    }
+
+    /// As synthesized for the stored properties, with ``channelID`` and ``broadcast`` under their own keys.
+    package init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            key: try c.decode(String.self, forKey: .key),
+            activityID: try c.decodeIfPresent(String.self, forKey: .activityID),
+            deviceID: try c.decodeIfPresent(String.self, forKey: .deviceID),
+            phase: try c.decode(Phase.self, forKey: .phase),
+            closeReason: try c.decodeIfPresent(String.self, forKey: .closeReason),
+            updateToken: try c.decodeIfPresent(UpdateToken.self, forKey: .updateToken),
+            startToken: try c.decodeIfPresent(PushToStartRegistration.self, forKey: .startToken),
+            createdAt: try c.decode(Date.self, forKey: .createdAt),
+            startedAt: try c.decodeIfPresent(Date.self, forKey: .startedAt),
+            endedAt: try c.decodeIfPresent(Date.self, forKey: .endedAt),
+            pending: try c.decodeIfPresent(PendingPush.self, forKey: .pending),
+            planned: try c.decodeIfPresent(ContentMark.self, forKey: .planned),
+            sent: try c.decodeIfPresent(ContentMark.self, forKey: .sent),
+            lastTimestamp: try c.decode(Int.self, forKey: .lastTimestamp),
+            alertedSteps: try c.decode([String].self, forKey: .alertedSteps),
+            alertCount: try c.decode(Int.self, forKey: .alertCount),
+            highPriorityLog: try c.decode([Int].self, forKey: .highPriorityLog),
+            frequentPushes: try c.decodeIfPresent(Bool.self, forKey: .frequentPushes),
+            scheduledStart: try c.decodeIfPresent(Date.self, forKey: .scheduledStart),
+            channelID: try c.decodeIfPresent(String.self, forKey: .channelID),
+            broadcast: try c.decodeIfPresent(Broadcast.self, forKey: .broadcast))
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(key, forKey: .key)
+        try c.encodeIfPresent(activityID, forKey: .activityID)
+        try c.encodeIfPresent(deviceID, forKey: .deviceID)
+        try c.encode(phase, forKey: .phase)
+        try c.encodeIfPresent(closeReason, forKey: .closeReason)
+        try c.encodeIfPresent(updateToken, forKey: .updateToken)
+        try c.encodeIfPresent(startToken, forKey: .startToken)
+        try c.encode(createdAt, forKey: .createdAt)
+        try c.encodeIfPresent(startedAt, forKey: .startedAt)
+        try c.encodeIfPresent(endedAt, forKey: .endedAt)
+        try c.encodeIfPresent(pending, forKey: .pending)
+        try c.encodeIfPresent(planned, forKey: .planned)
+        try c.encodeIfPresent(sent, forKey: .sent)
+        try c.encode(lastTimestamp, forKey: .lastTimestamp)
+        try c.encode(alertedSteps, forKey: .alertedSteps)
+        try c.encode(alertCount, forKey: .alertCount)
+        try c.encode(highPriorityLog, forKey: .highPriorityLog)
+        try c.encodeIfPresent(frequentPushes, forKey: .frequentPushes)
+        try c.encodeIfPresent(scheduledStart, forKey: .scheduledStart)
+        try c.encodeIfPresent(channelID, forKey: .channelID)
+        try c.encodeIfPresent(broadcast, forKey: .broadcast)
     }
 }
 

@@ -22,19 +22,41 @@ package struct OrderState: Hashable, Sendable, Codable {
     package var pushToStartTokens: [PushToStartRegistration]
     /// The people who follow the order besides its user (`order.followers`), sorted; their devices are
     /// started too, into the order's broadcast channel when it has one.
-    package var followers: [String]
+    package var followers: [String] {
+        get { group?.value.followers ?? [] }
+        set { updateGroup { $0.followers = newValue } }
+    }
     /// The `order.followers` event that set ``followers`` (a newer one replaces them).
-    package var followersKey: EventKey?
+    package var followersKey: EventKey? {
+        get { group?.value.followersKey }
+        set { updateGroup { $0.followersKey = newValue } }
+    }
     /// The order's broadcast channel (key ``OrderTracker/channelKey``), once the core decided on one: its
     /// pushes create it, update and end every follower's activity in it at once, and delete it. Not one of
     /// ``activities`` (it is no activity on a device).
     package var channel: ActivityState? {
-        get { channelBox.first }
-        set { channelBox = newValue.map { [$0] } ?? [] }
+        get { group?.value.channel }
+        set { updateGroup { $0.channel = newValue } }
     }
-    /// ``channel``, out of line: an activity inline would add its whole size to every copy of every state,
-    /// and few orders have a channel (it cost 10 % of an update's instructions in `livedelivery-bench events`).
-    var channelBox: [ActivityState]
+
+    /// What only an order that people follow has.
+    package struct Group: Hashable, Sendable {
+        package var followers: [String] = []
+        package var followersKey: EventKey?
+        package var channel: ActivityState?
+        var isEmpty: Bool { followers.isEmpty && followersKey == nil && channel == nil }
+    }
+
+    /// ``followers``, ``followersKey`` and ``channel``, out of line and nil for most orders: inline, they made
+    /// every copy of every state larger and retained more (an inline channel alone cost 10 % of an update's
+    /// instructions in `livedelivery-bench events`).
+    package internal(set) var group: OutOfLine<Group>?
+
+    private mutating func updateGroup(_ change: (inout Group) -> Void) {
+        var value = group?.value ?? Group()
+        change(&value)
+        group = value.isEmpty ? nil : OutOfLine(value)
+    }
     /// Recently applied event ids (bounded; duplicates are also harmless by construction).
     package var seenEventIDs: Set<String>
     package var createdAt: Date
@@ -48,8 +70,6 @@ package struct OrderState: Hashable, Sendable, Codable {
         self.orderID = orderID
         self.activities = []
         self.pushToStartTokens = []
-        self.followers = []
-        self.channelBox = []
         self.seenEventIDs = []
         self.createdAt = now
         self.lastChangeAt = now
@@ -85,9 +105,11 @@ package struct OrderState: Hashable, Sendable, Codable {
         record = try container.decodeIfPresent(OrderRecord.self, forKey: .record)
         activities = try container.decode([ActivityState].self, forKey: .activities)
         pushToStartTokens = try container.decode([PushToStartRegistration].self, forKey: .pushToStartTokens)
-        followers = try container.decodeIfPresent([String].self, forKey: .followers) ?? []
-        followersKey = try container.decodeIfPresent(EventKey.self, forKey: .followersKey)
-        channelBox = try container.decodeIfPresent(ActivityState.self, forKey: .channel).map { [$0] } ?? []
+        let group = Group(
+            followers: try container.decodeIfPresent([String].self, forKey: .followers) ?? [],
+            followersKey: try container.decodeIfPresent(EventKey.self, forKey: .followersKey),
+            channel: try container.decodeIfPresent(ActivityState.self, forKey: .channel))
+        self.group = group.isEmpty ? nil : OutOfLine(group)
         seenEventIDs = try container.decode(Set<String>.self, forKey: .seenEventIDs)
         createdAt = try container.decode(Date.self, forKey: .createdAt)
         lastChangeAt = try container.decode(Date.self, forKey: .lastChangeAt)

@@ -33,9 +33,8 @@ extension OrderState {
         self.record = record
         self.activities = activities
         self.pushToStartTokens = pushToStartTokens
-        self.followers = followers
-        self.followersKey = followersKey
-        self.channelBox = channel.map { [$0] } ?? []
+        let group = Group(followers: followers, followersKey: followersKey, channel: channel)
+        self.group = group.isEmpty ? nil : OutOfLine(group)
         self.seenEventIDs = seenEventIDs
         self.createdAt = createdAt
         self.lastChangeAt = lastChangeAt
@@ -70,7 +69,7 @@ extension ActivityState {
         self.highPriorityLog = highPriorityLog
         self.frequentPushes = frequentPushes
         self.scheduledStart = scheduledStart
-        self.channelID = channelID
-        self.broadcast = broadcast
+        let info = ChannelInfo(channelID: channelID, broadcast: broadcast)
+        self.channelInfo = info.channelID == nil && info.broadcast == nil ? nil : OutOfLine(info)
     }
 }
