@@ -107,7 +107,6 @@ package final class APNsClient: Sendable {
         guard let target = targets[bundleID] else {
             return .configurationFault(reason: .unknownApp, status: nil)
         }
-        let app = target.app
         // The push's metadata only when something will be logged: building it cost as much as
         // classifying the answer.
         var logger = self.logger
@@ -116,7 +115,70 @@ package final class APNsClient: Sendable {
             logger[metadataKey: APNsLoggingKeys.bundleID] = "\(bundleID)"
             logger[metadataKey: APNsLoggingKeys.tokenPrefix] = "\(notification.deviceToken.prefix(8))"
         }
+        return await exchange(target, client: target.client, logger: logger) { authorization in
+            Self.request(
+                notification, devicePath: target.devicePath, authorization: authorization,
+                timeout: configuration.requestTimeout)
+        } classify: { response in
+            APNsOutcome.classify(
+                status: response.status,
+                body: response.body,
+                apnsID: response.header("apns-id").flatMap(UUIDText.parse) ?? notification.apnsID,
+                retryAfter: response.header("retry-after").flatMap { Int($0) }.map { .seconds($0) },
+                delays: configuration.retryDelays)
+        }
+    }
 
+    /// Sends one request of an app's broadcast channels (iOS 18): a broadcast, or a channel's creation or
+    /// deletion. As ``send(_:app:)``: never throws, transport failures retried; a creation's 201 is
+    /// ``APNsOutcome/channelCreated(channelID:)``, `ChannelNotRegistered` is ``APNsOutcome/tokenGone(reason:unregisteredAt:)``.
+    package func send(_ request: APNsChannelRequest, app bundleID: String) async -> APNsOutcome {
+        guard let target = targets[bundleID] else {
+            return .configurationFault(reason: .unknownApp, status: nil)
+        }
+        var logger = self.logger
+        if logger.logLevel <= .debug {
+            logger[metadataKey: APNsLoggingKeys.apnsID] = "\(UUIDText.lowercased(request.requestID))"
+            logger[metadataKey: APNsLoggingKeys.bundleID] = "\(bundleID)"
+        }
+        let (client, url, method): (HTTP2Client, String, String) =
+            switch request.kind {
+            case .broadcast: (target.broadcastClient, target.broadcastPath, "POST")
+            case .createChannel: (target.channelsClient, target.channelsPath, "POST")
+            case .deleteChannel: (target.channelsClient, target.channelsPath, "DELETE")
+            }
+        return await exchange(target, client: client, logger: logger) { authorization in
+            var headers: [(name: String, value: String)] = [("authorization", authorization)]
+            headers += request.headers
+            if !request.body.isEmpty { headers.append(("content-type", "application/json")) }
+            return HTTP2Request(
+                method: method, url: url, headers: headers, body: request.body, timeout: configuration.requestTimeout)
+        } classify: { response in
+            switch (request.kind, response.status) {
+            case (.createChannel, 200...299):
+                guard let channelID = response.header("apns-channel-id"), !channelID.isEmpty else {
+                    return .payloadFault(reason: .unexpectedStatus, status: response.status)
+                }
+                return .channelCreated(channelID: channelID)
+            case (_, 200...299):
+                return .delivered(apnsID: request.requestID)
+            default:
+                return APNsOutcome.classify(
+                    status: response.status, body: response.body, apnsID: request.requestID,
+                    retryAfter: response.header("retry-after").flatMap { Int($0) }.map { .seconds($0) },
+                    delays: configuration.retryDelays)
+            }
+        }
+    }
+
+    /// One request to APNs for an app, with the app's provider token: `make` builds it, `classify` reads the
+    /// answer. A transport failure is retried with backoff up to ``APNsClientConfiguration/maxAttempts``; an
+    /// answer that says the token expired drops it from the cache.
+    private func exchange(
+        _ target: Target, client: HTTP2Client, logger: Logger, make: (_ authorization: String) -> HTTP2Request,
+        classify: (HTTP2Response) -> APNsOutcome
+    ) async -> APNsOutcome {
+        let app = target.app
         var attempt = 1
         while true {
             let token: APNsTokenProvider.Token
@@ -126,17 +188,9 @@ package final class APNsClient: Sendable {
                 logger.debug("cannot sign a provider token", metadata: [APNsLoggingKeys.keyID: "\(app.key.keyID)"])
                 return .configurationFault(reason: .signingFailed, status: nil)
             }
-            let request = Self.request(
-                notification, devicePath: target.devicePath, authorization: token.authorization,
-                timeout: configuration.requestTimeout)
             do {
-                let response = try await target.client.execute(request)
-                let outcome = APNsOutcome.classify(
-                    status: response.status,
-                    body: response.body,
-                    apnsID: response.header("apns-id").flatMap(UUIDText.parse) ?? notification.apnsID,
-                    retryAfter: response.header("retry-after").flatMap { Int($0) }.map { .seconds($0) },
-                    delays: configuration.retryDelays)
+                let response = try await client.execute(make(token.authorization))
+                let outcome = classify(response)
                 if case .refreshAuth = outcome {
                     tokens.invalidate(token: token.jwt, key: app.key, teamID: app.teamID)
                 }
@@ -157,77 +211,6 @@ package final class APNsClient: Sendable {
                         APNsLoggingKeys.reason: "\(outcome.reason?.rawValue ?? "")",
                         APNsLoggingKeys.attempt: "\(attempt)",
                     ])
-                guard error.isRetriable, attempt < configuration.maxAttempts, !Task.isCancelled else { return outcome }
-                let backoff = configuration.retryBackoff * (1 << (attempt - 1)) * Double.random(in: 0.5...1.5)
-                do { try await Task.sleep(for: backoff) } catch { return outcome }
-                attempt += 1
-            }
-        }
-    }
-
-    /// Sends one request of an app's broadcast channels (iOS 18): a broadcast, or a channel's creation or
-    /// deletion. As ``send(_:app:)``: never throws, transport failures retried; a creation's 201 is
-    /// ``APNsOutcome/channelCreated(channelID:)``, `ChannelNotRegistered` is ``APNsOutcome/tokenGone(reason:unregisteredAt:)``.
-    package func send(_ request: APNsChannelRequest, app bundleID: String) async -> APNsOutcome {
-        guard let target = targets[bundleID] else {
-            return .configurationFault(reason: .unknownApp, status: nil)
-        }
-        let app = target.app
-        var logger = self.logger
-        if logger.logLevel <= .debug {
-            logger[metadataKey: APNsLoggingKeys.apnsID] = "\(UUIDText.lowercased(request.requestID))"
-            logger[metadataKey: APNsLoggingKeys.bundleID] = "\(bundleID)"
-        }
-        let (client, url, method): (HTTP2Client, String, String) =
-            switch request.kind {
-            case .broadcast: (target.broadcastClient, target.broadcastPath, "POST")
-            case .createChannel: (target.channelsClient, target.channelsPath, "POST")
-            case .deleteChannel: (target.channelsClient, target.channelsPath, "DELETE")
-            }
-        var attempt = 1
-        while true {
-            let token: APNsTokenProvider.Token
-            do {
-                token = try tokens.token(key: app.key, teamID: app.teamID, cacheKey: target.tokenKey)
-            } catch {
-                return .configurationFault(reason: .signingFailed, status: nil)
-            }
-            var headers: [(name: String, value: String)] = [("authorization", token.authorization)]
-            headers += request.headers
-            if !request.body.isEmpty { headers.append(("content-type", "application/json")) }
-            let http = HTTP2Request(
-                method: method, url: url, headers: headers, body: request.body, timeout: configuration.requestTimeout)
-            do {
-                let response = try await client.execute(http)
-                let outcome: APNsOutcome
-                switch (request.kind, response.status) {
-                case (.createChannel, 200...299):
-                    if let channelID = response.header("apns-channel-id"), !channelID.isEmpty {
-                        outcome = .channelCreated(channelID: channelID)
-                    } else {
-                        outcome = .payloadFault(reason: .unexpectedStatus, status: response.status)
-                    }
-                case (_, 200...299):
-                    outcome = .delivered(apnsID: request.requestID)
-                default:
-                    outcome = APNsOutcome.classify(
-                        status: response.status, body: response.body, apnsID: request.requestID,
-                        retryAfter: response.header("retry-after").flatMap { Int($0) }.map { .seconds($0) },
-                        delays: configuration.retryDelays)
-                }
-                if case .refreshAuth = outcome {
-                    tokens.invalidate(token: token.jwt, key: app.key, teamID: app.teamID)
-                }
-                logger.debug(
-                    "APNs answered a channel request",
-                    metadata: [
-                        APNsLoggingKeys.status: "\(response.status)",
-                        APNsLoggingKeys.reason: "\(outcome.reason?.rawValue ?? "")",
-                        APNsLoggingKeys.attempt: "\(attempt)",
-                    ])
-                return outcome
-            } catch {
-                let outcome = transportOutcome(error)
                 guard error.isRetriable, attempt < configuration.maxAttempts, !Task.isCancelled else { return outcome }
                 let backoff = configuration.retryBackoff * (1 << (attempt - 1)) * Double.random(in: 0.5...1.5)
                 do { try await Task.sleep(for: backoff) } catch { return outcome }

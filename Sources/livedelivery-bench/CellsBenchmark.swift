@@ -215,27 +215,8 @@ final class CellsRounds: @unchecked Sendable {
     }
 
     private func publish(_ messages: [(String, [UInt8], String, String)]) async throws {
-        let (publisher, _) = try await RabbitMQPublisher.connect(
-            to: try AMQPEndpoints(urls: first.amqpURL), logger: logger)
-        let exchange = first.exchange
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var inFlight = 0
-            for (routingKey, body, id, orderID) in messages {
-                if inFlight >= 2000 {
-                    try await group.next()
-                    inFlight -= 1
-                }
-                group.addTask {
-                    try await publisher.publish(
-                        exchange: exchange, routingKey: routingKey, body: body,
-                        properties: RabbitMQMessageProperties(
-                            contentType: "application/json", headers: ["order_id": .string(orderID)], messageID: id))
-                }
-                inFlight += 1
-            }
-            try await group.waitForAll()
-        }
-        await publisher.close()
+        try await publishConfirmed(
+            messages.map { ($0.0, $0.1, $0.2, $0.3) }, exchange: first.exchange, amqpURL: first.amqpURL, logger: logger)
     }
 
     func shutdown(keep: Bool) async {

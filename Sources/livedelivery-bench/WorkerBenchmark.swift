@@ -453,25 +453,8 @@ final class BenchEnvironment: @unchecked Sendable {
     // MARK: Rounds
 
     func publish(_ messages: [(String, [UInt8], String)]) async throws {
-        let (publisher, _) = try await RabbitMQPublisher.connect(to: try AMQPEndpoints(urls: amqpURL), logger: logger)
-        let exchange = self.exchange
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var inFlight = 0
-            for (routingKey, body, id) in messages {
-                if inFlight >= 2000 {
-                    try await group.next()
-                    inFlight -= 1
-                }
-                group.addTask {
-                    try await publisher.publish(
-                        exchange: exchange, routingKey: routingKey, body: body,
-                        properties: RabbitMQMessageProperties(contentType: "application/json", messageID: id))
-                }
-                inFlight += 1
-            }
-            try await group.waitForAll()
-        }
-        await publisher.close()
+        try await publishConfirmed(
+            messages.map { ($0.0, $0.1, $0.2, nil) }, exchange: exchange, amqpURL: amqpURL, logger: logger)
     }
 
     /// Publishes the messages with no worker running, then starts the workers and, from the moment they are
@@ -845,4 +828,32 @@ private struct ServersCPU {
             postgres: now.postgres - before.postgres, rabbitmq: now.rabbitmq - before.rabbitmq,
             bench: now.bench - before.bench)
     }
+}
+
+/// Publishes every message with confirms, 2,000 in flight at most; a message with an order id carries it as the
+/// `order_id` header (the cells' hash exchange routes by it).
+func publishConfirmed(
+    _ messages: [(routingKey: String, body: [UInt8], id: String, orderID: String?)], exchange: String,
+    amqpURL: String, logger: Logger
+) async throws {
+    let (publisher, _) = try await RabbitMQPublisher.connect(to: try AMQPEndpoints(urls: amqpURL), logger: logger)
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        var inFlight = 0
+        for (routingKey, body, id, orderID) in messages {
+            if inFlight >= 2000 {
+                try await group.next()
+                inFlight -= 1
+            }
+            group.addTask {
+                try await publisher.publish(
+                    exchange: exchange, routingKey: routingKey, body: body,
+                    properties: RabbitMQMessageProperties(
+                        contentType: "application/json", headers: orderID.map { ["order_id": .string($0)] } ?? [:],
+                        messageID: id))
+            }
+            inFlight += 1
+        }
+        try await group.waitForAll()
+    }
+    await publisher.close()
 }
