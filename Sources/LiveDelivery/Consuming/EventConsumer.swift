@@ -15,7 +15,8 @@ import Synchronization
 /// makes them change nothing twice.
 ///
 /// At start (and after every reconnect) it declares its topology: the topic exchange, the quorum
-/// queue bound with `#` (`x-delivery-limit`, dead-lettering to `<exchange>.dlx`), the fanout DLX and
+/// queue bound with `#` (`x-delivery-limit`, dead-lettering to `<exchange>.dlx`; in a cell, bound to the
+/// hash exchange `<exchange>.cells` instead), the fanout DLX and
 /// the quorum queue `<queue>.dead-letter`, whose messages (the broker gave up on them) it moves into
 /// `dead_letters`. A lost broker or database is retried with backoff while health reports it. On
 /// graceful shutdown it cancels its consumers, finishes and acks what it holds, and returns.
