@@ -33,16 +33,16 @@ package struct AdminContext: Sendable {
     /// when `reporting` and that key is set; the caller shuts it down.
     package func postgresClient(reporting: Bool = false) throws(LiveDeliveryError) -> PostgresClient {
         let useReplica = reporting && config.string(forKey: "postgres.reportingUrl", isSecret: true)?.isEmpty == false
-        var configuration = try WorkerConfiguration.readPostgres(
-            config, key: useReplica ? "postgres.reportingUrl" : "postgres.url")
-        configuration.poolSize = 1
-        configuration.applicationName = "livedelivery admin"
-        return PostgresClient(configuration: configuration, logger: logger)
+        return try oneConnection(key: useReplica ? "postgres.reportingUrl" : "postgres.url")
     }
 
     /// A one-connection client for cell `name`'s database (`cells.<name>.postgresUrl`); the caller shuts it down.
     package func postgresClient(cell name: String) throws(LiveDeliveryError) -> PostgresClient {
-        var configuration = try WorkerConfiguration.readPostgres(config, key: "cells.\(name).postgresUrl")
+        try oneConnection(key: "cells.\(name).postgresUrl")
+    }
+
+    private func oneConnection(key: String) throws(LiveDeliveryError) -> PostgresClient {
+        var configuration = try WorkerConfiguration.readPostgres(config, key: key)
         configuration.poolSize = 1
         configuration.applicationName = "livedelivery admin"
         return PostgresClient(configuration: configuration, logger: logger)

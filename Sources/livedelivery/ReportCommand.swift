@@ -121,18 +121,13 @@ struct ReportCommand: AsyncParsableCommand {
     var cells: String?
 
     /// The cells of `--cells`, in the order given.
-    var cellNames: [String] {
-        cells.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
-            ?? []
-    }
+    var cellNames: [String] { cells.map(OrderRouting.cellList) ?? [] }
 
     func validate() throws {
         if cells != nil {
-            guard !cellNames.isEmpty,
-                cellNames.allSatisfy({
-                    $0.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D }
-                })
-            else { throw ValidationError("--cells takes cell names (a–z, 0–9, '-'), comma-separated") }
+            guard !cellNames.isEmpty, cellNames.allSatisfy(OrderRouting.isCellName) else {
+                throw ValidationError("--cells takes cell names (a–z, 0–9, '-'), comma-separated")
+            }
         }
         guard limit >= 0 else { throw ValidationError("--limit must be 0 or more") }
         if let since, ReportQuery.parseSince(since) == nil {

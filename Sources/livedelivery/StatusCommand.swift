@@ -38,7 +38,7 @@ struct StatusCommand: AsyncParsableCommand {
 
     func run() async throws {
         if let cells {
-            try await runCells(cells.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+            try await runCells(OrderRouting.cellList(cells))
             return
         }
         let (status, configurationProblem) = try await withAdminContext(options) { context in

@@ -1,3 +1,4 @@
+import Foundation
 package import LiveDeliveryCore
 
 /// How events reach the cells of a deployment past one database (docs/scaling.md, Cells): every event goes
@@ -10,6 +11,18 @@ package enum OrderRouting {
     /// The event types every cell takes: a user's push-to-start tokens and settings serve their orders in
     /// every cell.
     package static let everyCell: [EventType] = [.pushToStartToken, .activitySettings]
+
+    /// Whether `name` may name a cell: 1–32 of a–z, 0–9 and '-', not starting with '-' (it goes into
+    /// configuration keys, environment variable names and metric labels).
+    package static func isCellName(_ name: String) -> Bool {
+        name.utf8.count <= 32 && name.utf8.first.map { $0 != UInt8(ascii: "-") } ?? false
+            && name.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D }
+    }
+
+    /// The cells of a comma-separated list (`--cells a,b`), in the order given, blanks left out.
+    package static func cellList(_ text: String) -> [String] {
+        text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
 
     /// The refusal of an order's event that came to a cell without the header, or with another order's: the
     /// hash exchange routes a message without the header as if it had an empty one, so it may be in the wrong

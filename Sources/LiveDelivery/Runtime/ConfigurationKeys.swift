@@ -189,10 +189,7 @@ extension WorkerConfiguration {
                 + "its queue is bound to `<amqp.exchange>.cells`, which routes each order to one cell by its "
                 + "`order_id` header ([scaling.md](scaling.md#cells)). Unset: one deployment, the queue takes every event.",
             check: { value, reader in
-                let valid =
-                    value.utf8.count <= 32 && value.utf8.first.map { $0 != UInt8(ascii: "-") } ?? false
-                    && value.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D }
-                if !valid {
+                if !OrderRouting.isCellName(value) {
                     reader.problems.add(
                         "cell.name (environment \(environmentName("cell.name"))): 1–32 of a–z, 0–9 and '-', not starting with '-'"
                     )

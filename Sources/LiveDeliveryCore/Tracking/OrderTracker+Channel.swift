@@ -226,18 +226,6 @@ extension OrderTracker {
     static let closeNotAccepted = "close_not_accepted: "
     static let closeRetried = "close_retried"
 
-    /// The content-state of the record and what a push of it carries.
-    func contentMark(for record: OrderRecord) -> (JSONObject, ActivityState.ContentMark) {
-        let content = mapping.contentState(for: record)
-        let rule = policy.rule(for: record.status)
-        return (
-            content,
-            ActivityState.ContentMark(
-                contentState: JSONValue.object(content).compactText, step: rule.step, relevance: rule.relevance,
-                status: record.status, statusKey: record.statusKey, eta: record.eta?.value)
-        )
-    }
-
     // MARK: - Outcomes
 
     /// Records APNs' answer to one of the channel's requests.

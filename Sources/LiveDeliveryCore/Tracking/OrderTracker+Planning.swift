@@ -14,11 +14,7 @@ extension OrderTracker {
         sweepEnds: [String: Decision.Code] = [:]
     ) {
         guard let record = step.state.record else { return }
-        let content = mapping.contentState(for: record)
-        let rule = policy.rule(for: record.status)
-        let mark = ActivityState.ContentMark(
-            contentState: JSONValue.object(content).compactText, step: rule.step, relevance: rule.relevance,
-            status: record.status, statusKey: record.statusKey, eta: record.eta?.value)
+        let (content, mark) = contentMark(for: record)
 
         openChannelIfWanted(&step, record: record, context: context, mark: mark, now: now)
         startNewActivities(&step, record: record, context: context, now: now, announce: announce)
@@ -89,6 +85,18 @@ extension OrderTracker {
         reconcileChannel(
             &step, record: record, content: content, mark: mark, now: now,
             forced: rebuild.contains(Self.channelKey), sweepEnd: sweepEnds[Self.channelKey])
+    }
+
+    /// The content-state of the record and what a push of it carries.
+    func contentMark(for record: OrderRecord) -> (JSONObject, ActivityState.ContentMark) {
+        let content = mapping.contentState(for: record)
+        let rule = policy.rule(for: record.status)
+        return (
+            content,
+            ActivityState.ContentMark(
+                contentState: JSONValue.object(content).compactText, step: rule.step, relevance: rule.relevance,
+                status: record.status, statusKey: record.statusKey, eta: record.eta?.value)
+        )
     }
 
     private func startNewActivities(
