@@ -172,6 +172,48 @@ struct PrivilegeTests {
         }
     }
 
+    @Test("the worker's login runs the upkeep only within its bounds: no wiped history, no thousands of tables (sql/122)")
+    func upkeepIsBoundedForTheWorker() async throws {
+        try await TestDatabase.with { database in
+            let partitions: PostgresQuery = """
+                SELECT count(*) FROM pg_inherits
+                WHERE inhparent IN ('push_attempts'::regclass, 'timeline'::regclass, 'inbox'::regclass)
+                """
+            let before = try await database.count(partitions)
+            let refused = [
+                "SELECT * FROM history_partitions_drop_expired('infinity', 0)",
+                "SELECT * FROM history_partitions_drop_expired(now(), 0)",
+                "SELECT * FROM history_partitions_drop_expired(now(), 6)",
+                "SELECT * FROM history_partitions_drop_expired(now() + interval '400 days', 30)",
+                "SELECT * FROM history_partitions_drop_expired(NULL, 30)",
+                "SELECT history_partitions_upkeep(now(), 20000)",
+                "SELECT history_partitions_upkeep(now(), -5)",
+                "SELECT history_partitions_upkeep(now() + interval '30 days', 2)",
+                "SELECT history_partitions_upkeep(now() - interval '30 days', 2)",
+                "SELECT history_partitions_upkeep('-infinity', 2)",
+                "SELECT report_rollups_drop_expired('infinity', 0)",
+                "SELECT report_rollups_drop_expired(now(), 1)",
+                "SELECT report_rollup_push_outcomes(now(), 1000000)",
+            ]
+            for statement in refused {
+                #expect(try await Self.sqlState(database.client, statement) == "22023", "\(statement)")
+            }
+            #expect(try await database.count(partitions) == before, "nothing was created or dropped")
+            // What a worker asks stays allowed.
+            for statement in [
+                "SELECT history_partitions_upkeep(now(), 2)", "SELECT * FROM history_partitions_drop_expired(now(), 7)",
+                "SELECT report_rollups_drop_expired(now(), 30)", "SELECT report_rollup_push_outcomes(now(), 48)",
+            ] {
+                #expect(try await Self.sqlState(database.client, statement) == nil, "\(statement)")
+            }
+            // The owner, who may drop the tables anyway, is not held to them (tests move the clock this way).
+            #expect(
+                try await Self.sqlState(database.owner, "SELECT history_partitions_upkeep(now() + interval '30 days', 1)")
+                    == nil)
+            #expect(try await database.count(partitions) == before + 6)
+        }
+    }
+
     @Test("a reporting login calls the report functions and reads the report views, and nothing else")
     func reportingReadsReportsOnly() async throws {
         try await TestDatabase.with { database in

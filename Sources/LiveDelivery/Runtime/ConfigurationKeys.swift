@@ -330,7 +330,8 @@ extension WorkerConfiguration {
         .int(
             "retention.days", \.retention.days, 0...36_500,
             "The day partitions of `inbox`, `push_attempts` and `timeline` that ended more than this many days "
-                + "ago are dropped. Reports look back this far at most. 0 keeps everything."),
+                + "ago are dropped. Reports look back this far at most. 0 keeps everything; else at least 7, the "
+                + "least the database's upkeep functions let a worker's login keep (sql/122)."),
         .seconds(
             "retention.intervalSeconds", \.retention.interval, 1...86_400,
             "Between retention rounds, which also create partitions ahead and roll up push outcomes."),

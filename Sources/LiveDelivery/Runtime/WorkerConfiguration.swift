@@ -129,6 +129,9 @@ package struct WorkerConfiguration: Sendable {
     }
 
     package struct Retention: Sendable {
+        /// The least `days` other than 0: the upkeep functions refuse a worker's login less (sql/122), so that a
+        /// worker's credentials cannot wipe the history, the inbox that de-duplicates events included.
+        package static let minimumDays = 7
         package var days: Int = 30
         package var interval: Duration = .seconds(300)
         package init() {}
@@ -240,6 +243,11 @@ package struct WorkerConfiguration: Sendable {
         let reader = KeyReader(config: config, problems: problems)
         var configuration = defaults
         for key in keys { key.read(&configuration, reader) }
+        if (1..<Retention.minimumDays).contains(configuration.retention.days) {
+            problems.add(
+                "retention.days must be 0 (keep everything) or at least \(Retention.minimumDays) (is \(configuration.retention.days)): the database's upkeep functions keep at least that much history (sql/122)"
+            )
+        }
         for key in keys where key.secret {
             configuration.secretSources[key.name] = SecretFiles.source(of: key, in: config)
         }

@@ -199,6 +199,23 @@ struct ConfigurationTests {
         #expect(text.contains("dispatcher.maxAttempts"))
     }
 
+    @Test("retention.days is 0 or at least the 7 days the database's upkeep keeps for a worker", arguments: [0, 3, 6, 7, 30])
+    func retentionDays(_ days: Int) async throws {
+        let directory = try folder()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let environment = [
+            "LIVEDELIVERY_CONFIG_DIR": directory.path, "LIVEDELIVERY_AMQP_URL": "amqp://u:p@h/%2F",
+            "LIVEDELIVERY_POSTGRES_URL": "postgresql://u@h/d", "LIVEDELIVERY_RETENTION_DAYS": "\(days)",
+        ]
+        let reader = try await WorkerConfiguration.makeReader(environment: environment)
+        if (1...6).contains(days) {
+            let error = try #require(throws: LiveDeliveryError.self) { try WorkerConfiguration.load(config: reader) }
+            #expect(error.problems.contains { $0.hasPrefix("retention.days must be 0 (keep everything) or at least 7") })
+        } else {
+            #expect(try WorkerConfiguration.load(config: reader).retention.days == days)
+        }
+    }
+
     @Test("docs/configuration.md shows the keys as WorkerConfiguration.keys declares them")
     func documentedKeys() throws {
         let document = try String(
