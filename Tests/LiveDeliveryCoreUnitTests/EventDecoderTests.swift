@@ -153,6 +153,17 @@ struct EventDecoderTests {
             bytes: with({ $0["device_id"] = "d" + String(repeating: "\u{0301}", count: 256) }, base: tokenBase),
             reason: .invalidField, field: "device_id"),
         Case(
+            name: "scheduled_start not a timestamp",
+            bytes: with({ $0["scheduled_start"] = "tonight" }, base: tokenBase),
+            reason: .invalidTimestamp, field: "scheduled_start"),
+        Case(
+            name: "scheduled_start a number", bytes: with({ $0["scheduled_start"] = 1_795_000_000 }, base: tokenBase),
+            reason: .invalidTimestamp, field: "scheduled_start"),
+        Case(
+            name: "scheduled_start in year 9999",
+            bytes: with({ $0["scheduled_start"] = "9999-12-31T23:59:59Z" }, base: tokenBase),
+            reason: .invalidField, field: "scheduled_start"),
+        Case(
             name: "push-to-start without device", bytes: with({ $0["device_id"] = nil }, base: startBase),
             reason: .missingField, field: "device_id"),
         Case(

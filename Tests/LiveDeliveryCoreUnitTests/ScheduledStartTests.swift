@@ -39,6 +39,37 @@ struct ScheduledStartTests {
         #expect(busy.sweep(at: 571).decisions.codes().contains("sweep_lifetime"))
     }
 
+    @Test("a scheduled start at most 7 days after the report is kept; a later one is refused on arrival")
+    func theScheduledStartIsBounded() {
+        let week = EventDecoder.maximumScheduleAheadSeconds / 60
+        #expect(week == 7 * 24 * 60)
+        #expect(Self.scheduledToken(at: week).map { $0 != nil } == .success(true), "7 days ahead: kept")
+        #expect(Self.scheduledToken(at: -60).map { $0 != nil } == .success(true), "before the report: started")
+        let later: [Double] = [week + 1.0 / 60, week + 1, 60 * 24 * 365]
+        for minute in later {
+            guard case .failure(let rejection) = Self.scheduledToken(at: minute) else {
+                Issue.record("accepted a scheduled start \(minute) minutes after occurred_at")
+                continue
+            }
+            #expect(rejection.reason == .invalidField)
+            #expect(rejection.field == "scheduled_start")
+            #expect(rejection.message.contains("7 days"), "\(rejection.message)")
+        }
+    }
+
+    /// Decodes an `activity.token` reported at minute 0 with a scheduled start `minute` minutes later.
+    static func scheduledToken(at minute: Double) -> Result<Date?, EventRejection> {
+        let object: [String: Any] = [
+            "type": "activity.token", "version": 1, "event_id": "evt-token-bound", "occurred_at": Fixtures.iso(0),
+            "order_id": "A-10023", "activity_id": "ACT-1", "token": Fixtures.updateHex,
+            "bundle_id": "com.example.pizza", "environment": "sandbox", "scheduled_start": Fixtures.iso(minute),
+        ]
+        return EventDecoder.decode(Fixtures.json(object)).map { event in
+            guard case .activityToken(let token) = event else { return nil }
+            return token.scheduledStart
+        }
+    }
+
     @Test func aLaterReportMovesOrClearsTheSchedule() {
         var run = Fixtures.Run()
         run.apply(Fixtures.status("confirmed", seq: 1, minute: -1))

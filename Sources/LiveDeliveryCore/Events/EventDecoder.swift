@@ -10,6 +10,12 @@ package enum EventDecoder {
     /// 64 KiB: a larger body is rejected with `body_too_large` without being parsed.
     package static let maximumBodySize = 65_536
 
+    /// 7 days: the latest `scheduled_start` an `activity.token` may name, after its `occurred_at`. ActivityKit
+    /// documents no limit of its own; an activity pending until its start is never swept before it, so a far
+    /// date would keep its rows for good. A week covers deliveries booked days ahead. Counted from
+    /// `occurred_at`, not the clock, so that a redelivered event decodes the same.
+    package static let maximumScheduleAheadSeconds: Double = 7 * 24 * 60 * 60
+
     /// Decodes one message body. Pass the AMQP routing key and `message_id` when there are any, so
     /// that a mismatch with `type` or `event_id` is refused too.
     package static func decode(
@@ -106,7 +112,7 @@ package enum EventDecoder {
                     token: try root.requiredToken("token"),
                     bundleID: try root.requiredBundleID("bundle_id"),
                     environment: try root.requiredEnvironment("environment"),
-                    scheduledStart: try root.optionalTimestamp("scheduled_start")
+                    scheduledStart: try scheduledStart(root, occurredAt: occurredAt)
                 ))
         case .pushToStartToken:
             let attributesType = try root.requiredString("attributes_type", length: 1...128)
@@ -161,6 +167,19 @@ package enum EventDecoder {
                     reason: reason
                 ))
         }
+    }
+
+    /// `scheduled_start`, refused past ``maximumScheduleAheadSeconds`` after `occurred_at`.
+    static func scheduledStart(_ root: FieldReader, occurredAt: Date) throws(EventRejection) -> Date? {
+        guard let start = try root.optionalTimestamp("scheduled_start") else { return nil }
+        let ahead = start.timeIntervalSince(occurredAt)
+        guard ahead <= maximumScheduleAheadSeconds else {
+            let days = Int(maximumScheduleAheadSeconds / 86_400)
+            throw EventRejection(
+                .invalidField, field: "scheduled_start",
+                "scheduled_start is \(Int(ahead / 3_600)) hours after occurred_at; the limit is \(days) days")
+        }
+        return start
     }
 
     /// A short, printable excerpt of a contract identifier for a rejection message.
