@@ -9,10 +9,12 @@ package struct InboundMessage: Sendable {
     package var body: [UInt8]
     package var routingKey: String
     package var messageID: String?
-    /// The message's string headers: the tracer reads its trace from them.
+    /// The message's string headers: the tracer reads its trace from them (``TraceCarrier``).
     package var headers: [String: String]
     /// The W3C `traceparent` header, when the message carried a well-formed one.
-    package var traceParent: String? { headers["traceparent"].flatMap(TraceParent.init)?.header }
+    package var trace: TraceParent? { headers["traceparent"].flatMap(TraceParent.init) }
+    /// The first 55 characters of a well-formed `traceparent` header: what is stored with a planned push.
+    package var traceParent: String? { trace?.header }
 
     package init(body: [UInt8], routingKey: String, messageID: String? = nil, headers: [String: String] = [:]) {
         self.body = body
@@ -98,6 +100,7 @@ package final class EventProcessor: Sendable {
         let started = ContinuousClock.now
         var decoded: [Decoded] = []
         for (index, message) in messages.enumerated() {
+            if message.headers["traceparent"] != nil, message.trace == nil { metrics.traceHeaderRefused() }
             switch EventDecoder.decode(message.body, routingKey: message.routingKey, messageID: message.messageID) {
             case .success(let event):
                 if let rejection = unknownApp(event)
@@ -164,15 +167,16 @@ package final class EventProcessor: Sendable {
             case .event(_, let i), .rejected(_, let i): index = i
             }
             let message = messages[index]
-            guard let traceParent = message.traceParent else { continue }
+            guard let trace = message.trace else { continue }
             var context = ServiceContext.topLevel
-            tracer.extract(message.headers, into: &context, using: AMQPHeadersExtractor())
+            let carrier = TraceCarrier(trace: trace, headers: message.headers)
+            tracer.extract(carrier, into: &context, using: TraceCarrierExtractor())
             let span = tracer.startSpan("livedelivery.event", context: context, ofKind: .consumer)
             span.attributes["messaging.system"] = "rabbitmq"
             span.attributes["messaging.operation.type"] = "process"
             span.attributes["messaging.message.id"] = message.messageID ?? ""
             span.attributes["livedelivery.event.type"] = message.routingKey
-            span.attributes["w3c.traceparent"] = traceParent
+            span.attributes["w3c.traceparent"] = trace.header
             switch item {
             case .event(let event, _):
                 span.attributes["livedelivery.event.id"] = event.eventID

@@ -231,9 +231,9 @@ package final class PushDispatcher: Service {
         let push = claim.push
         // The event's trace, when its message carried one: a span of the request, and its log line.
         var span: (any Span)?
-        if let traceParent = push.traceParent {
+        if let trace = push.traceParent.flatMap(TraceParent.init) {
             var context = ServiceContext.topLevel
-            tracer.extract(["traceparent": traceParent], into: &context, using: AMQPHeadersExtractor())
+            tracer.extract(TraceCarrier(trace: trace), into: &context, using: TraceCarrierExtractor())
             let request = tracer.startSpan("livedelivery.push", context: context, ofKind: .client)
             request.attributes["apns.id"] = push.apnsID
             request.attributes["apns.topic"] = push.bundleID
@@ -241,7 +241,7 @@ package final class PushDispatcher: Service {
             request.attributes["apns.priority"] = push.priority
             request.attributes["livedelivery.order.id"] = push.orderID
             request.attributes["livedelivery.push.attempt"] = claim.attempts
-            request.attributes["w3c.traceparent"] = traceParent
+            request.attributes["w3c.traceparent"] = trace.header
             span = request
         }
         let started = ContinuousClock.now

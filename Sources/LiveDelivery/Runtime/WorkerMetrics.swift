@@ -12,6 +12,8 @@ import Synchronization
 /// - `livedelivery_dead_letters_total{reason}`.
 /// - `livedelivery_sweeps_total{reason}`: sweeper decisions.
 /// - `livedelivery_batch_seconds`: histogram of batch transactions.
+/// - `livedelivery_trace_headers_refused_total`: messages whose `traceparent` header was malformed (not
+///   traced; the header is not stored).
 /// - `livedelivery_paused_apps_total{app,reason}`: configuration faults that paused an app.
 /// - `livedelivery_outbox_unreadable_total`: claimed outbox rows whose push could not be read (not
 ///   sent; tried again after their lease).
@@ -145,6 +147,10 @@ package final class WorkerMetrics: Sendable {
 
     func sweep(reason: String) {
         Counter(label: "livedelivery_sweeps_total", dimensions: [("reason", reason)], factory: factory).increment()
+    }
+
+    func traceHeaderRefused() {
+        Counter(label: "livedelivery_trace_headers_refused_total", dimensions: [], factory: factory).increment()
     }
 
     func paused(app: String, reason: String) {
