@@ -9,23 +9,49 @@ import Testing
 struct RabbitMQTLSTests {
     @Test("amqps with the server verified and a client certificate: messages go through the encrypted link")
     func verifiedLinkCarriesMessages() async throws {
-        let url = TestTLS.amqpsURL()
-        let configuration = try TestBroker.configuration(url)
+        var configuration = try TestBroker.configuration(TestTLS.amqpsURL())
         #expect(configuration.useTLS && configuration.verifyPeer)
+        // Names of this test's own, so that the broker's listing tells them from other tests' connections.
+        let name = TestEnvironment.uniqueName("RabbitMQTests-tls")
+        let plainName = TestEnvironment.uniqueName("RabbitMQTests-plain")
+        configuration.connectionName = name
+        var plainConfiguration = try TestBroker.configuration()
+        plainConfiguration.connectionName = plainName
         let queue = TestEnvironment.uniqueName("rmq-tls")
-        let connection = try await TestBroker.connect(url)
-        let publisher = try await TestBroker.publisher(url)
+        let connection = try await RabbitMQConnection.connect(configuration, logger: TestBroker.logger)
+        let publisher = try await RabbitMQPublisher.connect(configuration, logger: TestBroker.logger)
+        let plain = try await RabbitMQConnection.connect(plainConfiguration, logger: TestBroker.logger)
         try await connection.declareQueue(queue, durable: false, arguments: temporaryQueueArguments)
         try await publisher.publish(routingKey: queue, body: Array("over TLS".utf8))
         #expect(try await connection.declareQueue(queue, passive: true).messageCount == 1)
-        // The broker saw this connection arrive over TLS.
-        let listing = try await TestEnvironment.services([
-            "rabbitmqctl", "list_connections", "--silent", "client_properties", "ssl", "ssl_protocol",
-        ])
-        #expect(listing.split(separator: "\n").contains { $0.contains("RabbitMQTests") && $0.contains("true") })
+        // The broker saw both connections arrive over TLS: its `ssl` column. A plain connection reads false
+        // there, so the check tells the two apart.
+        let ssl = try await Self.sslColumn()
+        #expect(ssl[name] == [true, true], "\(ssl)")
+        #expect(ssl[plainName] == [false], "\(ssl)")
         try await connection.deleteQueue(queue)
+        await plain.close()
         await publisher.close()
         await connection.close()
+    }
+
+    /// The broker's `ssl` column of each open connection, by the name the client gave it (`connection_name`).
+    static func sslColumn() async throws -> [String: [Bool]] {
+        let listing = try await TestEnvironment.services([
+            "rabbitmqctl", "list_connections", "--silent", "--formatter", "json", "ssl", "client_properties",
+        ])
+        let rows = try #require(
+            try JSONSerialization.jsonObject(with: Data(listing.utf8)) as? [[String: Any]], "\(listing)")
+        var columns: [String: [Bool]] = [:]
+        for row in rows {
+            // client_properties: [name, type, value] triples.
+            let properties = row["client_properties"] as? [[Any]] ?? []
+            guard let name = properties.first(where: { $0.first as? String == "connection_name" })?.last as? String,
+                let ssl = row["ssl"] as? Bool
+            else { continue }
+            columns[name, default: []].append(ssl)
+        }
+        return columns
     }
 
     @Test("a certificate for another host, or from another CA, or no client certificate: refused, saying TLS")
