@@ -27,6 +27,7 @@ COUNTERS = {
     "livedelivery_pushes_total",  # {app,kind,outcome,reason}
     "livedelivery_dead_letters_total",  # {reason}
     "livedelivery_sweeps_total",  # {reason}
+    "livedelivery_limits_total",  # {limit}
     "livedelivery_paused_apps_total",  # {app,reason}
 }
 HISTOGRAMS = {  # exported as NAME_bucket, NAME_sum and NAME_count

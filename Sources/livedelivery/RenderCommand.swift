@@ -151,21 +151,17 @@ private struct Renderer {
     /// What the worker would read for the order: its user's and followers' tokens and settings, and the
     /// channels open per app (every order's channel that is not closed).
     func context(_ state: OrderState, userID: String?, event: InboundEvent? = nil) -> TrackingContext {
-        var members = state.followers
-        if case .orderFollowers(let e)? = event { members += e.followers }
-        var context = TrackingContext()
+        var joining: [String] = []
+        if case .orderFollowers(let e)? = event { joining = e.followers }
         var openChannels: [String: Int] = [:]
         for order in orders.values {
             if let channel = order.channel, let app = channel.broadcast?.app, !channel.phase.isFinal {
                 openChannels[app, default: 0] += 1
             }
         }
-        context.openChannels = openChannels
-        for user in [userID].compactMap({ $0 }) + Set(members).subtracting([userID].compactMap { $0 }).sorted() {
-            context.pushToStartTokens += users[user] ?? []
-            context.deviceSettings.merge(settings[user] ?? [:]) { own, _ in own }
-        }
-        return context
+        return TrackingContext(
+            order: state, userID: userID, joining: joining, tokens: users, settings: settings,
+            openChannels: openChannels)
     }
 
     mutating func run(_ event: InboundEvent, orderID: String, now: Date) {

@@ -256,6 +256,11 @@ package final class EventProcessor: Sendable {
         let stateWrites = try await OrderStore.write(
             written, kind: "event", handover: handover, now: now, on: connection)
         outcome.pushesPlanned += written.reduce(0) { $0 + $1.pushes.count }
+        for change in written {
+            for decision in change.decisions where Decision.Code.limits.contains(decision.code) {
+                metrics.limit(decision.code)
+            }
+        }
         if logger.logLevel <= .debug { logDecisions(written, traces: orderTraces) }
         return (outcome, stateWrites)
     }

@@ -38,17 +38,13 @@ struct EventsPlan {
                     changes[orderID]
                     ?? OrderChange(original: original, state: original ?? OrderState(orderID: orderID, now: now))
                 if event.reachesUser, change.state.isSettled { continue }
-                let userID = change.state.record?.userID ?? event.userID
-                var context = TrackingContext(
-                    pushToStartTokens: userID.flatMap { tokens[$0] } ?? [], startRefusedDevices: startLimit.refused,
-                    deviceSettings: userID.flatMap { settings[$0] } ?? [:], openChannels: openChannels)
                 // The followers' tokens and settings read for this batch (those of earlier batches are in the state).
-                var followers = change.state.group?.value.followers ?? []
-                if case .orderFollowers(let e) = event { followers += e.followers }
-                for follower in followers.isEmpty ? [] : Set(followers) where follower != userID {
-                    context.pushToStartTokens += tokens[follower] ?? []
-                    context.deviceSettings.merge(settings[follower] ?? [:]) { own, _ in own }
-                }
+                var joining: [String] = []
+                if case .orderFollowers(let e) = event { joining = e.followers }
+                let context = TrackingContext(
+                    order: change.state, userID: change.state.record?.userID ?? event.userID, joining: joining,
+                    tokens: tokens, settings: settings, startRefusedDevices: startLimit.refused,
+                    openChannels: openChannels)
                 let step = tracker.apply(event, to: change.state, context: context, now: now)
                 startLimit.count(step, before: change.state)
                 change.merge(step)

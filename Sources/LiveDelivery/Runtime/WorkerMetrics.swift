@@ -11,6 +11,8 @@ import Synchronization
 /// - `livedelivery_push_latency_seconds{app}`: histogram of APNs round trips.
 /// - `livedelivery_dead_letters_total{reason}`.
 /// - `livedelivery_sweeps_total{reason}`: sweeper decisions.
+/// - `livedelivery_limits_total{limit}`: decisions that refused what a publisher asked at a bound
+///   (`activity_limit`, `push_to_start_device_limit`; docs/events.md, Limits).
 /// - `livedelivery_batch_seconds`: histogram of batch transactions.
 /// - `livedelivery_trace_headers_refused_total`: messages whose `traceparent` header was malformed (not
 ///   traced; the header is not stored).
@@ -147,6 +149,11 @@ package final class WorkerMetrics: Sendable {
 
     func sweep(reason: String) {
         Counter(label: "livedelivery_sweeps_total", dimensions: [("reason", reason)], factory: factory).increment()
+    }
+
+    func limit(_ code: Decision.Code) {
+        Counter(label: "livedelivery_limits_total", dimensions: [("limit", code.rawValue)], factory: factory)
+            .increment()
     }
 
     func traceHeaderRefused() {

@@ -98,8 +98,8 @@ package final class Sweeper: Service {
             // whose user is busy elsewhere is swept next time. Under them the start limit holds.
             let lockedUsers = try await UserLocks.tryLock(due.states.compactMap { $0.record?.userID }, on: connection)
             let states = due.states.filter { state in state.record.map { lockedUsers.contains($0.userID) } ?? true }
-            let (tokens, settings) = try await OrderStore.tokensAndSettings(
-                users: states.compactMap { $0.record?.userID }, on: connection)
+            let users = Set(states.flatMap { TrackingContext.users(of: $0, userID: $0.record?.userID) }).sorted()
+            let (tokens, settings) = try await OrderStore.tokensAndSettings(users: users, on: connection)
             var startLimit = try await StartLimit.load(
                 devices: tokens.values.flatMap { $0.map(\.deviceID) }, configuration: pushToStart, now: now,
                 on: connection)
@@ -107,9 +107,8 @@ package final class Sweeper: Service {
             summary.orders = states.count + due.deferred
             for state in states {
                 let context = TrackingContext(
-                    pushToStartTokens: state.record.flatMap { tokens[$0.userID] } ?? [],
-                    startRefusedDevices: startLimit.refused,
-                    deviceSettings: state.record.flatMap { settings[$0.userID] } ?? [:])
+                    order: state, userID: state.record?.userID, tokens: tokens, settings: settings,
+                    startRefusedDevices: startLimit.refused)
                 let step = tracker.sweep(state, context: context, now: now)
                 startLimit.count(step, before: state)
                 let change = sweepChange(state, step, now: now)
@@ -127,11 +126,9 @@ package final class Sweeper: Service {
         _ orderID: String, decision: Decision, tracker: OrderTracker, now: Date, on connection: PostgresConnection
     ) async throws -> (state: OrderState, pushes: [PlannedPush])? {
         guard let state = try await OrderStore.lockOrder(orderID, on: connection) else { return nil }
-        let users = state.record.map { [$0.userID] } ?? []
+        let users = TrackingContext.users(of: state, userID: state.record?.userID)
         let (tokens, settings) = try await OrderStore.tokensAndSettings(users: users, on: connection)
-        let context = TrackingContext(
-            pushToStartTokens: users.first.flatMap { tokens[$0] } ?? [],
-            deviceSettings: users.first.flatMap { settings[$0] } ?? [:])
+        let context = TrackingContext(order: state, userID: state.record?.userID, tokens: tokens, settings: settings)
         var change = OrderChange(original: state, state: state)
         change.decisions.append(decision)
         change.merge(tracker.sweep(state, context: context, now: now))

@@ -166,3 +166,34 @@ package struct TrackingContext: Sendable, Hashable {
         self.openChannels = openChannels
     }
 }
+
+extension TrackingContext {
+    /// One order's context, as the consumer, the sweeper and `render` all assemble it: the push-to-start tokens
+    /// and device settings on file of the order's user first, then of each follower in order of their ids (a
+    /// device's settings filed by the user win), and the start limit's and channel counts as read.
+    ///
+    /// - Parameters:
+    ///   - userID: the order's user (the event's, for an order its first event creates).
+    ///   - joining: followers an `order.followers` event being applied adds.
+    ///   - tokens, settings: what was read, by user; a user not in them adds nothing (an earlier step merged
+    ///     their tokens into the order).
+    package init(
+        order state: OrderState, userID: String?, joining: [String] = [],
+        tokens: [String: [PushToStartRegistration]], settings: [String: [String: DeviceSettings]],
+        startRefusedDevices: Set<String> = [], openChannels: [String: Int]? = nil
+    ) {
+        self.init(startRefusedDevices: startRefusedDevices, openChannels: openChannels)
+        for user in Self.users(of: state, userID: userID, joining: joining) {
+            pushToStartTokens += tokens[user] ?? []
+            deviceSettings.merge(settings[user] ?? [:]) { filed, _ in filed }
+        }
+    }
+
+    /// The users whose tokens and settings an order's context reads: its user, then its followers by id.
+    package static func users(of state: OrderState, userID: String?, joining: [String] = []) -> [String] {
+        let followers = state.followers + joining
+        guard !followers.isEmpty else { return userID.map { [$0] } ?? [] }
+        let others = Set(followers).subtracting(userID.map { [$0] } ?? []).sorted()
+        return (userID.map { [$0] } ?? []) + others
+    }
+}

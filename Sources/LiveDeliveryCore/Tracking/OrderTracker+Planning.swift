@@ -104,10 +104,14 @@ extension OrderTracker {
     ) {
         guard !record.isTerminal else { return }
         let channel = step.state.channel
-        for registration in step.state.pushToStartTokens
-        where !step.state.activities.contains(where: { $0.deviceID == registration.deviceID })
-            && (registration.userID == record.userID || step.state.followers.contains(registration.userID))
-        {
+        // The order's own user's devices first, then the followers': the activity limit keeps the user's.
+        let candidates = step.state.pushToStartTokens.filter { registration in
+            !step.state.activities.contains(where: { $0.deviceID == registration.deviceID })
+                && (registration.userID == record.userID || step.state.followers.contains(registration.userID))
+        }
+        let own = candidates.filter { $0.userID == record.userID }
+        var refused: [String] = []
+        for registration in own + candidates.filter({ $0.userID != record.userID }) {
             guard registration.attributesType == mapping.attributesType else {
                 if announce {
                     step.decisions.append(
@@ -156,6 +160,10 @@ extension OrderTracker {
                     break
                 }
             }
+            guard step.state.activities.count < OrderState.maxActivities else {
+                refused.append(registration.deviceID)
+                continue
+            }
             var activity = ActivityState(
                 key: "device:\(registration.deviceID)", activityID: nil, deviceID: registration.deviceID,
                 phase: .pendingStart, now: now)
@@ -172,6 +180,14 @@ extension OrderTracker {
                         "device \(registration.deviceID) is at its start limit; the start waits"))
             }
             step.state.activities.append(activity)
+        }
+        if !refused.isEmpty && announce {
+            step.decisions.append(
+                Decision(
+                    .activityLimit,
+                    "the order tracks \(step.state.activities.count) activities, the most it may; \(refused.count) "
+                        + (refused.count == 1 ? "device that could be started remotely is" : "devices that could be started remotely are")
+                        + " not started (\(Self.sample(refused)))"))
         }
     }
 

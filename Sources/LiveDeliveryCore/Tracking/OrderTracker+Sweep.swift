@@ -8,7 +8,7 @@ extension OrderTracker {
     /// waiting starts again. Call it when ``OrderState/nextSweepAt`` has passed.
     package func sweep(_ state: OrderState, context: TrackingContext = TrackingContext(), now: Date) -> Step {
         var step = Step(state: state)
-        for registration in context.pushToStartTokens { _ = merge(registration, into: &step.state) }
+        _ = mergeRegistrations(context, into: &step.state)
         adoptSettings(context, &step, now: now)
         let sweep = policy.sweep
         var sweepEnds: [String: Decision.Code] = [:]

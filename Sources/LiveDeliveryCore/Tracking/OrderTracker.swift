@@ -41,7 +41,7 @@ package struct OrderTracker: Sendable {
             return step
         }
         step.state.remember(event.eventID)
-        for registration in context.pushToStartTokens { _ = merge(registration, into: &step.state) }
+        let unheld = mergeRegistrations(context, into: &step.state)
 
         var announce = false
         var rebuild = Set<String>()
@@ -61,9 +61,21 @@ package struct OrderTracker: Sendable {
         case .orderFollowers(let e):
             announce = applyFollowers(e, &step)
         }
+        if announce && !unheld.isEmpty {
+            step.decisions.append(
+                Decision(
+                    .activityLimit,
+                    "the order holds push-to-start tokens for \(OrderState.maxActivities) devices, as many as it may track activities; \(unheld.count) more of its people's devices are not offered (\(Self.sample(unheld)))"
+                ))
+        }
         adoptSettings(context, &step, now: now)
         reconcile(&step, context: context, now: now, announce: announce, rebuild: rebuild)
         return finish(step, from: state, now: now)
+    }
+
+    /// Up to three of `items`, and an ellipsis for the rest.
+    static func sample(_ items: [String]) -> String {
+        items.prefix(3).joined(separator: ", ") + (items.count > 3 ? ", …" : "")
     }
 
     /// Returns whether the record changed (so that unchanged content is worth a decision line).
@@ -227,12 +239,21 @@ package struct OrderTracker: Sendable {
     }
 
     private func applyPushToStart(_ e: PushToStartTokenEvent, _ step: inout Step) {
-        let devices = step.state.pushToStartTokens
-        if !devices.contains(where: { $0.deviceID == e.deviceID }), devices.count >= OrderState.maxPushToStartDevices {
+        let known = step.state.pushToStartTokens.contains { $0.deviceID == e.deviceID }
+        let devices = step.state.pushToStartTokens.lazy.filter { $0.userID == e.userID }.count
+        if !known, devices >= OrderState.maxPushToStartDevices {
             step.decisions.append(
                 Decision(
                     .pushToStartDeviceLimit,
-                    "the user has push-to-start tokens for \(devices.count) devices, the most they may; device \(e.deviceID)'s is refused"
+                    "the user has push-to-start tokens for \(devices) devices, the most they may; device \(e.deviceID)'s is refused"
+                ))
+            return
+        }
+        if !known, step.state.pushToStartTokens.count >= OrderState.maxActivities {
+            step.decisions.append(
+                Decision(
+                    .activityLimit,
+                    "the order holds push-to-start tokens for \(OrderState.maxActivities) devices, as many as it may track activities; device \(e.deviceID) is not offered"
                 ))
             return
         }
@@ -247,13 +268,28 @@ package struct OrderTracker: Sendable {
         }
     }
 
-    /// Newest registration per device wins; returns whether anything changed.
+    /// Merges the registrations on file into the order; returns the devices left out because the order holds
+    /// as many as it may (``merge(_:into:)``).
+    func mergeRegistrations(_ context: TrackingContext, into state: inout OrderState) -> [String] {
+        var unheld: [String] = []
+        for registration in context.pushToStartTokens where !merge(registration, into: &state) {
+            if !state.pushToStartTokens.contains(where: { $0.deviceID == registration.deviceID }) {
+                unheld.append(registration.deviceID)
+            }
+        }
+        return unheld
+    }
+
+    /// Newest registration per device wins; returns whether anything changed. An order holds registrations for
+    /// at most ``OrderState/maxActivities`` devices, the most it could start (its user's and its followers'), so
+    /// that neither its row nor its starts grow with the devices filed.
     func merge(_ registration: PushToStartRegistration, into state: inout OrderState) -> Bool {
         if let index = state.pushToStartTokens.firstIndex(where: { $0.deviceID == registration.deviceID }) {
             guard registration.key.isNewer(than: state.pushToStartTokens[index].key) else { return false }
             state.pushToStartTokens[index] = registration
             return true
         }
+        guard state.pushToStartTokens.count < OrderState.maxActivities else { return false }
         state.pushToStartTokens.append(registration)
         state.pushToStartTokens.sort { $0.deviceID < $1.deviceID }
         return true

@@ -76,6 +76,8 @@ package struct Decision: Hashable, Sendable, Codable, CustomStringConvertible {
         package static let activityAdopted = Code(rawValue: "activity_adopted")
         package static let activityDiscovered = Code(rawValue: "activity_discovered")
         package static let activityLimit = Code(rawValue: "activity_limit")
+        /// The decisions that say a publisher reached a bound (counted in `livedelivery_limits_total{limit}`).
+        package static let limits: Set<Code> = [.activityLimit, .pushToStartDeviceLimit]
         package static let tokenRotated = Code(rawValue: "token_rotated")
         package static let tokenOlder = Code(rawValue: "token_older")
         package static let tokenForFinalActivity = Code(rawValue: "token_for_final_activity")
