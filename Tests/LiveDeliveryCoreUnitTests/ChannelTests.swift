@@ -163,7 +163,7 @@ struct ChannelTests {
         run.apply(Fixtures.followers(["u-f0", "u-f1"], minute: 0))
         let opening = run.apply(Fixtures.status("confirmed", seq: 1, minute: 1))
         #expect(run.decisions.codes().contains("channel_limit_near"))
-        #expect(run.state.channel?.phase == .failed && run.state.channel?.closeReason == "channel_limit_near")
+        #expect(run.state.channel?.phase == .failed && run.state.channel?.closeReason == .decided(.channelLimitNear))
         #expect(!opening.contains { $0.kind == .openChannel })
         #expect(opening.filter { $0.kind == .start }.count == 3)
         for push in opening { #expect(try aps(push)["input-push-channel"] == nil) }
@@ -191,7 +191,11 @@ struct ChannelTests {
         run.apply(Fixtures.status("confirmed", seq: 1, minute: 1))
         #expect(run.decisions.codes().contains("channel_refused"))
         #expect(run.state.channel?.phase == .failed)
-        #expect(run.state.channel?.closeReason?.hasPrefix("channel_refused: 400 ") == true)
+        guard case .channelRefused(let refusal)? = run.state.channel?.closeReason else {
+            Issue.record("the channel's close reason is \(String(describing: run.state.channel?.closeReason))")
+            return
+        }
+        #expect(refusal.hasPrefix("400 "))
         let starts = run.sent.filter { $0.kind == .start }
         #expect(starts.count == 3)
         for start in starts { #expect(try aps(start)["input-push-token"] as? Int == 1) }

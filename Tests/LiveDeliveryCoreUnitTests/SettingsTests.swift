@@ -69,7 +69,7 @@ struct SettingsTests {
         run.context.pushToStartTokens = [Fixtures.registration(device: "ipad")]
         let off = run.report(Fixtures.settings(device: "iphone", activities: false, minute: 2))
         #expect(Array(off.decisions.codes().prefix(2)) == ["settings_reported", "activities_disabled"])
-        #expect(run.activity.phase == .ended && run.activity.closeReason == "activities_disabled")
+        #expect(run.activity.phase == .ended && run.activity.closeReason == .decided(.activitiesDisabled))
         #expect(off.pushes.allSatisfy { $0.activityKey != run.activity.key }, "no end push: the person ended it")
         let next = run.apply(Fixtures.status("picked_up", seq: 2, minute: 3, courier: "Sam"))
         #expect(next.pushes.allSatisfy { $0.activityKey != run.activity.key })

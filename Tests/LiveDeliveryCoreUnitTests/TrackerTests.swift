@@ -168,7 +168,7 @@ struct TransitionTests {
         let step = run.apply(Fixtures.ended(reason, minute: 2))
         #expect(step.withdrawn == ["activity:ACT-1"])
         #expect(run.activity.phase.rawValue == phase)
-        #expect(run.activity.closeReason == reason)
+        #expect(run.activity.closeReason == .reportedByApp(ActivityEndReason(rawValue: reason)))
         #expect(run.apply(Fixtures.status("picked_up", seq: 2, minute: 3)).pushes.isEmpty)
         let token = run.apply(Fixtures.token(Fixtures.rotatedHex, minute: 4))
         #expect(token.pushes.isEmpty)
@@ -570,7 +570,7 @@ struct OutcomeSweepTests {
         #expect(run.state.nextSweepAt == Fixtures.at(30))
         run.sweep(at: 31)
         #expect(run.activity.phase == .failed)
-        #expect(run.activity.closeReason == "sweep_never_adopted")
+        #expect(run.activity.closeReason == .decided(.sweepNeverAdopted))
     }
 
     @Test func anEndNotAcceptedIsSweptOnceMoreThenGivenUp() throws {
@@ -588,10 +588,10 @@ struct OutcomeSweepTests {
         let again = try #require(swept.pushes.first)
         #expect(again.kind == .end)
         #expect(swept.decisions.codes().contains("sweep_terminal_not_ended"))
-        #expect(swept.state.activities[0].closeReason == "sweep_terminal_not_ended")
+        #expect(swept.state.activities[0].closeReason == .decided(.sweepTerminalNotEnded))
         let accepted = run.tracker.record(.accepted, for: again, in: swept.state, now: Fixtures.at(8))
         #expect(accepted.state.activities[0].phase == .ended)
-        #expect(accepted.state.activities[0].closeReason == "sweep_terminal_not_ended")
+        #expect(accepted.state.activities[0].closeReason == .decided(.sweepTerminalNotEnded))
         let givenUp = run.tracker.record(
             .dropped(reason: "retries exhausted"), for: again, in: swept.state, now: Fixtures.at(8))
         #expect(givenUp.state.activities[0].phase == .ended)

@@ -39,7 +39,7 @@ enum Activities {
             bundleID = target?.1
             environment = target?.2.rawValue
             state = activity.phase.rawValue
-            endReason = activity.closeReason
+            endReason = activity.closeReason?.stored
             tokenPrefix = target?.0.prefix
             tokenReceivedAt = activity.updateToken?.receivedAt
             lastSentTimestamp = activity.lastTimestamp == 0 ? nil : activity.lastTimestamp

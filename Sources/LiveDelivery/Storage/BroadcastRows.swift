@@ -35,7 +35,7 @@ enum BroadcastRows {
                     INSERT INTO broadcast_channels AS c (order_id, bundle_id, environment, channel_id,
                         stores_most_recent, phase, close_reason, closed_at)
                     VALUES (\(orderID), \(broadcast.bundleID), \(broadcast.environment.rawValue), \(channel.channelID),
-                        \(broadcast.storesMostRecent), \(channel.phase.rawValue), \(channel.closeReason),
+                        \(broadcast.storesMostRecent), \(channel.phase.rawValue), \(channel.closeReason?.stored),
                         CASE WHEN \(closed) THEN now() END)
                     ON CONFLICT (order_id) DO UPDATE SET channel_id = EXCLUDED.channel_id, phase = EXCLUDED.phase,
                         close_reason = EXCLUDED.close_reason, updated_at = now(),

@@ -181,7 +181,7 @@ extension StoredState {
             optional(activity.activityID) { $0.string($1) }
             optional(activity.deviceID) { $0.string($1) }
             string(activity.phase.rawValue)
-            optional(activity.closeReason) { $0.string($1) }
+            optional(activity.closeReason?.stored) { $0.string($1) }
             optional(activity.updateToken) { writer, token in
                 writer.string(token.token.hex)
                 writer.string(token.bundleID)
@@ -426,7 +426,7 @@ extension StoredState {
                 activityID: try optional { try $0.string() },
                 deviceID: try optional { try $0.string() },
                 phase: ActivityState.Phase(rawValue: try string()),
-                closeReason: try optional { try $0.string() },
+                closeReason: try optional { try $0.string() }.map(CloseReason.init(stored:)),
                 updateToken: try optional { reader in
                     ActivityState.UpdateToken(
                         token: try reader.token(), bundleID: try reader.string(),

@@ -142,7 +142,7 @@ enum StoredJSON {
         object.string("activityID", ifPresent: activity.activityID)
         object.string("deviceID", ifPresent: activity.deviceID)
         object.string("phase", activity.phase.rawValue)
-        object.string("closeReason", ifPresent: activity.closeReason)
+        object.string("closeReason", ifPresent: activity.closeReason?.stored)
         try object.member("updateToken", ifPresent: activity.updateToken) { token in
             var inner = JSONWriter.Object(writer)
             inner.string("token", token.token.hex)
@@ -387,7 +387,7 @@ extension StoredJSON {
                 activityID: try object.stringIfPresent("activityID"),
                 deviceID: try object.stringIfPresent("deviceID"),
                 phase: ActivityState.Phase(rawValue: try object.string("phase")),
-                closeReason: try object.stringIfPresent("closeReason"),
+                closeReason: try object.stringIfPresent("closeReason").map(CloseReason.init(stored:)),
                 updateToken: try object.readIfPresent("updateToken") { index in
                     let token = try JSONTape.Object(tape, index)
                     return ActivityState.UpdateToken(

@@ -128,8 +128,8 @@ package struct ActivityState: Hashable, Sendable, Codable {
     package var activityID: String?
     package var deviceID: String?
     package var phase: Phase
-    /// Why the activity ended, expired or failed (a ``Decision/Code`` raw value or an app reason).
-    package var closeReason: String?
+    /// Why the activity ended, expired or failed, or what its end waits for.
+    package var closeReason: CloseReason?
     package var updateToken: UpdateToken?
     /// The push-to-start token that started it.
     package var startToken: PushToStartRegistration?
@@ -195,6 +195,13 @@ package struct ActivityState: Hashable, Sendable, Codable {
         self.highPriorityLog = []
     }
 
+    /// Closes the activity (or the channel): its final phase (or `ending`'s successor), why, and when.
+    mutating func close(_ phase: Phase, _ reason: CloseReason, at now: Date) {
+        self.phase = phase
+        closeReason = reason
+        endedAt = now
+    }
+
     /// Where the sweeper's lifetime clock starts: when the activity started, or its scheduled start if later.
     var clockStart: Date {
         let started = startedAt ?? createdAt
@@ -227,7 +234,7 @@ extension ActivityState {
             activityID: try c.decodeIfPresent(String.self, forKey: .activityID),
             deviceID: try c.decodeIfPresent(String.self, forKey: .deviceID),
             phase: try c.decode(Phase.self, forKey: .phase),
-            closeReason: try c.decodeIfPresent(String.self, forKey: .closeReason),
+            closeReason: try c.decodeIfPresent(String.self, forKey: .closeReason).map(CloseReason.init(stored:)),
             updateToken: try c.decodeIfPresent(UpdateToken.self, forKey: .updateToken),
             startToken: try c.decodeIfPresent(PushToStartRegistration.self, forKey: .startToken),
             createdAt: try c.decode(Date.self, forKey: .createdAt),
@@ -252,7 +259,7 @@ extension ActivityState {
         try c.encodeIfPresent(activityID, forKey: .activityID)
         try c.encodeIfPresent(deviceID, forKey: .deviceID)
         try c.encode(phase, forKey: .phase)
-        try c.encodeIfPresent(closeReason, forKey: .closeReason)
+        try c.encodeIfPresent(closeReason?.stored, forKey: .closeReason)
         try c.encodeIfPresent(updateToken, forKey: .updateToken)
         try c.encodeIfPresent(startToken, forKey: .startToken)
         try c.encode(createdAt, forKey: .createdAt)

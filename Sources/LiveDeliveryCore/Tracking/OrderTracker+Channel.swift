@@ -73,9 +73,7 @@ extension OrderTracker {
             storesMostRecent: broadcast.storeMostRecent)
         let open = counts[registration.app] ?? 0
         if open >= broadcast.channelLimit - broadcast.channelHeadroom {
-            channel.phase = .failed
-            channel.closeReason = Decision.Code.channelLimitNear.rawValue
-            channel.endedAt = now
+            channel.close(.failed, .decided(.channelLimitNear), at: now)
             step.decisions.append(
                 Decision(
                     .channelLimitNear, activity: Self.channelKey,
@@ -172,7 +170,7 @@ extension OrderTracker {
                 $0.channelID == channel.channelID && $0.phase == .pendingStart
             }
             if let sweepEnd, running {
-                channel.closeReason = sweepEnd.rawValue
+                channel.closeReason = .decided(sweepEnd)
                 planEnd(&channel, &step, record: record, content: content, mark: mark, now: now, sweep: sweepEnd)
             } else if record.isTerminal || sweepEnd != nil {
                 if running {
@@ -188,9 +186,9 @@ extension OrderTracker {
             if pending.kind == .closeChannel {
                 planCloseChannel(&channel, &step, record: record, mark: mark, now: now)
             } else {
-                let reason = channel.closeReason.map { Decision.Code(rawValue: $0) }
-                let sweep = reason == .sweepIdle || reason == .sweepLifetime ? reason : nil
-                planEnd(&channel, &step, record: record, content: content, mark: mark, now: now, sweep: sweep)
+                planEnd(
+                    &channel, &step, record: record, content: content, mark: mark, now: now,
+                    sweep: channel.closeReason?.sweepEnd)
             }
         default:
             break
@@ -208,12 +206,12 @@ extension OrderTracker {
             if now >= started.addingTimeInterval(sweep.lifetime - sweep.lifetimeMargin) { return .sweepLifetime }
             if idle, now >= started.addingTimeInterval(sweep.idleTimeout) { return .sweepIdle }
         case .ending where channel.pending == nil:
-            guard channel.closeReason?.hasPrefix(Self.closeNotAccepted) ?? false else { return nil }
+            guard case .closeNotAccepted(let reason)? = channel.closeReason else { return nil }
             step.decisions.append(
                 Decision(
                     .channelClosePlanned, activity: Self.channelKey,
-                    "the deletion was not accepted (\(channel.closeReason ?? "")); sending it once more"))
-            channel.closeReason = Self.closeRetried
+                    "the deletion was not accepted (\(reason)); sending it once more"))
+            channel.closeReason = .closeRetried
             let (_, mark) = contentMark(for: record)
             planCloseChannel(&channel, &step, record: record, mark: mark, now: now)
             step.state.channel = channel
@@ -222,9 +220,6 @@ extension OrderTracker {
         }
         return nil
     }
-
-    static let closeNotAccepted = "close_not_accepted: "
-    static let closeRetried = "close_retried"
 
     // MARK: - Outcomes
 
@@ -264,9 +259,7 @@ extension OrderTracker {
                 case .dropped(let reason), .tokenRejected(let reason, _): reason
                 default: "no apns-channel-id in the answer"
                 }
-            channel.phase = .failed
-            channel.closeReason = "channel_refused: \(reason)"
-            channel.endedAt = now
+            channel.close(.failed, .channelRefused(reason), at: now)
             channel.pending = nil
             reconcileAfter = true
             step.decisions.append(
@@ -275,27 +268,22 @@ extension OrderTracker {
                     "APNs did not create the channel (\(reason)): the followers' devices get per-token pushes"))
 
         case (.closeChannel, .accepted), (.closeChannel, .tokenRejected):
-            channel.phase = .ended
-            channel.endedAt = now
+            let reason = channel.closeReason == .closeRetried ? nil : channel.closeReason
+            channel.close(.ended, reason ?? .endedByServer, at: now)
             channel.pending = nil
-            if channel.closeReason == nil || channel.closeReason == Self.closeRetried {
-                channel.closeReason = "ended_by_server"
-            }
             step.decisions.append(Decision(.channelClosed, activity: key, "channel \(push.channelID ?? "") deleted"))
 
         case (.closeChannel, .dropped(let reason)):
             channel.pending = nil
-            if channel.closeReason == Self.closeRetried {
-                channel.phase = .ended
-                channel.endedAt = now
-                channel.closeReason = "close_dropped: \(reason)"
+            if channel.closeReason == .closeRetried {
+                channel.close(.ended, .closeDropped(reason), at: now)
                 step.decisions.append(
                     Decision(
                         .channelCloseFailed, activity: key,
                         "APNs refused to delete channel \(push.channelID ?? "") twice (\(reason)); given up: it counts against the app's limit until deleted by hand"
                     ))
             } else {
-                channel.closeReason = Self.closeNotAccepted + reason
+                channel.closeReason = .closeNotAccepted(reason)
                 step.decisions.append(
                     Decision(
                         .channelCloseFailed, activity: key,
@@ -314,16 +302,14 @@ extension OrderTracker {
                     "broadcast \(push.kind.rawValue) accepted (apns-request-id \(push.apnsID))"
                         + (isCurrent ? "" : "; a newer one is still pending")))
             if push.kind == .end {
-                endMembers(of: channel, reason: channel.closeReason ?? "ended_by_server", &step, now: now)
+                endMembers(of: channel, reason: channel.closeReason ?? .endedByServer, &step, now: now)
                 if let record = step.state.record {
                     planCloseChannel(&channel, &step, record: record, mark: push.mark, now: now)
                 }
             }
 
         case (_, .tokenRejected(let reason, _)):
-            channel.phase = .failed
-            channel.closeReason = "channel_gone: \(reason)"
-            channel.endedAt = now
+            channel.close(.failed, .channelGone(reason), at: now)
             if channel.pending != nil && !isCurrent { step.withdrawn.append(key) }
             channel.pending = nil
             step.decisions.append(
@@ -331,7 +317,7 @@ extension OrderTracker {
                     .channelGone, activity: key,
                     "APNs says \(reason) for channel \(push.channelID ?? ""): the activities in it can no longer be updated and are given up"
                 ))
-            endMembers(of: channel, reason: "channel_gone: \(reason)", failed: true, &step, now: now)
+            endMembers(of: channel, reason: .channelGone(reason), failed: true, &step, now: now)
 
         case (_, .dropped(let reason)):
             if isCurrent {
@@ -341,7 +327,7 @@ extension OrderTracker {
             step.decisions.append(
                 Decision(.pushDropped, activity: key, "APNs refused the broadcast \(push.kind.rawValue) (\(reason))"))
             if push.kind == .end {
-                endMembers(of: channel, reason: "end_dropped: \(reason)", &step, now: now)
+                endMembers(of: channel, reason: .endDropped(reason), &step, now: now)
                 if let record = step.state.record {
                     planCloseChannel(&channel, &step, record: record, mark: push.mark, now: now)
                 }
@@ -359,7 +345,7 @@ extension OrderTracker {
 
     /// The end of the channel's activities: they show their final content (or stay as they are).
     private func endMembers(
-        of channel: ActivityState, reason: String, failed: Bool = false, _ step: inout Step, now: Date
+        of channel: ActivityState, reason: CloseReason, failed: Bool = false, _ step: inout Step, now: Date
     ) {
         guard let channelID = channel.channelID else { return }
         for index in step.state.activities.indices
@@ -369,9 +355,7 @@ extension OrderTracker {
                 activity.pending = nil
                 step.withdrawn.append(activity.key)
             }
-            activity.phase = failed ? .failed : .ended
-            activity.closeReason = reason
-            activity.endedAt = now
+            activity.close(failed ? .failed : .ended, reason, at: now)
             step.state.activities[index] = activity
         }
     }

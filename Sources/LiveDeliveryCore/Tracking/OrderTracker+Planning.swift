@@ -28,9 +28,7 @@ extension OrderTracker {
                 if record.isTerminal {
                     if activity.pending != nil { step.withdrawn.append(activity.key) }
                     activity.pending = nil
-                    activity.phase = .ended
-                    activity.closeReason = Decision.Code.startWithdrawn.rawValue
-                    activity.endedAt = now
+                    activity.close(.ended, .decided(.startWithdrawn), at: now)
                     step.decisions.append(
                         Decision(
                             .startWithdrawn, activity: activity.key,
@@ -60,7 +58,7 @@ extension OrderTracker {
                 break  // The order's broadcast channel updates and ends it.
             case .active:
                 if let reason = sweepEnds[activity.key] {
-                    activity.closeReason = reason.rawValue
+                    activity.closeReason = .decided(reason)
                     planEnd(&activity, &step, record: record, content: content, mark: mark, now: now, sweep: reason)
                 } else if record.isTerminal {
                     planEnd(&activity, &step, record: record, content: content, mark: mark, now: now, sweep: nil)
@@ -74,9 +72,9 @@ extension OrderTracker {
                 }
             case .ending:
                 if forced || activity.pending == nil {
-                    let reason = activity.closeReason.map { Decision.Code(rawValue: $0) }
-                    let sweep = reason == .sweepIdle || reason == .sweepLifetime ? reason : nil
-                    planEnd(&activity, &step, record: record, content: content, mark: mark, now: now, sweep: sweep)
+                    planEnd(
+                        &activity, &step, record: record, content: content, mark: mark, now: now,
+                        sweep: activity.closeReason?.sweepEnd)
                 }
             default:
                 break

@@ -31,19 +31,20 @@ extension OrderTracker {
                     sweepEnds[activity.key] = .sweepIdle
                 }
             case .ending where activity.pending == nil:
-                if activity.closeReason?.hasPrefix(Self.endNotAccepted) ?? true {
+                switch activity.closeReason {
+                case nil, .endNotAccepted?:
                     step.decisions.append(
                         Decision(
                             .sweepTerminalNotEnded, activity: activity.key,
-                            "the end was not accepted (\(activity.closeReason ?? "no end pending")); sending it once more"
+                            "the end was not accepted (\(activity.closeReason?.stored ?? "no end pending")); sending it once more"
                         ))
-                    activity.closeReason = Decision.Code.sweepTerminalNotEnded.rawValue
+                    activity.closeReason = .decided(.sweepTerminalNotEnded)
+                default:
+                    break
                 }
             case .starting:
                 if now >= started.addingTimeInterval(sweep.adoptionTimeout) {
-                    activity.phase = .failed
-                    activity.closeReason = Decision.Code.sweepNeverAdopted.rawValue
-                    activity.endedAt = now
+                    activity.close(.failed, .decided(.sweepNeverAdopted), at: now)
                     step.decisions.append(
                         Decision(
                             .sweepNeverAdopted, activity: activity.key,
@@ -61,9 +62,6 @@ extension OrderTracker {
         reconcile(&step, context: context, now: now, announce: false, rebuild: [], sweepEnds: sweepEnds)
         return finish(step, from: state, now: now)
     }
-
-    /// The close reason of an activity whose end APNs did not accept (the sweeper retries it once).
-    static let endNotAccepted = "end_not_accepted: "
 
     // MARK: - Outcomes
 
@@ -100,7 +98,7 @@ extension OrderTracker {
             switch push.kind {
             case .start:
                 if activity.phase == .pendingStart
-                    || (activity.phase == .ended && activity.closeReason == Decision.Code.startWithdrawn.rawValue)
+                    || (activity.phase == .ended && activity.closeReason == .decided(.startWithdrawn))
                 {
                     // Started into the order's channel: no update token comes; the channel updates it.
                     activity.phase = activity.channelID != nil ? .active : .starting
@@ -120,9 +118,7 @@ extension OrderTracker {
                 }
             case .end:
                 if isCurrent || activity.phase == .ending {
-                    activity.phase = .ended
-                    activity.endedAt = now
-                    if activity.closeReason == nil { activity.closeReason = "ended_by_server" }
+                    activity.close(.ended, activity.closeReason ?? .endedByServer, at: now)
                 }
             case .update, .openChannel, .closeChannel:
                 break
@@ -161,9 +157,7 @@ extension OrderTracker {
                 step.state.pushToStartTokens.removeAll { $0.token == registration.token }
                 step.retiredPushToStartTokens.append(registration)
             }
-            activity.phase = .failed
-            activity.closeReason = "token_gone: \(reason)"
-            activity.endedAt = now
+            activity.close(.failed, .tokenGone(reason), at: now)
             if activity.pending != nil && !isCurrent { step.withdrawn.append(key) }
             activity.pending = nil
             step.decisions.append(
@@ -186,18 +180,14 @@ extension OrderTracker {
             }
             switch push.kind {
             case .start where activity.phase == .pendingStart:
-                activity.phase = .failed
-                activity.closeReason = "start_dropped: \(reason)"
-                activity.endedAt = now
+                activity.close(.failed, .startDropped(reason), at: now)
             case .end where activity.phase == .ending:
-                if activity.closeReason == Decision.Code.sweepTerminalNotEnded.rawValue {
+                if activity.closeReason == .decided(.sweepTerminalNotEnded) {
                     // The sweeper's second try failed too: give up (the system ends it within 8 hours).
-                    activity.phase = .ended
-                    activity.closeReason = "end_dropped: \(reason)"
-                    activity.endedAt = now
+                    activity.close(.ended, .endDropped(reason), at: now)
                 } else {
                     // Still up on the device: the sweeper sends the end once more.
-                    activity.closeReason = Self.endNotAccepted + reason
+                    activity.closeReason = .endNotAccepted(reason)
                 }
             default:
                 break

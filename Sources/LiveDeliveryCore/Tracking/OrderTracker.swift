@@ -171,7 +171,7 @@ package struct OrderTracker: Sendable {
         let waiting = activities.indices.filter {
             activities[$0].activityID == nil
                 && (activities[$0].phase == .pendingStart || activities[$0].phase == .starting
-                    || activities[$0].closeReason == Decision.Code.startWithdrawn.rawValue)
+                    || activities[$0].closeReason == .decided(.startWithdrawn))
         }
         let match =
             e.deviceID.map { device in waiting.first { activities[$0].deviceID == device } }
@@ -308,8 +308,7 @@ package struct OrderTracker: Sendable {
             }
             var activity = ActivityState(
                 key: "activity:\(e.activityID)", activityID: e.activityID, deviceID: nil, phase: phase, now: now)
-            activity.closeReason = e.reason.rawValue
-            activity.endedAt = now
+            activity.close(phase, .reportedByApp(e.reason), at: now)
             step.state.activities.append(activity)
             step.decisions.append(
                 Decision(
@@ -323,9 +322,7 @@ package struct OrderTracker: Sendable {
                 Decision(.activityAlreadyFinal, activity: activity.key, "already \(activity.phase); nothing changes"))
             return
         }
-        activity.phase = phase
-        activity.closeReason = e.reason.rawValue
-        activity.endedAt = now
+        activity.close(phase, .reportedByApp(e.reason), at: now)
         if activity.pending != nil {
             activity.pending = nil
             step.withdrawn.append(activity.key)
@@ -372,9 +369,7 @@ package struct OrderTracker: Sendable {
             defer { step.state.activities[index] = activity }
             if !settings.activitiesEnabled {
                 if let token = activity.updateToken, token.key.isNewer(than: settings.key) { continue }
-                activity.phase = .ended
-                activity.closeReason = Decision.Code.activitiesDisabled.rawValue
-                activity.endedAt = now
+                activity.close(.ended, .decided(.activitiesDisabled), at: now)
                 if activity.pending != nil {
                     activity.pending = nil
                     step.withdrawn.append(activity.key)

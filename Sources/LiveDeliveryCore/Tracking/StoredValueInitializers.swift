@@ -44,7 +44,7 @@ extension OrderState {
 
 extension ActivityState {
     package init(
-        key: String, activityID: String?, deviceID: String?, phase: Phase, closeReason: String?,
+        key: String, activityID: String?, deviceID: String?, phase: Phase, closeReason: CloseReason?,
         updateToken: UpdateToken?, startToken: PushToStartRegistration?, createdAt: Date, startedAt: Date?,
         endedAt: Date?, pending: PendingPush?, planned: ContentMark?, sent: ContentMark?, lastTimestamp: Int,
         alertedSteps: [String], alertCount: Int, highPriorityLog: [Int], frequentPushes: Bool? = nil,
