@@ -66,17 +66,19 @@ struct LimitsTests {
         return tokens
     }
 
-    @Test("remote starts stop at maxActivities: 20 followers with 10 devices each start 20 activities, the user's first")
+    @Test(
+        "remote starts stop at maxActivities: 20 followers with 10 devices each start 20 activities, the user's first")
     func remoteStartsPerOrder() throws {
         let followers = (0..<20).map { "u-f\($0)" }
         // No channel counts (per-token pushes to every follower's device).
         var run = Fixtures.Run(
             context: TrackingContext(pushToStartTokens: Self.groupTokens(followers: 20, devices: 10, own: 2)))
         run.apply(Fixtures.status("placed", seq: 1, minute: 0))
-        run.apply(Fixtures.decode([
-            "type": "order.followers", "version": 1, "event_id": "evt-followers", "occurred_at": Fixtures.iso(0.5),
-            "order_id": "A-10023", "followers": followers,
-        ]))
+        run.apply(
+            Fixtures.decode([
+                "type": "order.followers", "version": 1, "event_id": "evt-followers", "occurred_at": Fixtures.iso(0.5),
+                "order_id": "A-10023", "followers": followers,
+            ]))
         let started = run.apply(Fixtures.status("confirmed", seq: 2, minute: 1))
         let limit = OrderState.maxActivities
         #expect(run.state.activities.count == limit)
@@ -89,7 +91,8 @@ struct LimitsTests {
         // Tokens retired and new devices filed: the order still tracks 20, and starts nothing more.
         run.context.pushToStartTokens = Self.groupTokens(followers: 20, devices: 10, own: 2, round: 1)
         for minute in 2..<8 {
-            let step = run.apply(Fixtures.status(minute % 2 == 0 ? "preparing" : "confirmed", seq: minute + 1, minute: Double(minute)))
+            let step = run.apply(
+                Fixtures.status(minute % 2 == 0 ? "preparing" : "confirmed", seq: minute + 1, minute: Double(minute)))
             #expect(!step.pushes.contains { $0.kind == .start })
         }
         #expect(run.state.activities.count == limit)
@@ -103,12 +106,14 @@ struct LimitsTests {
         run.apply(Fixtures.status("placed", seq: 1, minute: 0))
         for index in 0..<18 {
             run.apply(
-                Fixtures.token(Self.hex(index), minute: 0.5, id: "t\(index)", activity: "ACT-\(index)", device: "d\(index)"))
+                Fixtures.token(
+                    Self.hex(index), minute: 0.5, id: "t\(index)", activity: "ACT-\(index)", device: "d\(index)"))
         }
-        run.apply(Fixtures.decode([
-            "type": "order.followers", "version": 1, "event_id": "evt-followers", "occurred_at": Fixtures.iso(0.6),
-            "order_id": "A-10023", "followers": ["u-f0"],
-        ]))
+        run.apply(
+            Fixtures.decode([
+                "type": "order.followers", "version": 1, "event_id": "evt-followers", "occurred_at": Fixtures.iso(0.6),
+                "order_id": "A-10023", "followers": ["u-f0"],
+            ]))
         let started = run.apply(Fixtures.status("confirmed", seq: 2, minute: 1))
         #expect(run.state.activities.count == OrderState.maxActivities)
         #expect(started.pushes.filter { $0.kind == .start }.count == 2)
@@ -118,13 +123,16 @@ struct LimitsTests {
 
     @Test("a user's own push-to-start limit counts the user's devices, not the followers' the order holds")
     func ownDeviceLimitIgnoresFollowers() throws {
-        var run = Fixtures.Run(context: TrackingContext(pushToStartTokens: Self.groupTokens(followers: 1, devices: 10, own: 0)))
+        var run = Fixtures.Run(
+            context: TrackingContext(pushToStartTokens: Self.groupTokens(followers: 1, devices: 10, own: 0)))
         run.apply(Fixtures.status("placed", seq: 1, minute: 0))
-        let step = run.apply(Fixtures.decode([
-            "type": "activity.push_to_start_token", "version": 1, "event_id": "p2s-own", "occurred_at": Fixtures.iso(1),
-            "user_id": "u-991", "device_id": "own-new", "token": Self.hex(77), "bundle_id": "com.example.pizza",
-            "environment": "sandbox", "attributes_type": "DeliveryAttributes",
-        ]))
+        let step = run.apply(
+            Fixtures.decode([
+                "type": "activity.push_to_start_token", "version": 1, "event_id": "p2s-own",
+                "occurred_at": Fixtures.iso(1),
+                "user_id": "u-991", "device_id": "own-new", "token": Self.hex(77), "bundle_id": "com.example.pizza",
+                "environment": "sandbox", "attributes_type": "DeliveryAttributes",
+            ]))
         #expect(step.decisions.codes().contains("push_to_start_registered"))
         #expect(!step.decisions.codes().contains("push_to_start_device_limit"))
     }

@@ -172,7 +172,8 @@ struct PrivilegeTests {
         }
     }
 
-    @Test("the worker's login runs the upkeep only within its bounds: no wiped history, no thousands of tables (sql/122)")
+    @Test(
+        "the worker's login runs the upkeep only within its bounds: no wiped history, no thousands of tables (sql/122)")
     func upkeepIsBoundedForTheWorker() async throws {
         try await TestDatabase.with { database in
             let partitions: PostgresQuery = """
@@ -208,7 +209,8 @@ struct PrivilegeTests {
             }
             // The owner, who may drop the tables anyway, is not held to them (tests move the clock this way).
             #expect(
-                try await Self.sqlState(database.owner, "SELECT history_partitions_upkeep(now() + interval '30 days', 1)")
+                try await Self.sqlState(
+                    database.owner, "SELECT history_partitions_upkeep(now() + interval '30 days', 1)")
                     == nil)
             #expect(try await database.count(partitions) == before + 6)
         }

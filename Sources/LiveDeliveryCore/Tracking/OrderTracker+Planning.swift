@@ -184,7 +184,8 @@ extension OrderTracker {
                 Decision(
                     .activityLimit,
                     "the order tracks \(step.state.activities.count) activities, the most it may; \(refused.count) "
-                        + (refused.count == 1 ? "device that could be started remotely is" : "devices that could be started remotely are")
+                        + (refused.count == 1
+                            ? "device that could be started remotely is" : "devices that could be started remotely are")
                         + " not started (\(Self.sample(refused)))"))
         }
     }

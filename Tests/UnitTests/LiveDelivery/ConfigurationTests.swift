@@ -199,7 +199,9 @@ struct ConfigurationTests {
         #expect(text.contains("dispatcher.maxAttempts"))
     }
 
-    @Test("retention.days is 0 or at least the 7 days the database's upkeep keeps for a worker", arguments: [0, 3, 6, 7, 30])
+    @Test(
+        "retention.days is 0 or at least the 7 days the database's upkeep keeps for a worker",
+        arguments: [0, 3, 6, 7, 30])
     func retentionDays(_ days: Int) async throws {
         let directory = try folder()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -210,7 +212,8 @@ struct ConfigurationTests {
         let reader = try await WorkerConfiguration.makeReader(environment: environment)
         if (1...6).contains(days) {
             let error = try #require(throws: LiveDeliveryError.self) { try WorkerConfiguration.load(config: reader) }
-            #expect(error.problems.contains { $0.hasPrefix("retention.days must be 0 (keep everything) or at least 7") })
+            #expect(
+                error.problems.contains { $0.hasPrefix("retention.days must be 0 (keep everything) or at least 7") })
         } else {
             #expect(try WorkerConfiguration.load(config: reader).retention.days == days)
         }
