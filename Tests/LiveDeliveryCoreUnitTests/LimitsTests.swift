@@ -164,3 +164,24 @@ struct TrackingContextTests {
         #expect(TrackingContext.users(of: OrderState(orderID: "o", now: Fixtures.t0), userID: "u-1") == ["u-1"])
     }
 }
+
+@Suite("Tracking: the event ids an order remembers")
+struct SeenEventIDsTests {
+    @Test("the last 64 ids, oldest evicted first; a duplicate within them changes nothing, an older one is absorbed")
+    func window() {
+        var run = Fixtures.Run()
+        for index in 0..<70 {
+            run.apply(Fixtures.status("preparing", seq: index + 1, minute: Double(index) / 10, id: "evt-\(index)"))
+        }
+        let limit = OrderState.seenEventIDLimit
+        #expect(run.state.seenEventIDs == (70 - limit..<70).map { "evt-\($0)" })
+        #expect(
+            run.apply(Fixtures.status("preparing", seq: 70, minute: 6.9, id: "evt-69")).decisions.codes() == [
+                "duplicate_event"
+            ])
+        let evicted = run.apply(Fixtures.status("preparing", seq: 1, minute: 0, id: "evt-0"))
+        #expect(evicted.decisions.codes().contains("older_event"))
+        #expect(evicted.pushes.isEmpty)
+        #expect(run.state.seenEventIDs.last == "evt-0" && run.state.seenEventIDs.count == limit)
+    }
+}

@@ -27,7 +27,7 @@ struct StateCacheTests {
         #expect(cache.count <= 4)
         cache.store([.init(orderID: "o3", version: 9, state: state("o3", user: "b"))])
         #expect(cache.entries(["o3"])["o3"]?.version == 9)
-        #expect(cache.entries(["o3"])["o3"]?.state.seenEventIDs == Set(["evt-b"]))
+        #expect(cache.entries(["o3"])["o3"]?.state.seenEventIDs == ["evt-b"])
         #expect(OrderStateCache(capacity: 0).entries(["o3"]).isEmpty)
     }
 
@@ -61,14 +61,14 @@ struct StateCacheTests {
             let read = try await database.client.withTransaction { connection in
                 try await OrderStore.lockExisting([orderID], cache: cache, on: connection)
             }
-            #expect(read[orderID]??.seenEventIDs == Set(["evt-held"]))
+            #expect(read[orderID]??.seenEventIDs == ["evt-held"])
 
             // Any write gives the row a new version: the row's own state comes back.
             try await database.client.query("UPDATE orders SET updated_at = now() WHERE order_id = \(orderID)")
             let after = try await database.client.withTransaction { connection in
                 try await OrderStore.lockExisting([orderID, "O-missing"], cache: cache, on: connection)
             }
-            #expect(after[orderID]??.seenEventIDs == Set(["evt-stored"]))
+            #expect(after[orderID]??.seenEventIDs == ["evt-stored"])
             #expect(after.keys.sorted() == [orderID])
         }
     }

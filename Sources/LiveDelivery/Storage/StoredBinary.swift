@@ -391,7 +391,7 @@ extension StoredState {
                 followers: version >= 3 ? try array { try $0.string() } : [],
                 followersKey: version >= 3 ? try optional { try $0.key() } : nil,
                 channel: version >= 3 ? try optional { try $0.activity() } : nil,
-                seenEventIDs: Set(try array { try $0.string() }),
+                seenEventIDs: try array { try $0.string() },
                 createdAt: try date(),
                 lastChangeAt: try date(),
                 nextSweepAt: try optional { try $0.date() })

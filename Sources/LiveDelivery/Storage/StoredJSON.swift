@@ -293,8 +293,9 @@ extension StoredJSON {
                 } ?? [],
                 followersKey: try object.readIfPresent("followersKey") { try eventKey(at: $0) },
                 channel: try object.readIfPresent("channel") { try activity(at: $0) },
-                seenEventIDs: Set(
-                    try object.read("seenEventIDs") { try tape.array(at: $0) { index in try tape.string(at: index) } }),
+                seenEventIDs: try object.read("seenEventIDs") {
+                    try tape.array(at: $0) { index in try tape.string(at: index) }
+                },
                 createdAt: try object.date("createdAt"),
                 lastChangeAt: try object.date("lastChangeAt"),
                 nextSweepAt: try object.readIfPresent("nextSweepAt") { index in try tape.date(at: index) })

@@ -57,8 +57,10 @@ package struct OrderState: Hashable, Sendable, Codable {
         change(&value)
         group = value.isEmpty ? nil : OutOfLine(value)
     }
-    /// Recently applied event ids (bounded; duplicates are also harmless by construction).
-    package var seenEventIDs: Set<String>
+    /// The ids of the order's last ``seenEventIDLimit`` applied events, oldest first. The inbox refuses a
+    /// duplicate for `retention.days`; this catches one the inbox no longer holds, and an older event the rules
+    /// absorb anyway (newest wins), so a short window serves.
+    package var seenEventIDs: [String]
     package var createdAt: Date
     /// When an event last changed the order's record (the idle clock).
     package var lastChangeAt: Date
@@ -75,7 +77,7 @@ package struct OrderState: Hashable, Sendable, Codable {
         self.lastChangeAt = now
     }
 
-    package static let seenEventIDLimit = 512
+    package static let seenEventIDLimit = 64
 
     private enum CodingKeys: String, CodingKey {
         case orderID, record, activities, pushToStartTokens, followers, followersKey, channel, seenEventIDs
@@ -110,7 +112,7 @@ package struct OrderState: Hashable, Sendable, Codable {
             followersKey: try container.decodeIfPresent(EventKey.self, forKey: .followersKey),
             channel: try container.decodeIfPresent(ActivityState.self, forKey: .channel))
         self.group = group.isEmpty ? nil : OutOfLine(group)
-        seenEventIDs = try container.decode(Set<String>.self, forKey: .seenEventIDs)
+        seenEventIDs = try container.decode([String].self, forKey: .seenEventIDs)
         createdAt = try container.decode(Date.self, forKey: .createdAt)
         lastChangeAt = try container.decode(Date.self, forKey: .lastChangeAt)
         nextSweepAt = try container.decodeIfPresent(Date.self, forKey: .nextSweepAt)
@@ -129,12 +131,10 @@ package struct OrderState: Hashable, Sendable, Codable {
     package func activity(_ key: String) -> ActivityState? { activities.first { $0.key == key } }
 
     mutating func remember(_ eventID: String) {
-        seenEventIDs.insert(eventID)
+        seenEventIDs.append(eventID)
+        // The oldest go first (a document of an earlier release, which kept 512, shrinks on its next event).
         if seenEventIDs.count > Self.seenEventIDLimit {
-            // Deterministic eviction (independent of arrival order).
-            for id in seenEventIDs.sorted().prefix(seenEventIDs.count - Self.seenEventIDLimit) {
-                seenEventIDs.remove(id)
-            }
+            seenEventIDs.removeFirst(seenEventIDs.count - Self.seenEventIDLimit)
         }
     }
 }

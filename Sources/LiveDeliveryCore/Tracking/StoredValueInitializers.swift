@@ -27,7 +27,7 @@ extension OrderState {
     package init(
         orderID: String, record: OrderRecord?, activities: [ActivityState],
         pushToStartTokens: [PushToStartRegistration], followers: [String], followersKey: EventKey?,
-        channel: ActivityState?, seenEventIDs: Set<String>, createdAt: Date, lastChangeAt: Date, nextSweepAt: Date?
+        channel: ActivityState?, seenEventIDs: [String], createdAt: Date, lastChangeAt: Date, nextSweepAt: Date?
     ) {
         self.orderID = orderID
         self.record = record
