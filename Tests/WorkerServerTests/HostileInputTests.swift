@@ -125,4 +125,50 @@ struct HostileInputTests {
             #expect(refused[1].2 == "order.status\u{FFFD}x" && refused[1].3 == "m\u{FFFD}1")
         }
     }
+
+    @Test("a batch of followers' events naming more users than one transaction locks is applied in parts")
+    func followersLocksBounded() async throws {
+        try await withWorker { harness, worker in
+            // Each transaction that locks orders records the advisory locks it holds at that point (after the
+            // users' locks), read from pg_locks in that transaction.
+            // (The owner's fixture: the worker's login may not create tables or triggers.)
+            try await harness.database.owner.query("CREATE TABLE observed_locks (tx bigint, locks bigint)")
+            try await harness.database.owner.query(
+                """
+                CREATE FUNCTION observe_locks() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
+                BEGIN
+                    INSERT INTO observed_locks SELECT txid_current(), count(*) FROM pg_locks
+                    WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+                    RETURN NULL;
+                END $$
+                """)
+            try await harness.database.owner.query(
+                "CREATE TRIGGER observe_locks AFTER INSERT ON orders FOR EACH STATEMENT EXECUTE FUNCTION observe_locks()"
+            )
+            let bound = EventProcessor.maxLockedUsers
+            let perEvent = OrderState.maxFollowers
+            // Exactly the bound in the first part, then in the second, then 20 events more.
+            let events = 2 * bound / perEvent + 20
+            let prefix = TestEnvironment.uniqueName("f")
+            let messages = (0..<events).map { n in
+                let id = "\(prefix)-e\(n)"
+                let followers = (0..<perEvent).map { "\"\(prefix)-u\(n * perEvent + $0)\"" }
+                let body = """
+                    {"type":"order.followers","version":1,"event_id":"\(id)","occurred_at":"2026-11-21T10:04:05Z",\
+                    "order_id":"\(prefix)-O\(n)","sequence":1,"followers":[\(followers.joined(separator: ","))]}
+                    """
+                return InboundMessage(body: Array(body.utf8), routingKey: "order.followers", messageID: id)
+            }
+            let outcome = try await worker.processor.process(messages)
+            #expect(outcome.applied == events && outcome.rejected == 0)
+            #expect(outcome.transactions == 3)
+            #expect(
+                try await harness.database.count("SELECT count(*) FROM inbox WHERE event_id LIKE \(prefix + "-e%")")
+                    == events)
+            let locks = try await harness.database.owner.query(
+                "SELECT tx, max(locks) AS locks FROM observed_locks GROUP BY tx ORDER BY min(locks) DESC")
+            let held = try locks.map { try $0.decode(Int.self, "locks") }
+            #expect(held == [bound, bound, 20 * perEvent], "advisory locks per transaction")
+        }
+    }
 }

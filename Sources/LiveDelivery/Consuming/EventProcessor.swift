@@ -34,13 +34,33 @@ package struct BatchOutcome: Sendable, Hashable {
     package var rejected = 0
     /// Outbox rows written (new or replaced).
     package var pushesPlanned = 0
+    /// The transactions the batch was applied in: one, or more when its events name more users than one
+    /// transaction locks (``EventProcessor/maxLockedUsers``).
+    package var transactions = 0
     package init() {}
+
+    mutating func add(_ other: BatchOutcome) {
+        applied += other.applied
+        duplicates += other.duplicates
+        rejected += other.rejected
+        pushesPlanned += other.pushesPlanned
+        transactions += other.transactions
+    }
 }
 
 /// Applies batches of inbound messages in one transaction each: inbox de-duplication, row locks on
 /// the affected orders (in a stable order), the core's transitions, and the state, activity,
-/// outbox, timeline and dead-letter rows. Nothing is written unless everything is.
+/// outbox, timeline and dead-letter rows. Nothing of a transaction is written unless everything is.
+///
+/// A batch whose events name more than ``maxLockedUsers`` users is applied in consecutive parts, each
+/// its own transaction, in arrival order: what one batch locks stays bounded whatever its publishers name.
 package final class EventProcessor: Sendable {
+    /// The most users one transaction locks (one transaction-level advisory lock per user an event names,
+    /// an order's followers included). The locks share the server's lock table (about 64 ×
+    /// `max_connections` entries, for every database on the server); a full batch of `order.followers`
+    /// events would otherwise take 250 × 20 of them.
+    package static let maxLockedUsers = 1000
+
     let client: PostgresClient
     let tracker: OrderTracker
     let metrics: WorkerMetrics
@@ -90,6 +110,31 @@ package final class EventProcessor: Sendable {
     private enum Decoded {
         case event(InboundEvent, index: Int)
         case rejected(EventRejection, index: Int)
+
+        var namedUsers: [String] {
+            if case .event(let event, _) = self { return event.namedUsers }
+            return []
+        }
+    }
+
+    /// The batch's items cut into consecutive parts whose named users (each item's) number at most
+    /// `bound` distinct ones: each item whole in one part (an item alone over the bound makes a part of its
+    /// own), a part as long as it stays under.
+    static func parts(namedUsers: [[String]], bound: Int) -> [Range<Int>] {
+        var parts: [Range<Int>] = []
+        var start = 0
+        var users = Set<String>()
+        for (index, named) in namedUsers.enumerated() {
+            let added = named.filter { !users.contains($0) }
+            if index > start, Set(added).count + users.count > bound {
+                parts.append(start..<index)
+                start = index
+                users = []
+            }
+            users.formUnion(named)
+        }
+        if start < namedUsers.count { parts.append(start..<namedUsers.count) }
+        return parts
     }
 
     /// Applies the batch; retries the transaction a few times on serialization failures, deadlocks
@@ -114,25 +159,42 @@ package final class EventProcessor: Sendable {
             }
         }
         // A span per message that carries a trace, from now until its batch commits (or fails), and in it
-        // one for the transaction that applies the batch.
+        // one for the transactions that apply the batch.
         let spans = eventSpans(messages, decoded)
         defer { for span in spans { span.end() } }
-        // Each event may plan a push: room for them all, so that none waits in the outbox to be claimed.
-        await capacity?.waitForRoom(decoded.count)
         let applying = spans.map { tracer.startSpan("livedelivery.apply", context: $0.context, ofKind: .internal) }
         defer { for span in applying { span.end() } }
+        var outcome = BatchOutcome()
+        var attempts = 1
+        for part in Self.parts(namedUsers: decoded.map(\.namedUsers), bound: Self.maxLockedUsers) {
+            let (applied, attempt) = try await applyPart(
+                Array(decoded[part]), messages: messages, spans: spans, applying: applying)
+            outcome.add(applied)
+            attempts = max(attempts, attempt)
+        }
+        metrics.batch(duration: ContinuousClock.now - started)
+        for span in applying { span.attributes["livedelivery.attempts"] = attempts }
+        return outcome
+    }
+
+    /// Applies a part of the batch in one transaction, retried as ``process(_:)`` says; returns what it did
+    /// and the attempts it took.
+    private func applyPart(
+        _ decoded: [Decoded], messages: [InboundMessage], spans: [any Span], applying: [any Span]
+    ) async throws -> (BatchOutcome, attempts: Int) {
+        // Each event may plan a push: room for them all, so that none waits in the outbox to be claimed.
+        await capacity?.waitForRoom(decoded.count)
         var attempt = 1
         while true {
             let handover = capacity.map(Handover.init)
             do {
-                let (outcome, written) = try await client.withTransaction { connection in
+                var (outcome, written) = try await client.withTransaction { connection in
                     try await apply(decoded, messages: messages, handover: handover, on: connection)
                 }
                 states.store(written)
                 handover?.commit()
-                metrics.batch(duration: ContinuousClock.now - started)
-                for span in applying { span.attributes["livedelivery.attempts"] = attempt }
-                return outcome
+                outcome.transactions = 1
+                return (outcome, attempt)
             } catch {
                 // Not committed (or not known to be: its leases then expire and the rows are claimed).
                 handover?.abandon()

@@ -200,7 +200,10 @@ extension WorkerConfiguration {
             "The cell queue's binding weight on the hash exchange: its share of the orders against the other cells'."),
         .int("amqp.prefetch", \.amqp.prefetch, 1...65_535, "Deliveries a worker holds unacknowledged at most."),
         .int("amqp.deliveryLimit", \.amqp.deliveryLimit, 1...1000, "The queue's `x-delivery-limit`."),
-        .int("amqp.batchSize", \.amqp.batchSize, 1...10_000, "The most deliveries applied in one transaction."),
+        .int(
+            "amqp.batchSize", \.amqp.batchSize, 1...10_000,
+            "The most deliveries applied together: one transaction, or several when their events name more than 1,000 users."
+        ),
         ConfigurationKey(
             name: "postgres.url", values: .text, secret: true,
             meaning: "The database, as a libpq connection string ([below](#connection-strings)). Required. The "
