@@ -3,6 +3,7 @@ import Foundation
 import LiveDelivery
 import LiveDeliveryCore
 import Postgres
+import RabbitMQ
 import TestSupport
 import Testing
 
@@ -169,6 +170,40 @@ struct HostileInputTests {
                 "SELECT tx, max(locks) AS locks FROM observed_locks GROUP BY tx ORDER BY min(locks) DESC")
             let held = try locks.map { try $0.decode(Int.self, "locks") }
             #expect(held == [bound, bound, 20 * perEvent], "advisory locks per transaction")
+        }
+    }
+
+    @Test("a dead letter's x-death routing key past 255 bytes is kept in part, cut on a UTF-8 boundary; recorded once")
+    func longDeathRoutingKeyKeptInPart() async throws {
+        try await withWorker { harness, worker in
+            try await whileRunning(worker) {
+                try await eventually("the worker is ready") { worker.health.snapshot.ready }
+                let publisher = try await RabbitMQPublisher.connect(
+                    try AMQPConfiguration(url: TestEnvironment.amqpURL), logger: quietLogger)
+                // As a publisher may write it straight to the dead-letter exchange: 20 kB of routing key that
+                // does not compress (an index row holds about 2.7 kB), with a two-byte character across the
+                // 252nd byte.
+                let routingKey =
+                    String(repeating: "k", count: 251) + "é" + (0..<600).map { _ in UUID().uuidString }.joined()
+                var properties = RabbitMQMessageProperties()
+                properties.messageID = "long-death-1"
+                properties.headers = [
+                    "x-first-death-exchange": .string(harness.configuration.amqp.exchange),
+                    "x-first-death-reason": .string("delivery_limit"),
+                    "x-death": .array([.table(["routing-keys": .array([.string(routingKey)])])]),
+                ]
+                try await publisher.publish(
+                    exchange: harness.configuration.amqp.deadLetterExchange, routingKey: "",
+                    body: Array("{}".utf8), properties: properties)
+                await publisher.close()
+                try await eventually("the dead letter is recorded") {
+                    try await harness.database.count("SELECT count(*) FROM dead_letters") == 1
+                }
+                let kept = try await harness.database.strings("SELECT routing_key FROM dead_letters")
+                #expect(kept == [String(repeating: "k", count: 251) + DeadLetterRows.cutMarker])
+                #expect(kept.allSatisfy { $0.utf8.count <= DeadLetterRows.textPrefix })
+            }
+            try await deleteTopology(harness.configuration.amqp)
         }
     }
 }

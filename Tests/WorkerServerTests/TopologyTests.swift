@@ -24,6 +24,16 @@ struct TopologyTests {
             ])
         try await EventConsumer.declareTopology(amqp, on: connection)
         try await EventConsumer.declareTopology(amqp, on: connection)
+        // A dead-letter queue with the member count and no delivery limit is kept as it is too.
+        let sized = TestEnvironment.uniqueName("ld.topology.sized")
+        try await connection.declareQueue(
+            sized, durable: true,
+            arguments: ["x-queue-type": .string("quorum"), "x-quorum-initial-group-size": .int64(3)])
+        let limit: [String: AMQPValue] = ["x-delivery-limit": .int64(Int64(EventConsumer.deadLetterDeliveryLimit))]
+        let limited = try await EventConsumer.declareQuorumQueue(
+            sized, arguments: [:], optional: limit, groupSize: 3, on: connection)
+        #expect(!limited, "declared again without the limit")
+        _ = try await connection.deleteQueue(sized)
         // A queue the worker creates itself carries the member count, and is declared again alike.
         let fresh = TestEnvironment.uniqueName("ld.topology.fresh")
         try await EventConsumer.declareQuorumQueue(fresh, arguments: [:], groupSize: 3, on: connection)
@@ -52,6 +62,7 @@ struct TopologyTests {
         #expect(events["x-quorum-initial-group-size"] == "3")
         let deadLetters = try #require(queues[amqp.deadLetterQueue])
         #expect(deadLetters["x-queue-type"] == "quorum")
+        #expect(deadLetters["x-delivery-limit"] == "\(EventConsumer.deadLetterDeliveryLimit)", "a limit of its own")
         #expect(deadLetters["x-dead-letter-exchange"] == nil, "a dead letter is never dead-lettered again")
     }
 

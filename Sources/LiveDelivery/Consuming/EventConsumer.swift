@@ -80,7 +80,7 @@ package final class EventConsumer: Service {
             var logger = logger
             logger[metadataKey: LiveDeliveryLoggingKeys.broker] = "\(node.host):\(node.port)"
             do {
-                try await Self.declareTopology(configuration, on: connection)
+                try await Self.declareTopology(configuration, on: connection, logger: logger)
                 health.update { $0.broker = true }
                 backoff.reset()
                 if let schemaChecked, !(await schemaChecked.waitUntilOpen()) {
@@ -102,16 +102,30 @@ package final class EventConsumer: Service {
         logger.info("consumer stopped")
     }
 
-    /// Declares the exchange, queues, bindings and the dead-letter path (idempotent).
+    /// The dead-letter queue's own `x-delivery-limit`: a message the worker cannot record in `dead_letters`
+    /// (for a reason other than the database being away, which it waits out holding the message) is
+    /// returned to the queue at most this many times; then the broker drops it.
+    static let deadLetterDeliveryLimit = 20
+
+    /// Declares the exchange, queues, bindings and the dead-letter path (idempotent). A dead-letter queue
+    /// an earlier release declared without a delivery limit is kept as it is (its arguments cannot change),
+    /// with a warning.
     static func declareTopology(
-        _ configuration: WorkerConfiguration.AMQP, on connection: RabbitMQConnection
+        _ configuration: WorkerConfiguration.AMQP, on connection: RabbitMQConnection, logger: Logger? = nil
     )
         async throws
     {
         try await connection.declareExchange(configuration.exchange, type: .topic, durable: true)
         try await connection.declareExchange(configuration.deadLetterExchange, type: .fanout, durable: true)
-        try await declareQuorumQueue(
-            configuration.deadLetterQueue, arguments: [:], groupSize: configuration.quorumGroupSize, on: connection)
+        let limited = try await declareQuorumQueue(
+            configuration.deadLetterQueue, arguments: [:],
+            optional: ["x-delivery-limit": .int64(Int64(deadLetterDeliveryLimit))],
+            groupSize: configuration.quorumGroupSize, on: connection)
+        if !limited {
+            logger?.warning(
+                "the dead-letter queue has no delivery limit (declared so by an earlier release): a message the worker cannot record is redelivered until it can; set one with a policy (docs/operations.md)",
+                metadata: [LiveDeliveryLoggingKeys.queue: "\(configuration.deadLetterQueue)"])
+        }
         try await connection.bindQueue(
             configuration.deadLetterQueue, exchange: configuration.deadLetterExchange, routingKey: "")
         try await declareQuorumQueue(
@@ -143,20 +157,31 @@ package final class EventConsumer: Service {
 
     /// Declares a durable quorum queue with `groupSize` members. RabbitMQ reads the member count only
     /// when it creates the queue, yet refuses (406) a declaration that adds it to a queue created
-    /// without it (by an earlier release): such a queue is declared again as it is.
+    /// without it (by an earlier release): such a queue is declared again as it is. The same holds for
+    /// `optional` arguments this release adds to a queue; returns whether the queue has them.
+    @discardableResult
     static func declareQuorumQueue(
-        _ name: String, arguments: [String: AMQPValue], groupSize: Int, on connection: RabbitMQConnection
-    ) async throws {
+        _ name: String, arguments: [String: AMQPValue], optional: [String: AMQPValue] = [:], groupSize: Int,
+        on connection: RabbitMQConnection
+    ) async throws -> Bool {
         var arguments = arguments
         arguments["x-queue-type"] = .string("quorum")
-        var sized = arguments
-        sized["x-quorum-initial-group-size"] = .int64(Int64(groupSize))
-        do {
-            try await connection.declareQueue(name, durable: true, arguments: sized)
-        } catch {
-            guard error.code == .channelClosed, error.replyCode == 406 else { throw error }
-            try await connection.declareQueue(name, durable: true, arguments: arguments)
+        let withOptional = arguments.merging(optional) { $1 }
+        let sized = ["x-quorum-initial-group-size": AMQPValue.int64(Int64(groupSize))]
+        // As this release declares it, then as earlier ones did: each refusal (406) closes the channel only.
+        var variants = [(withOptional.merging(sized) { $1 }, true), (withOptional, true)]
+        if !optional.isEmpty { variants += [(arguments.merging(sized) { $1 }, false), (arguments, false)] }
+        for (index, (declared, hasOptional)) in variants.enumerated() {
+            do {
+                try await connection.declareQueue(name, durable: true, arguments: declared)
+                return hasOptional
+            } catch {
+                guard error.code == .channelClosed, error.replyCode == 406, index < variants.count - 1 else {
+                    throw error
+                }
+            }
         }
+        return false
     }
 
     /// Deliveries received and not yet taken into a batch.
@@ -312,11 +337,11 @@ package final class EventConsumer: Service {
                 ? (delivery.headers["x-death"]?.arrayValue?.first?.tableValue?["routing-keys"]?.arrayValue?.first?
                     .stringValue ?? delivery.routingKey)
                 : delivery.routingKey
+            let insert = DeadLetterRows.insertQuery(
+                eventID: delivery.messageID, routingKey: routingKey, reason: reason, field: nil,
+                message: "the broker dead-lettered the message (\(reason))", body: delivery.body)
             do {
-                let rows = try await client.query(
-                    DeadLetterRows.insertQuery(
-                        eventID: delivery.messageID, routingKey: routingKey, reason: reason, field: nil,
-                        message: "the broker dead-lettered the message (\(reason))", body: delivery.body))
+                let rows = try await recordDeadLetter(insert, delivery: delivery)
                 if !rows.isEmpty {
                     metrics.deadLetter(reason: reason)
                     logger.warning(
@@ -330,9 +355,36 @@ package final class EventConsumer: Service {
             } catch let error as RabbitMQError {
                 throw error
             } catch {
-                // The database is away: leave it in the dead-letter queue for later.
+                // Not recorded: back to the dead-letter queue, whose delivery limit ends the returns.
+                logger.warning(
+                    "a dead-lettered message cannot be recorded; returned to the dead-letter queue",
+                    metadata: [
+                        LiveDeliveryLoggingKeys.error: "\(error)",
+                        LiveDeliveryLoggingKeys.eventID: "\(delivery.messageID ?? "")",
+                        LiveDeliveryLoggingKeys.attempt: "\(delivery.deliveryCount + 1)",
+                    ])
                 try await delivery.nack(requeue: true)
                 await sleepUnlessShuttingDown(.seconds(1))
+            }
+        }
+    }
+
+    /// Writes a dead-lettered message's row, holding the message while the database is away (which does
+    /// not count against the dead-letter queue's delivery limit); throws any other failure, and a
+    /// database still away at shutdown.
+    private func recordDeadLetter(_ insert: PostgresQuery, delivery: RabbitMQDelivery) async throws -> PostgresRows {
+        var backoff = Backoff(base: .milliseconds(200), maximum: .seconds(10))
+        while true {
+            do {
+                return try await client.query(insert)
+            } catch let error as PostgresError where error.isRetriable && !Task.isShuttingDownGracefully {
+                logger.warning(
+                    "a dead-lettered message waits for the database",
+                    metadata: [
+                        LiveDeliveryLoggingKeys.error: "\(error)",
+                        LiveDeliveryLoggingKeys.eventID: "\(delivery.messageID ?? "")",
+                    ])
+                await sleepUnlessShuttingDown(backoff.next())
             }
         }
     }

@@ -156,7 +156,7 @@ package func declareBrokerTopology(config: ConfigReader, logger: Logger) async t
     let amqp = try WorkerConfiguration.loadAMQP(config: config)
     let (connection, node) = try await RabbitMQConnection.connect(to: amqp.endpoints, logger: logger)
     do {
-        try await EventConsumer.declareTopology(amqp, on: connection)
+        try await EventConsumer.declareTopology(amqp, on: connection, logger: logger)
         await connection.close()
     } catch {
         await connection.close()
