@@ -24,8 +24,10 @@ struct WorkerOptions: ParsableArguments {
         return values
     }
 
+    /// The configuration, read once the process is non-dumpable: reading it reads the `…_FILE` secrets.
     func reader(extra: [String: String] = [:]) async throws -> ConfigReader {
-        try await WorkerConfiguration.makeReader(overrides: overrides.merging(extra) { $1 })
+        ProcessHardening.makeNonDumpable()
+        return try await WorkerConfiguration.makeReader(overrides: overrides.merging(extra) { $1 })
     }
 
     func logger(config: ConfigReader) -> Logger {
@@ -51,10 +53,11 @@ struct RunCommand: AsyncParsableCommand {
     func run() async throws {
         var extra: [String: String] = [:]
         if let httpPort { extra["http.port"] = String(httpPort) }
+        // `reader` makes the process non-dumpable before it reads a secret: no core file or same-user ptrace
+        // may carry the keys and passwords off.
         let config = try await options.reader(extra: extra)
         let logger = options.logger(config: config)
-        // Before any key or password is read: no core file or same-user ptrace may carry them off.
-        if ProcessHardening.makeNonDumpable() {
+        if ProcessHardening.isNonDumpable {
             logger.info("the process is not dumpable: no core file, no ptrace by other processes of its user")
         } else {
             logger.warning("could not make the process non-dumpable: a core file may hold its keys and passwords")

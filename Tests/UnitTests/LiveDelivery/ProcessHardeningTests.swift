@@ -23,4 +23,31 @@ struct ProcessHardeningTests {
         #expect(warnings.contains { $0.contains("group.p8") && $0.contains("mode 640") })
         #expect(warnings.contains { $0.contains("world.p8") && $0.contains("mode 644") && $0.contains("chmod 600") })
     }
+
+    @Test("a key reached through symbolic links (a Kubernetes secret volume) is judged by the file they lead to")
+    func keyFileThroughLinks() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("keys-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var apps: [WorkerConfiguration.App] = []
+        for (name, mode) in [("private.p8", 0o600), ("shared.p8", 0o644)] {
+            // As Kubernetes mounts a secret: NAME -> ..data/NAME, ..data -> ..2025_01_01 (relative links).
+            let version = folder.appendingPathComponent("..2025_\(name)")
+            try FileManager.default.createDirectory(at: version, withIntermediateDirectories: true)
+            let target = version.appendingPathComponent(name).path
+            #expect(FileManager.default.createFile(atPath: target, contents: Data("key".utf8)))
+            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: target)
+            let data = folder.appendingPathComponent("..data-\(name)")
+            try FileManager.default.createSymbolicLink(
+                atPath: data.path, withDestinationPath: version.lastPathComponent)
+            let link = folder.appendingPathComponent(name).path
+            try FileManager.default.createSymbolicLink(
+                atPath: link, withDestinationPath: "\(data.lastPathComponent)/\(name)")
+            apps.append(.init(bundleID: name, teamID: "T", keyID: "K", keyFile: link, environment: "production"))
+        }
+        let warnings = ProcessHardening.keyFileWarnings(apps)
+        #expect(warnings.count == 1, "\(warnings)")
+        let warning = warnings.first ?? ""
+        #expect(warning.contains("shared.p8") && warning.contains("mode 644"))
+    }
 }
