@@ -43,6 +43,10 @@ package struct AdminContext: Sendable {
 
     private func oneConnection(key: String) throws(LiveDeliveryError) -> PostgresClient {
         var configuration = try WorkerConfiguration.readPostgres(config, key: key)
+        // The link check `run` makes, for the database this command uses.
+        if let finding = LinkFinding.finding(postgres: configuration, name: "\(key) database") {
+            logger.log(level: finding.isLocal ? .notice : .warning, "\(finding.message)")
+        }
         configuration.poolSize = 1
         configuration.applicationName = "livedelivery admin"
         return PostgresClient(configuration: configuration, logger: logger)
@@ -68,10 +72,11 @@ package struct AdminContext: Sendable {
 
     /// The broker's nodes (`amqp.urls` or `amqp.url`) and `amqp.exchange`.
     package func broker() throws(LiveDeliveryError) -> (endpoints: AMQPEndpoints, exchange: String) {
-        (
-            try WorkerConfiguration.readEndpoints(config),
-            config.string(forKey: "amqp.exchange", default: "delivery.events")
-        )
+        let endpoints = try WorkerConfiguration.readEndpoints(config)
+        for finding in LinkFinding.findings(amqp: endpoints) {
+            logger.log(level: finding.isLocal ? .notice : .warning, "\(finding.message)")
+        }
+        return (endpoints, config.string(forKey: "amqp.exchange", default: "delivery.events"))
     }
 
     /// The policy and content mapping of `config.dir`.

@@ -95,6 +95,10 @@ struct MigrateCommand: AsyncParsableCommand {
         let directory = config.string(forKey: "migrations.dir", default: "sql")
         do {
             let postgres = try WorkerConfiguration.readPostgres(config)
+            log(LinkFinding.finding(postgres: postgres, name: "database").map { [$0] } ?? [], logger: logger)
+            if !skipBroker, let endpoints = try? WorkerConfiguration.readEndpoints(config) {
+                log(LinkFinding.findings(amqp: endpoints), logger: logger)
+            }
             let applied = try await runMigrations(postgres: postgres, directory: directory, logger: logger)
             if applied.isEmpty {
                 print("migrate: the database is up to date")
@@ -165,6 +169,11 @@ struct CheckConfigCommand: AsyncParsableCommand {
             throw ExitCode(1)
         }
     }
+}
+
+/// Logs each link finding: a warning over the network, a notice to this machine (as `run` does).
+func log(_ findings: [LinkFinding], logger: Logger) {
+    for finding in findings { logger.log(level: finding.isLocal ? .notice : .warning, "\(finding.message)") }
 }
 
 func printError(_ text: String) {

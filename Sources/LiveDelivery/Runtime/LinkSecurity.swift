@@ -1,6 +1,12 @@
 import Foundation
-import Postgres
-import RabbitMQ
+package import Postgres
+package import RabbitMQ
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// How each of the worker's links is protected, as its settings say (docs/operations.md, Encrypted
 /// links): `livedelivery check-config` prints what is found, and `run` logs it at start.
@@ -19,32 +25,13 @@ package struct LinkFinding: Sendable, Hashable, CustomStringConvertible {
 
     /// Every link of `configuration` that is not encrypted and verified.
     package static func findings(_ configuration: WorkerConfiguration) -> [LinkFinding] {
-        var findings: [LinkFinding] = []
-        for node in configuration.amqp.endpoints.nodes {
-            let link = "the broker link to \(node.host):\(node.port)"
-            if !node.useTLS {
-                findings.append(
-                    LinkFinding(
-                        isLocal: isLoopback(node.host),
-                        message: "\(link) is plain text (amqp://): use amqps:// with cacertfile"))
-            } else if !node.verifyPeer {
-                findings.append(
-                    LinkFinding(
-                        isLocal: isLoopback(node.host),
-                        message: "\(link) is encrypted but checks no certificate (verify=verify_none): "
-                            + "leave verify at verify_peer"))
-            }
-        }
+        var findings = findings(amqp: configuration.amqp.endpoints)
         for (name, postgres) in [("database", configuration.postgres.connection)]
             + (configuration.postgres.reporting.map { [("reporting database", $0)] } ?? [])
         {
-            if let problem = problem(of: postgres) {
-                findings.append(
-                    LinkFinding(
-                        isLocal: isLocal(postgres),
-                        message: "the \(name) link \(problem): set sslmode=verify-full (and sslrootcert)"))
-            }
+            if let finding = finding(postgres: postgres, name: name) { findings.append(finding) }
         }
+        if let finding = TraceExportSettings().linkFinding { findings.append(finding) }
         return findings
     }
 
@@ -72,8 +59,49 @@ package struct LinkFinding: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
+    /// The broker links' findings (`migrate` declares the topology over them too).
+    package static func findings(amqp endpoints: AMQPEndpoints) -> [LinkFinding] {
+        var findings: [LinkFinding] = []
+        for node in endpoints.nodes {
+            let link = "the broker link to \(node.host):\(node.port)"
+            if !node.useTLS {
+                findings.append(
+                    LinkFinding(
+                        isLocal: isLoopback(node.host),
+                        message: "\(link) is plain text (amqp://): use amqps:// with cacertfile"))
+            } else if !node.verifyPeer {
+                findings.append(
+                    LinkFinding(
+                        isLocal: isLoopback(node.host),
+                        message: "\(link) is encrypted but checks no certificate (verify=verify_none): "
+                            + "leave verify at verify_peer"))
+            }
+        }
+        return findings
+    }
+
+    /// The `database` link's finding, if any: for the commands that use one database link
+    /// (`migrate`, the admin commands, a cell's `cells.<name>.postgresUrl`).
+    package static func finding(postgres: PostgresConfiguration, name: String) -> LinkFinding? {
+        problem(of: postgres).map {
+            LinkFinding(
+                isLocal: isLocal(postgres), message: "the \(name) link \($0): set sslmode=verify-full (and sslrootcert)"
+            )
+        }
+    }
+
+    /// Whether `host` is this machine: the name `localhost`, an IPv4 address in 127.0.0.0/8 or the IPv6
+    /// address ::1 (bracketed or not). Only addresses are parsed: `127.evil.example` is a name like any other.
+    package static func isLoopback(_ host: String) -> Bool {
+        if host.lowercased() == "localhost" || host.lowercased() == "localhost." { return true }
+        var ipv4 = in_addr()
+        if inet_pton(AF_INET, host, &ipv4) == 1 {
+            return UInt32(bigEndian: ipv4.s_addr) >> 24 == 127
+        }
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        var ipv6 = in6_addr()
+        guard inet_pton(AF_INET6, bare, &ipv6) == 1 else { return false }
+        return withUnsafeBytes(of: &ipv6) { bytes in bytes.dropLast().allSatisfy { $0 == 0 } && bytes.last == 1 }
     }
 
     private static func environment(_ name: String) -> String? {

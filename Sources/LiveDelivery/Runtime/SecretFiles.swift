@@ -35,6 +35,26 @@ enum SecretFiles {
         return nil
     }
 
+    /// The environment variables of `cells.<name>.postgresUrl` (`LIVEDELIVERY_CELLS_<NAME>_POSTGRES_URL`), which
+    /// no table declares: each is secret, and its `…_FILE` twin is read into it as a declared key's is.
+    /// Returns the variables, to be treated as secrets.
+    static func resolveCells(environment: inout [String: String]) throws(LiveDeliveryError) -> Set<String> {
+        let (prefix, suffix) = ("LIVEDELIVERY_CELLS_", "_POSTGRES_URL")
+        var variables: Set<String> = []
+        for name in environment.keys.sorted() where name.hasPrefix(prefix) {
+            let variable = name.hasSuffix(suffix + "_FILE") ? String(name.dropLast("_FILE".count)) : name
+            guard variable.hasSuffix(suffix), variable.count > prefix.count + suffix.count else { continue }
+            variables.insert(variable)
+            guard name != variable, let path = environment[name].flatMap({ $0.isEmpty ? nil : $0 }) else { continue }
+            guard environment[variable] == nil else {
+                throw LiveDeliveryError(
+                    .invalidConfiguration, "both \(variable) and \(name) are set; set one of them")
+            }
+            environment[variable] = try read(path, variable: name, list: false)
+        }
+        return variables
+    }
+
     /// The value's source after loading: the one ``resolve(_:flags:environment:)`` recorded, else
     /// livedelivery.json when the key has a value there.
     static func source(of key: ConfigurationKey, in config: ConfigReader) -> String? {

@@ -19,9 +19,6 @@ package struct TraceExportSettings: Sendable {
         guard isOn else {
             return "traces: not exported (set OTEL_EXPORTER_OTLP_ENDPOINT to export them over OTLP/HTTP)"
         }
-        let endpoint =
-            environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] ?? environment["OTEL_EXPORTER_OTLP_ENDPOINT"]
-            ?? "http://localhost:4318"
         let protocolName =
             environment["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] ?? environment["OTEL_EXPORTER_OTLP_PROTOCOL"]
             ?? "http/protobuf"
@@ -56,6 +53,29 @@ package struct TraceExportSettings: Sendable {
         guard problems.isEmpty else {
             throw LiveDeliveryError(.invalidConfiguration, "the trace export cannot be set up", problems: problems)
         }
+    }
+
+    /// The export's link, when it is plain text (an `http://` endpoint, OTLP's default): it carries the
+    /// spans and `OTEL_EXPORTER_OTLP_HEADERS` (often an API key) readable on the wire. Never the headers'
+    /// values, nor the URL's user and password.
+    package var linkFinding: LinkFinding? {
+        guard isOn else { return nil }
+        let endpoint = self.endpoint
+        guard let url = URLComponents(string: endpoint), url.scheme?.lowercased() == "http" else { return nil }
+        let headers = ["OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"].filter {
+            environment[$0]?.isEmpty == false
+        }
+        let carried = headers.isEmpty ? "" : " and sends \(headers.joined(separator: " and ")) in the clear"
+        return LinkFinding(
+            isLocal: LinkFinding.isLoopback(url.host ?? ""),
+            message: "the trace export to \(Self.withoutUserInfo(endpoint)) is plain text (http://)\(carried): "
+                + "use an https:// endpoint")
+    }
+
+    /// The endpoint the export goes to (swift-otel's default when none is named).
+    var endpoint: String {
+        environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] ?? environment["OTEL_EXPORTER_OTLP_ENDPOINT"]
+            ?? "http://localhost:4318"
     }
 
     /// Whether the environment asks for the export.

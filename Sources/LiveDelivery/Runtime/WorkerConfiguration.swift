@@ -188,7 +188,7 @@ package struct WorkerConfiguration: Sendable {
             overrides["config.dir"] ?? environment["LIVEDELIVERY_CONFIG_DIR"].flatMap { $0.isEmpty ? nil : $0 }
             ?? DefaultConfiguration.directoryName
         let secretKeys = keys.filter(\.secret)
-        let secrets = Set(secretKeys.map(\.environmentVariable))
+        var secrets = Set(secretKeys.map(\.environmentVariable))
         // Overrides are text (command-line flags): parsed like environment variables.
         var flags: [String: String] = [:]
         for (key, value) in overrides { flags[environmentName(key)] = value }
@@ -203,6 +203,7 @@ package struct WorkerConfiguration: Sendable {
                     .string(source), isSecret: false)
             }
         }
+        secrets.formUnion(try SecretFiles.resolveCells(environment: &environment))
         values[AbsoluteConfigKey(ConfigKey("config.dir"))] = ConfigValue(.string(directory), isSecret: false)
         // As written (not resolved), so that problems name the file as the operator knows it.
         let file = directory.hasSuffix("/") ? directory + fileName : directory + "/" + fileName
