@@ -15,6 +15,13 @@ struct EventDecoderTests {
         return Fixtures.json(object)
     }
 
+    /// The valid status event's JSON with `member` (raw JSON text) added first; a byte `\u{FF}` in it stays one byte.
+    static func withText(_ member: String) -> [UInt8] {
+        let body = Array(Fixtures.json(validStatus).dropFirst())
+        let raw = member.unicodeScalars.map { UInt8(truncatingIfNeeded: $0.value) }
+        return [UInt8(ascii: "{")] + raw + [UInt8(ascii: ",")] + body
+    }
+
     static var tokenBase: [String: Any] {
         [
             "type": "activity.token", "version": 1, "event_id": "e1", "occurred_at": "2026-11-21T10:04:05Z",
@@ -50,6 +57,16 @@ struct EventDecoderTests {
         Case(name: "not JSON", bytes: Array("{\"type\": ".utf8), reason: .malformedJSON),
         Case(name: "not UTF-8", bytes: [0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D], reason: .malformedJSON),
         Case(name: "top-level array", bytes: Array("[1,2]".utf8), reason: .malformedJSON),
+        // Wherever they are, read or not, as a full parse refuses them.
+        Case(name: "not UTF-8 in an unknown field", bytes: withText("\"x\":\"\u{FF}\""), reason: .malformedJSON),
+        Case(
+            name: "a lone surrogate in an unknown field", bytes: withText("\"x\":\"\\ud800\""),
+            reason: .malformedJSON),
+        Case(name: "a bad escape in an unknown key", bytes: withText("\"\\ud800x\":1"), reason: .malformedJSON),
+        Case(name: "an infinite number in an unknown field", bytes: withText("\"x\":1e999"), reason: .malformedJSON),
+        Case(
+            name: "a 400-digit number in an unknown field",
+            bytes: withText("\"x\":" + String(repeating: "9", count: 400)), reason: .malformedJSON),
         Case(name: "missing type", bytes: with { $0["type"] = nil }, reason: .missingField, field: "type"),
         Case(name: "type not a string", bytes: with { $0["type"] = 3 }, reason: .invalidField, field: "type"),
         Case(name: "unknown type", bytes: with { $0["type"] = "order.created" }, reason: .unknownType, field: "type"),
