@@ -69,11 +69,13 @@ package enum AdminJSON: Sendable, Hashable, Encodable {
         }
     }
 
-    /// The document as pretty-printed UTF-8 text with sorted keys (no final newline).
+    /// The document as pretty-printed UTF-8 text with sorted keys (no final newline); control
+    /// characters and bidirectional overrides in strings written as `\uXXXX` escapes
+    /// (``TerminalText/escapedJSON(_:)``): the texts come from publishers, and a terminal shows this.
     package func serialized() throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        return String(decoding: try encoder.encode(self), as: UTF8.self)
+        return TerminalText.escapedJSON(String(decoding: try encoder.encode(self), as: UTF8.self))
     }
 }
 
@@ -151,7 +153,9 @@ extension ReportTable {
     /// double quote, CR or LF is quoted, its quotes doubled. NULL is an empty field; an empty string
     /// is `""`, so the two stay apart. Cells are typed as in ``value(row:column:)`` (timestamps in
     /// RFC 3339, booleans `true`/`false`) and numbers keep PostgreSQL's digits. A text cell that starts
-    /// like a formula is defused (``TerminalText/defusedCell(_:)``): the texts come from publishers.
+    /// like a formula is defused (``TerminalText/defusedCell(_:)``), and control characters (but LF and
+    /// tab) and bidirectional overrides are shown as U+FFFD (``TerminalText/printable(_:keepingLines:)``):
+    /// the texts come from publishers.
     package func csv() -> String {
         var text = columns.map { Self.csvField($0.name) }.joined(separator: ",") + "\r\n"
         for row in rows.indices {
@@ -160,8 +164,10 @@ extension ReportTable {
                 switch value(row: row, column: column) {
                 case .bool(let value): return value ? "true" : "false"
                 case .string(let value):
-                    return value.isEmpty ? "\"\"" : Self.csvField(TerminalText.defusedCell(value))
-                default: return Self.csvField(cell)
+                    return value.isEmpty
+                        ? "\"\""
+                        : Self.csvField(TerminalText.defusedCell(TerminalText.printable(value, keepingLines: true)))
+                default: return Self.csvField(TerminalText.printable(cell, keepingLines: true))
                 }
             }
             text += fields.joined(separator: ",") + "\r\n"

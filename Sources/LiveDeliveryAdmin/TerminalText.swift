@@ -25,6 +25,31 @@ package enum TerminalText {
         }
     }
 
+    /// JSON text with every character a terminal would act on (DEL, C1, bidirectional overrides and
+    /// isolates, line and paragraph separators) written as its `\uXXXX` escape: the same string to a
+    /// JSON parser, plain ASCII on a terminal. (The JSON encoder escapes C0 itself.) Outside strings,
+    /// JSON holds none of these characters.
+    package static func escapedJSON(_ json: String) -> String {
+        guard json.unicodeScalars.contains(where: isEscapedInJSON) else { return json }
+        var result = ""
+        for scalar in json.unicodeScalars {
+            if isEscapedInJSON(scalar) {
+                let hex = String(scalar.value, radix: 16)
+                result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+
+    private static func isEscapedInJSON(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x7F...0x9F, 0x202A...0x202E, 0x2066...0x2069, 0x2028, 0x2029: true
+        default: false
+        }
+    }
+
     /// A text cell for CSV: one that a spreadsheet would take for a formula (it starts with `=`, `+`,
     /// `-`, `@`, a tab or CR) gets a leading `'`, which spreadsheets show as text.
     package static func defusedCell(_ text: String) -> String {

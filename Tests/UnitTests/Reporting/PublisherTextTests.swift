@@ -38,6 +38,24 @@ import Testing
         #expect(hostile.render().contains("ok\u{FFFD}]0;pwned\u{FFFD}"))
     }
 
+    @Test func jsonAndCSVCarryNoRawControlCharactersOrOverrides() throws {
+        let hostile = "k\u{1B}[31m\u{9B}2J\u{85}\u{7F}\u{202E}txt\u{2066}\u{2028}"
+        let table = ReportTable(
+            columns: [.init(name: "routing_key"), .init(name: "message")], rows: [[hostile, "a\nb\r"]])
+        // JSON: each written as its escape, so the parsed document holds the texts unchanged.
+        let json = try table.formatted(.json)
+        #expect(json.unicodeScalars.allSatisfy { $0.isASCII }, "\(json.debugDescription)")
+        #expect(json.contains("\\u009b") && json.contains("\\u202e") && json.contains("\\u2066"))
+        let parsed = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: String]]
+        #expect(parsed?.first?["routing_key"] == hostile && parsed?.first?["message"] == "a\nb\r")
+        let object = try AdminJSON.object([.init("event_id", .string(hostile))]).serialized()
+        #expect(object.unicodeScalars.allSatisfy { $0.isASCII })
+        // CSV: shown as U+FFFD, as the table shows them; a line break inside a quoted cell stays.
+        let expected =
+            "routing_key,message\r\nk\u{FFFD}[31m\u{FFFD}2J\u{FFFD}\u{FFFD}\u{FFFD}txt\u{FFFD}\u{2028},\"a\nb\u{FFFD}\"\r\n"
+        #expect(table.csv() == expected)
+    }
+
     @Test func aDeadLetterKeptInPartSaysSoAndShowsWholeCharacters() {
         // "é" is two bytes: a prefix cut between them still shows the text before it.
         let letter = DeadLetter(
