@@ -52,8 +52,9 @@ package enum APNsSimulator {
             let apnsChannel = try await makeAPNsServer(
                 group: group, configuration: configuration, sslContext: sslContext, processor: processor,
                 connectionIDs: connectionIDs)
+            if let warning = configuration.controlHostWarning { logger.warning("\(warning)") }
             let controlChannel = try await ControlServer.bind(
-                group: group, host: configuration.host, port: configuration.controlPort, store: store,
+                group: group, host: configuration.controlHost, port: configuration.controlPort, store: store,
                 configuration: configuration)
             let simulator = RunningSimulator(
                 group: group, channels: [apnsChannel, controlChannel], store: store, configuration: configuration,
@@ -147,7 +148,7 @@ final class ConnectionIDs: Sendable {
 
 /// A started simulator: its ports, its certificate, and the same controls as the HTTP control API.
 package final class RunningSimulator: Sendable {
-    /// Host the listeners are bound to.
+    /// Host the APNs listener is bound to (the control API's is the configuration's `controlHost`).
     package let host: String
     /// APNs (TLS HTTP/2) port.
     package let port: Int
@@ -188,8 +189,8 @@ package final class RunningSimulator: Sendable {
 
     /// `https://<host>:<port>`, the base URL for an APNs client.
     package var baseURL: String { "https://\(host):\(port)" }
-    /// `http://<host>:<controlPort>`.
-    package var controlURL: String { "http://\(host):\(controlPort)" }
+    /// `http://<controlHost>:<controlPort>`.
+    package var controlURL: String { "http://\(configuration.controlHost):\(controlPort)" }
     /// The certificate files, to start another simulator with the same identity (restart tests).
     package var certificateFiles: SimulatorConfiguration.CertificateFiles {
         .init(certificatePath: certificatePEMPath, privateKeyPath: privateKeyPEMPath)

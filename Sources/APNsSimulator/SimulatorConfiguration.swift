@@ -1,6 +1,12 @@
 package import Crypto
 package import Foundation
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// How an ``APNsSimulator`` listens, which provider keys it accepts and how its simulated devices behave.
 package struct SimulatorConfiguration: Sendable {
     /// Address the APNs (TLS HTTP/2) listener binds to.
@@ -9,6 +15,28 @@ package struct SimulatorConfiguration: Sendable {
     package var port: Int = 0
     /// Port of the plain HTTP/1.1 JSON control API; `0` picks a free port.
     package var controlPort: Int = 0
+    /// Address the control API binds to: loopback unless asked, since it is unauthenticated and resets the
+    /// simulator, injects faults and lists full device tokens.
+    package var controlHost: String = "127.0.0.1"
+
+    /// A warning when ``controlHost`` is not this machine (the name `localhost`, 127.0.0.0/8, `::1`).
+    package var controlHostWarning: String? {
+        guard !Self.isLoopback(controlHost) else { return nil }
+        return "the control API listens on \(controlHost): it is unauthenticated, and whoever reaches it can reset "
+            + "the simulator, inject faults and read full device tokens; keep --control-host at 127.0.0.1 unless "
+            + "its port is reachable by trusted clients only"
+    }
+
+    /// Whether `host` is the name `localhost` or a loopback address (parsed: `127.evil.example` is a name).
+    static func isLoopback(_ host: String) -> Bool {
+        if host.lowercased() == "localhost" { return true }
+        var ipv4 = in_addr()
+        if inet_pton(AF_INET, host, &ipv4) == 1 { return UInt32(bigEndian: ipv4.s_addr) >> 24 == 127 }
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        var ipv6 = in6_addr()
+        guard inet_pton(AF_INET6, bare, &ipv6) == 1 else { return false }
+        return withUnsafeBytes(of: &ipv6) { bytes in bytes.dropLast().allSatisfy { $0 == 0 } && bytes.last == 1 }
+    }
     /// Certificate and key (PEM files) to serve; `nil` generates a self-signed certificate at start
     /// for ``certificateHostNames``, written to ``RunningSimulator/certificatePEMPath``.
     package var certificate: CertificateFiles?

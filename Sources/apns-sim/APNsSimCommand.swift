@@ -30,6 +30,14 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("control-port"), help: "Control API (HTTP/1.1 JSON) port; 0 picks a free one.")
     var controlPort: Int = 2198
 
+    @Option(
+        name: .customLong("control-host"),
+        help: """
+            Address the control API listens on. It is unauthenticated (reset, faults, full device tokens): \
+            another address than loopback is warned about.
+            """)
+    var controlHost: String = "127.0.0.1"
+
     @Option(help: "Certificate chain to serve (PEM). Without it a self-signed one is generated.")
     var certificate: String?
 
@@ -93,6 +101,7 @@ struct Serve: AsyncParsableCommand {
         configuration.host = host
         configuration.port = port
         configuration.controlPort = controlPort
+        configuration.controlHost = controlHost
         switch (certificate, privateKey) {
         case (let certificate?, let privateKey?):
             configuration.certificate = .init(certificatePath: certificate, privateKeyPath: privateKey)
