@@ -15,6 +15,11 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
         echo "postgres-entrypoint: running $file"
         psql -v ON_ERROR_STOP=1 -q -U "${POSTGRES_USER:-postgres}" -d postgres -f "$file"
     done
+    for file in /docker-entrypoint-initdb.d/*.sh; do
+        [ -f "$file" ] || continue
+        echo "postgres-entrypoint: running $file"
+        sh "$file"
+    done
     pg_ctl -D "$PGDATA" -m fast -w stop >/dev/null
 fi
 exec postgres -D "$PGDATA"
