@@ -287,21 +287,37 @@ extension JSONValue {
         return out
     }
 
+    /// The decimal digits of `value`, with no `String` in between.
+    private static func appendDecimal(_ value: Int, to out: inout [UInt8]) {
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for 20 digits
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                buffer[23 - count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                count += 1
+            } while magnitude > 0
+            out.append(contentsOf: buffer[(24 - count)...])
+        }
+    }
+
     private func write(to out: inout [UInt8], pretty: Bool, indent: Int) {
         switch self {
         case .null:
-            out.append(contentsOf: Array("null".utf8))
+            out.append(contentsOf: "null".utf8)
         case .bool(let value):
-            out.append(contentsOf: Array((value ? "true" : "false").utf8))
+            out.append(contentsOf: (value ? "true" : "false").utf8)
         case .int(let value):
-            out.append(contentsOf: Array(String(value).utf8))
+            Self.appendDecimal(value, to: &out)
         case .double(let value):
-            out.append(contentsOf: Array(JSONWriter.format(value).utf8))
+            out.append(contentsOf: JSONWriter.format(value).utf8)
         case .string(let value):
             JSONWriter.appendQuoted(value, to: &out)
         case .array(let values):
             if values.isEmpty {
-                out.append(contentsOf: Array("[]".utf8))
+                out.append(contentsOf: "[]".utf8)
                 return
             }
             out.append(UInt8(ascii: "["))
@@ -314,7 +330,7 @@ extension JSONValue {
             out.append(UInt8(ascii: "]"))
         case .object(let object):
             if object.members.isEmpty {
-                out.append(contentsOf: Array("{}".utf8))
+                out.append(contentsOf: "{}".utf8)
                 return
             }
             out.append(UInt8(ascii: "{"))

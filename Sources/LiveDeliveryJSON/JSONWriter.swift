@@ -54,6 +54,11 @@ package final class JSONWriter {
         text.withUTF8 { append($0) }
     }
 
+    /// Bytes that are JSON text already (a value serialized elsewhere), as they are.
+    package func writeRaw(_ bytes: [UInt8]) {
+        bytes.withUnsafeBufferPointer { append($0) }
+    }
+
     package func writeNull() { writeRaw("null") }
 
     package func writeBool(_ value: Bool) { writeRaw(value ? "true" : "false") }

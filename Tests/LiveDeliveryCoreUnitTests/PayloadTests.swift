@@ -213,6 +213,34 @@ struct PayloadBoundaryTests {
             startFallbackAlert: AlertContent(title: .plain("Tracking"), sound: "default"), inputPushToken: true)
     }
 
+    /// The payload written straight into a buffer is the payload value serialized, byte for byte, for every
+    /// kind and optional part (and with the content-state's text given or not).
+    @Test(arguments: [PlannedPush.Kind.start, .update, .end])
+    func writtenPayloadIsTheValueSerialized(_ kind: PlannedPush.Kind) {
+        let alerts: [AlertContent?] = [
+            nil, Self.alert,
+            AlertContent(
+                title: .localized(key: "STEP", args: ["a\"b", "ü\n"]), subtitle: .plain("s"), sound: "default"),
+        ]
+        for alert in alerts {
+            for relevance in [nil, 50, 37.5] as [Double?] {
+                var builder = Self.builder(kind: kind, padding: 3, alert: alert)
+                builder.relevance = relevance
+                builder.dismissalDate = kind == .end ? 1_795_257_000 : nil
+                builder.contentState = JSONObject([
+                    ("driverName", .string("Sam \"the\" courier")), ("eta", .double(1.5)), ("n", .int(-12)),
+                    ("ok", .bool(true)), ("none", .null), ("list", .array([.int(1), .string("x")])),
+                ])
+                let expected = builder.json(alert: alert).serialized()
+                #expect(builder.serialized(alert: alert) == expected)
+                builder.contentStateJSON = JSONValue.object(builder.contentState).compactText
+                #expect(builder.serialized(alert: alert) == expected)
+                builder.inputPushChannel = "Q0hBTk5FTA=="
+                #expect(builder.serialized(alert: alert) == builder.json(alert: alert).serialized())
+            }
+        }
+    }
+
     static let alert = AlertContent(
         title: .plain("A title longer than the fallback's"), body: .plain(String(repeating: "b", count: 200)),
         sound: "default")

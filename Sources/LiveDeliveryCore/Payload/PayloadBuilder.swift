@@ -23,12 +23,16 @@ struct PayloadBuilder {
     /// A start into this broadcast channel (`input-push-channel`, iOS 18): the activity gets no update
     /// token, so `input-push-token` is left out.
     var inputPushChannel: String? = nil
+    /// ``contentState`` as compact JSON text, when the caller has it already (the content mark's): written as
+    /// it is rather than serialized again.
+    var contentStateJSON: String? = nil
 
     enum Result {
         case built(payload: [UInt8], alert: AlertContent?, notes: [String])
         case refused(String)
     }
 
+    /// The payload as a value (what ``serialized(alert:)`` writes, byte for byte).
     func json(alert: AlertContent?) -> JSONValue {
         var aps = JSONObject()
         aps["timestamp"] = .int(timestamp)
@@ -50,16 +54,65 @@ struct PayloadBuilder {
         return .object(JSONObject([("aps", .object(aps))]))
     }
 
+    /// The payload's compact JSON text, written straight into one buffer in ``json(alert:)``'s key order.
+    func serialized(alert: AlertContent?) -> [UInt8] {
+        let writer = JSONWriter(capacity: 256 + (contentStateJSON?.utf8.count ?? 256))
+        writer.writeRaw("{\"aps\":{\"timestamp\":")
+        writer.writeInt(timestamp)
+        writer.writeRaw(",\"event\":")
+        writer.writeString(kind.rawValue)
+        writer.writeRaw(",\"content-state\":")
+        if let contentStateJSON {
+            writer.writeRaw(contentStateJSON)
+        } else {
+            writer.writeRaw(JSONValue.object(contentState).serialized())
+        }
+        if kind == .start {
+            if let attributesType {
+                writer.writeRaw(",\"attributes-type\":")
+                writer.writeString(attributesType)
+            }
+            if let attributes {
+                writer.writeRaw(",\"attributes\":")
+                writer.writeRaw(JSONValue.object(attributes).serialized())
+            }
+        }
+        if let alert {
+            writer.writeRaw(",\"alert\":")
+            writer.writeRaw(alert.json.serialized())
+        }
+        if kind != .end, let staleDate {
+            writer.writeRaw(",\"stale-date\":")
+            writer.writeInt(staleDate)
+        }
+        if kind == .end, let dismissalDate {
+            writer.writeRaw(",\"dismissal-date\":")
+            writer.writeInt(dismissalDate)
+        }
+        if let relevance {
+            writer.writeRaw(",\"relevance-score\":")
+            writer.writeRaw(JSONWriter.format(relevance))
+        }
+        if kind == .start, let channel = inputPushChannel {
+            writer.writeRaw(",\"input-push-channel\":")
+            writer.writeString(channel)
+        } else if kind == .start && inputPushToken {
+            writer.writeRaw(",\"input-push-token\":1")
+        }
+        writer.writeRaw("}}")
+        return writer.bytes
+    }
+
     func build(maxBytes: Int) -> Result {
         var notes: [String] = []
         var candidate = alert
-        var bytes = json(alert: candidate).serialized()
+        var bytes = serialized(alert: candidate)
         if bytes.count <= maxBytes { return .built(payload: bytes, alert: candidate, notes: notes) }
 
         if let full = candidate, full.subtitle != nil || full.body != nil {
             candidate = AlertContent(title: full.title, sound: full.sound)
             let before = bytes.count
-            bytes = json(alert: candidate).serialized()
+            bytes = serialized(alert: candidate)
             notes.append("alert subtitle and body dropped: the payload would be \(before) bytes > \(maxBytes)")
             if bytes.count <= maxBytes { return .built(payload: bytes, alert: candidate, notes: notes) }
         }
@@ -67,14 +120,14 @@ struct PayloadBuilder {
             if let fallback = startFallbackAlert, fallback != candidate {
                 candidate = fallback
                 let before = bytes.count
-                bytes = json(alert: candidate).serialized()
+                bytes = serialized(alert: candidate)
                 notes.append("start alert replaced by the fallback title: the payload would be \(before) bytes")
                 if bytes.count <= maxBytes { return .built(payload: bytes, alert: candidate, notes: notes) }
             }
         } else if candidate != nil {
             let before = bytes.count
             candidate = nil
-            bytes = json(alert: nil).serialized()
+            bytes = serialized(alert: nil)
             notes.append("alert dropped: the payload would be \(before) bytes > \(maxBytes)")
             if bytes.count <= maxBytes { return .built(payload: bytes, alert: nil, notes: notes) }
         }

@@ -449,11 +449,13 @@ extension OrderTracker {
             let clamped = min(max(dismissAfter, 0), 4 * 3600)
             dismissalDate = clamped == 0 ? timestamp - 1 : timestamp + Int(clamped)
         }
+        assert(mark.contentState == JSONValue.object(content).compactText, "the mark is of this content")
         let builder = PayloadBuilder(
             kind: kind, contentState: content, attributesType: kind == .start ? mapping.attributesType : nil,
             attributes: attributes, timestamp: timestamp, staleDate: staleDate, dismissalDate: dismissalDate,
             relevance: rule.relevance, alert: alert, startFallbackAlert: fallbackAlert,
-            inputPushToken: policy.inputPushToken, inputPushChannel: kind == .start ? activity.channelID : nil)
+            inputPushToken: policy.inputPushToken, inputPushChannel: kind == .start ? activity.channelID : nil,
+            contentStateJSON: mark.contentState)
         let payload: [UInt8]
         let finalAlert: AlertContent?
         switch builder.build(maxBytes: policy.maxPayloadBytes) {
