@@ -316,8 +316,9 @@ extension OrderTracker {
     ) -> (AlertContent?, String?, String?) {
         let key = activity.key
         let rule = policy.rule(for: record.status)
-        let values = AlertTemplate.values(for: record, now: now)
         func render(_ kind: String) -> AlertContent? {
+            // The template values only when an alert is rendered: most pushes carry none.
+            let values = AlertTemplate.values(for: record, now: now)
             let texts = kind == "eta_slip" ? policy.etaSlipTexts : rule.texts
             guard let alert = texts.lazy.compactMap({ $0.render(values, sound: self.policy.alertSound) }).first else {
                 notes.append(

@@ -406,7 +406,6 @@ package struct OrderTracker: Sendable {
     func finish(_ step: Step, from original: OrderState, now: Date) -> Step {
         var step = step
         step.state.nextSweepAt = nextSweep(step.state, now: now)
-        step.changed = step.state != original
         return step
     }
 

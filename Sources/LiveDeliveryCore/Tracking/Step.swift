@@ -1,7 +1,7 @@
 package import Foundation
 
 /// The result of one call into ``OrderTracker``: the new state, the pushes to send, and why.
-package struct Step: Hashable, Sendable, Codable {
+package struct Step: Hashable, Sendable {
     /// Store this.
     package var state: OrderState
     /// Send these (at most one per activity). Each replaces any earlier pending push of its
@@ -14,16 +14,21 @@ package struct Step: Hashable, Sendable, Codable {
     /// Every decision, in order: the worker logs them, `render` prints them.
     package var decisions: [Decision]
 
-    /// Whether ``state`` differs from the state passed in (the worker may skip the write if not).
-    package var changed: Bool
+    /// The state passed in.
+    package let original: OrderState
+
+    /// Whether ``state`` differs from the state passed in (the worker may skip the write if not). Compared
+    /// when asked, not on every step: a state's comparison is a few thousand instructions, and the worker
+    /// compares once per order and batch (``OrderChange``), not once per event.
+    package var changed: Bool { state != original }
 
     init(state: OrderState) {
         self.state = state
+        self.original = state
         self.pushes = []
         self.withdrawn = []
         self.retiredPushToStartTokens = []
         self.decisions = []
-        self.changed = false
     }
 }
 
