@@ -12,8 +12,9 @@ import Darwin
 
 /// Every command that reads a secret is non-dumpable before it reads the first one (docs/operations.md, Roles
 /// and privileges). The secret is a `…_FILE` whose file is a FIFO: the command blocks opening it until this
-/// test opens the other end, and at that moment the test looks at the process. A non-dumpable process's
-/// /proc/PID/* files are owned by root (proc(5)), so the command runs as `nobody` when the tests run as root.
+/// test opens the other end, then blocks reading it for as long as the test holds that end open without
+/// writing, and meanwhile the test looks at the process. A non-dumpable process's /proc/PID/* files are owned
+/// by root (proc(5)), so the command runs as `nobody` when the tests run as root.
 @Suite(.timeLimit(.minutes(2)))
 struct DumpabilityTests {
     @Test(
@@ -23,7 +24,7 @@ struct DumpabilityTests {
         ])
     func nonDumpableBeforeSecrets(_ command: [String]) async throws {
         #if os(Linux)
-        // The child may still win the race between the FIFO's opening and SIGSTOP and exit unseen: try again.
+        // A child that got past the FIFO unseen (it cannot while the test holds the writing end) is tried again.
         for _ in 0..<3 {
             switch try await Self.look(command) {
             case .seen(let owner):
@@ -71,7 +72,7 @@ struct DumpabilityTests {
             ]),
             outputPath: folder.appendingPathComponent("output.log").path)
 
-        // The command opens the FIFO and is stopped there, or exits without having opened it.
+        // The command opens the FIFO and waits in its read there, or exits without having opened it.
         guard let writer = await Self.openForWriting(fifo, unlessExited: child) else {
             await child.stop()
             // It read the file (and names it in its error) before it could be stopped: not seen.
@@ -84,17 +85,14 @@ struct DumpabilityTests {
         return .seen(owner: "\(owner)")
     }
 
-    /// Opens `path` for writing, which waits for `child` to open it for reading, and stops `child` (SIGSTOP) at
-    /// once, before it reads the (empty) file and exits; nil when `child` exits first.
+    /// Opens `path` for writing, which waits for `child` to open it for reading; while the returned end stays
+    /// open and unwritten, `child`'s read of the FIFO waits. Nil when `child` exits first.
     static func openForWriting(_ path: String, unlessExited child: ChildProcess) async -> Int32? {
         await withTaskGroup(of: Int32?.self) { group in
             group.addTask {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Int32?, Never>) in
-                    let pid = child.pid
                     Thread {
-                        let writer = open(path, O_WRONLY)
-                        if writer >= 0 { kill(pid, SIGSTOP) }
-                        continuation.resume(returning: writer)
+                        continuation.resume(returning: open(path, O_WRONLY))
                     }
                     .start()
                 }

@@ -461,7 +461,7 @@ struct PreparedStatementCacheTests {
     }
 }
 
-@Suite("Parameters", .timeLimit(.minutes(1)))
+@Suite("Parameters", .timeLimit(.minutes(2)))
 struct ParameterTests {
     @Test("a NUL character in a parameter is refused before sending; the connection stays usable")
     func nulIsRefused() async throws {
