@@ -57,10 +57,10 @@ extension OrderTracker {
         }
         if let end = sweepChannel(&step, idle: idle, now: now) { sweepEnds[Self.channelKey] = end }
         if step.state.record == nil {
-            return finish(step, from: state, now: now)
+            return finish(step, now: now)
         }
         reconcile(&step, context: context, now: now, announce: false, rebuild: [], sweepEnds: sweepEnds)
-        return finish(step, from: state, now: now)
+        return finish(step, now: now)
     }
 
     // MARK: - Outcomes
@@ -78,12 +78,12 @@ extension OrderTracker {
         var step = Step(state: state)
         if push.activityKey == Self.channelKey {
             recordChannel(outcome, for: push, &step, now: now)
-            return finish(step, from: state, now: now)
+            return finish(step, now: now)
         }
         guard let index = step.state.activities.firstIndex(where: { $0.key == push.activityKey }) else {
             step.decisions.append(
                 Decision(.unknownActivity, activity: push.activityKey, "no such activity in order \(state.orderID)"))
-            return finish(step, from: state, now: now)
+            return finish(step, now: now)
         }
         var activity = step.state.activities[index]
         let isCurrent = activity.pending?.apnsID == push.apnsID
@@ -198,7 +198,7 @@ extension OrderTracker {
                     "APNs refused the \(push.kind.rawValue) (\(reason)); given up, the activity is \(activity.phase)"))
         }
         step.state.activities[index] = activity
-        return finish(step, from: state, now: now)
+        return finish(step, now: now)
     }
 
     /// Rebuilds every pending push for sending now: a fresh strictly increasing timestamp, the
@@ -209,6 +209,6 @@ extension OrderTracker {
         var keys = Set(state.activities.filter { $0.pending != nil }.map(\.key))
         if state.channel?.pending != nil { keys.insert(Self.channelKey) }
         reconcile(&step, context: TrackingContext(), now: now, announce: false, rebuild: keys)
-        return finish(step, from: state, now: now)
+        return finish(step, now: now)
     }
 }

@@ -70,7 +70,7 @@ package struct OrderTracker: Sendable {
         }
         adoptSettings(context, &step, now: now)
         reconcile(&step, context: context, now: now, announce: announce, rebuild: rebuild)
-        return finish(step, from: state, now: now)
+        return finish(step, now: now)
     }
 
     /// Up to three of `items`, and an ellipsis for the rest.
@@ -403,7 +403,7 @@ package struct OrderTracker: Sendable {
 
     // MARK: - Bookkeeping
 
-    func finish(_ step: Step, from original: OrderState, now: Date) -> Step {
+    func finish(_ step: Step, now: Date) -> Step {
         var step = step
         step.state.nextSweepAt = nextSweep(step.state, now: now)
         return step
