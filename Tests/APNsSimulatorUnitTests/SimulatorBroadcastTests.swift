@@ -69,7 +69,7 @@ extension H2TestConnection.Response {
     var json: [String: Any]? { (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] }
 }
 
-@Suite("apns-sim's broadcast channels", .timeLimit(.minutes(2)))
+@Suite("apns-sim's broadcast channels", .timeLimit(.minutes(6)))
 struct SimulatorBroadcastTests {
     // MARK: APNs' answers
 

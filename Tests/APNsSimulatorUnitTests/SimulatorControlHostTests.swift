@@ -4,7 +4,7 @@ import Testing
 
 /// The control API is unauthenticated (reset, faults, full device tokens): it stays on loopback wherever the
 /// APNs port listens, unless asked, and asking for another address is warned about.
-@Suite("apns-sim's control API address", .timeLimit(.minutes(1)))
+@Suite("apns-sim's control API address", .timeLimit(.minutes(6)))
 struct SimulatorControlHostTests {
     @Test("the control API stays on loopback when APNs listens on every interface")
     func controlStaysOnLoopback() async throws {

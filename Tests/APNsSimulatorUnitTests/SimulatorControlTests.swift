@@ -8,7 +8,7 @@ import Testing
 import FoundationNetworking
 #endif
 
-@Suite("apns-sim's control API and injected faults", .timeLimit(.minutes(2)))
+@Suite("apns-sim's control API and injected faults", .timeLimit(.minutes(6)))
 struct SimulatorControlTests {
     func control(
         _ simulator: RunningSimulator,

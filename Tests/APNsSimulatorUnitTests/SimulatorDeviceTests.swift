@@ -4,7 +4,7 @@ import LiveDeliveryJSON
 import NIOCore
 import Testing
 
-@Suite("apns-sim's devices: what a phone would have shown", .timeLimit(.minutes(2)))
+@Suite("apns-sim's devices: what a phone would have shown", .timeLimit(.minutes(6)))
 struct SimulatorDeviceTests {
     @Test func staleAndPostEndPushesAreDroppedWhileAPNsSays200() async throws {
         let fixture = try await SimulatorFixture.start()

@@ -61,7 +61,7 @@ struct SimulatorFixture {
     }
 }
 
-@Suite("apns-sim refuses malformed requests with Apple's reasons", .timeLimit(.minutes(2)))
+@Suite("apns-sim refuses malformed requests with Apple's reasons", .timeLimit(.minutes(6)))
 struct SimulatorRequestTests {
     struct Case: Sendable, CustomTestStringConvertible {
         var name: String

@@ -87,7 +87,7 @@ struct ClientFixture {
     }
 }
 
-@Suite("APNsClient against apns-sim over TLS HTTP/2", .timeLimit(.minutes(3)))
+@Suite("APNsClient against apns-sim over TLS HTTP/2", .timeLimit(.minutes(6)))
 struct APNsClientTests {
     @Test func deliveredEchoesTheAPNsIDAndTheSimulatorSawEveryHeader() async throws {
         let fixture = try await ClientFixture.start()

@@ -8,7 +8,7 @@ import Testing
 /// `livedelivery check-config` as an operator runs it: the real binary, stdout and stderr together.
 /// Each bad setting must be named by its file and path (or key and environment variable), and no
 /// secret may appear in the output in any form, whatever the input.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(6)))
 struct CheckConfigTests {
     /// Passwords and key text planted in the inputs; none may be printed.
     static let amqpPassword = "AmqpPw-7f3a91"

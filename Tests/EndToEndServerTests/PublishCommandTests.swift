@@ -7,7 +7,7 @@ import Testing
 import WorkerHarness
 
 /// `livedelivery publish` on its own, against a queue this test binds: properties, counts, duplicates.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(6)))
 struct PublishCommandTests {
     @Test func publishesEveryEventWithItsPropertiesAndTheRequestedDuplicates() async throws {
         try await Self.withQueue("e2e-publish", orders: 50) { name, connection, directory, scenario, file in

@@ -29,7 +29,7 @@ func withServerAndClient<T>(
     }
 }
 
-@Suite("HTTP2Client against nghttpd over TLS", .timeLimit(.minutes(2)))
+@Suite("HTTP2Client against nghttpd over TLS", .timeLimit(.minutes(6)))
 struct HTTP2ClientTests {
     @Test func getAndPostRoundTripOverHTTP2() async throws {
         try await withServerAndClient { server, client in
@@ -144,7 +144,7 @@ struct HTTP2ClientTests {
     }
 }
 
-@Suite("HTTP2Client failures", .timeLimit(.minutes(2)))
+@Suite("HTTP2Client failures", .timeLimit(.minutes(6)))
 struct HTTP2ClientFailureTests {
     let logger = Logger(label: "HTTP2Tests")
 

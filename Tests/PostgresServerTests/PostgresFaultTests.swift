@@ -5,7 +5,7 @@ import Testing
 @testable import Postgres
 
 /// Restarts the *fault* database; serialized so restarts never overlap.
-@Suite(.serialized, .exclusiveFaultServers, .timeLimit(.minutes(3)))
+@Suite(.serialized, .exclusiveFaultServers, .timeLimit(.minutes(6)))
 struct PostgresFaultTests {
     @Test func poolRecoversAfterServerRestart() async throws {
         try await PostgresTestSupport.withClient(url: TestEnvironment.faultPostgresURL, poolSize: 3) { client in

@@ -4,7 +4,7 @@ import Testing
 
 @testable import Postgres
 
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(6)))
 struct PostgresIntegrationTests {
     @Test func textRoundTrips() async throws {
         let values = [
@@ -355,7 +355,7 @@ struct PostgresIntegrationTests {
     }
 }
 
-@Suite("Prepared statement cache", .timeLimit(.minutes(2)))
+@Suite("Prepared statement cache", .timeLimit(.minutes(6)))
 struct PreparedStatementCacheTests {
     /// Runs `body` on the one connection of a client with this cache size, then shuts it down.
     static func withConnection(
@@ -461,7 +461,7 @@ struct PreparedStatementCacheTests {
     }
 }
 
-@Suite("Parameters", .timeLimit(.minutes(2)))
+@Suite("Parameters", .timeLimit(.minutes(6)))
 struct ParameterTests {
     @Test("a NUL character in a parameter is refused before sending; the connection stays usable")
     func nulIsRefused() async throws {
@@ -561,7 +561,7 @@ struct ParameterTests {
     }
 }
 
-@Suite("Statement cancellation", .timeLimit(.minutes(2)))
+@Suite("Statement cancellation", .timeLimit(.minutes(6)))
 struct StatementCancellationTests {
     @Test("cancelling a task cancels its statement on the server, and its connection is not reused")
     func cancellingTheTaskCancelsTheStatement() async throws {
@@ -591,7 +591,7 @@ struct StatementCancellationTests {
     }
 }
 
-@Suite("Pipelines: several statements, one round trip", .timeLimit(.minutes(2)))
+@Suite("Pipelines: several statements, one round trip", .timeLimit(.minutes(6)))
 struct PipelineTests {
     @Test("statements run in order, each seeing the ones before it; prepared or not, each returns its rows")
     func statementsRunInOrder() async throws {

@@ -6,7 +6,7 @@ import Testing
 
 /// libpq's TLS against the main database (scripts/services: a test CA, a server certificate for
 /// `localhost`, and the login `livedelivery_cert`, which logs in by its client certificate alone).
-@Suite("PostgreSQL over TLS", .timeLimit(.minutes(2)))
+@Suite("PostgreSQL over TLS", .timeLimit(.minutes(6)))
 struct PostgresTLSTests {
     /// Whether this session's link is encrypted, as the server sees it.
     static func sessionIsEncrypted(_ client: PostgresClient) async throws -> Bool {

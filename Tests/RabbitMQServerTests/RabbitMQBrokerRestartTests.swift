@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 /// Restarts the *fault* broker: serialized, and the only suite of this target that touches it.
-@Suite(.serialized, .exclusiveFaultServers, .timeLimit(.minutes(3)))
+@Suite(.serialized, .exclusiveFaultServers, .timeLimit(.minutes(6)))
 struct RabbitMQBrokerRestartTests {
     @Test func brokerRestartSurfacesTypedErrorsAndANewConnectionWorks() async throws {
         let url = TestEnvironment.faultAMQPURL

@@ -3,7 +3,7 @@ import RabbitMQ
 import TestSupport
 import Testing
 
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(6)))
 struct RabbitMQConsumeTests {
     @Test func publishWithConfirmsThenConsumeAndAck() async throws {
         let queue = TestEnvironment.uniqueName("rmq-basic")

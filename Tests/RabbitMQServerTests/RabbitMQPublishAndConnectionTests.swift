@@ -2,7 +2,7 @@ import RabbitMQ
 import TestSupport
 import Testing
 
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(6)))
 struct RabbitMQPublishAndConnectionTests {
     @Test func manyPipelinedPublishesAreAllConfirmed() async throws {
         let queue = TestEnvironment.uniqueName("rmq-pipeline")

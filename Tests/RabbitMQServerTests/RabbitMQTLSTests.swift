@@ -5,7 +5,7 @@ import Testing
 
 /// amqps against the main broker's TLS port (scripts/services: a test CA, a server certificate for
 /// `localhost`, and a port that wants a client certificate).
-@Suite("RabbitMQ over TLS", .timeLimit(.minutes(2)))
+@Suite("RabbitMQ over TLS", .timeLimit(.minutes(6)))
 struct RabbitMQTLSTests {
     @Test("amqps with the server verified and a client certificate: messages go through the encrypted link")
     func verifiedLinkCarriesMessages() async throws {

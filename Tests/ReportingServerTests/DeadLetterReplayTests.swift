@@ -8,7 +8,7 @@ import ServiceLifecycle
 import TestSupport
 import Testing
 
-@Suite("Dead letters: replay through the real broker and consumer, purge", .timeLimit(.minutes(3)))
+@Suite("Dead letters: replay through the real broker and consumer, purge", .timeLimit(.minutes(6)))
 struct DeadLetterReplayTests {
     @Test("a dead-lettered event replayed twice is applied once; replayed_at is set")
     func replayTwiceAppliesOnce() async throws {

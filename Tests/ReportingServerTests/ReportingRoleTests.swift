@@ -5,7 +5,7 @@ import Postgres
 import TestSupport
 import Testing
 
-@Suite("The reporting role and the report views", .timeLimit(.minutes(3)))
+@Suite("The reporting role and the report views", .timeLimit(.minutes(6)))
 struct ReportingRoleTests {
     static let role = "livedelivery_reporting"
 

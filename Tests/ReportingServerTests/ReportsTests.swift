@@ -7,7 +7,7 @@ import Postgres
 import TestSupport
 import Testing
 
-@Suite("Reports on a database populated by the worker's own code", .timeLimit(.minutes(3)))
+@Suite("Reports on a database populated by the worker's own code", .timeLimit(.minutes(6)))
 struct ReportsTests {
     func run(
         _ name: String, _ query: ReportQuery = ReportQuery(limit: nil), on database: TestDatabase

@@ -5,7 +5,7 @@ import Testing
 
 @testable import LiveDelivery
 
-@Suite("Claim plans", .timeLimit(.minutes(2)))
+@Suite("Claim plans", .timeLimit(.minutes(6)))
 struct ClaimPlanTests {
     /// Pending rows `O-1`…`O-n` (each tenth leased, its lease expired an hour ago), due oldest first,
     /// with pushes of `padding` bytes. Autovacuum is kept off the outbox, so its statistics stay as

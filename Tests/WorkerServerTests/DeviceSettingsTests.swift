@@ -9,7 +9,7 @@ import Testing
 
 /// `activity.settings` through the worker: filed per user and device (newest wins), applied to the user's
 /// open orders, carried in the stored state, and counted by the report.
-@Suite("The person's settings", .timeLimit(.minutes(4)))
+@Suite("The person's settings", .timeLimit(.minutes(6)))
 struct DeviceSettingsTests {
     @Test(
         "Live Activities off on a device ends its activity without a push, a later report of on starts nothing by itself, and the report counts the person"

@@ -41,7 +41,7 @@ func trackedOrder(_ worker: Worker, status: String = "confirmed") async throws -
     return (order, token)
 }
 
-@Suite("Dispatcher", .timeLimit(.minutes(3)))
+@Suite("Dispatcher", .timeLimit(.minutes(6)))
 struct DispatcherTests {
     @Test("a batch that plans a push wakes the dispatchers (NOTIFY at commit); one that plans none does not")
     func newOutboxRowsNotify() async throws {
@@ -267,7 +267,7 @@ struct DispatcherTests {
     }
 }
 
-@Suite("Sweeper", .timeLimit(.minutes(3)))
+@Suite("Sweeper", .timeLimit(.minutes(6)))
 struct SweeperTests {
     @Test("ends an activity that reaches the (shortened) lifetime limit")
     func lifetime() async throws {

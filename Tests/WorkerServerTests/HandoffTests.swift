@@ -10,7 +10,7 @@ import Testing
 /// The consumer's direct handoff of new pushes to its own dispatcher (``PushCapacity``). The tests
 /// open the capacity as the dispatcher's claim loop does, take what is handed over, and drive the
 /// consumer by hand. (The capacity's decisions alone are unit-tested in `PushCapacityTests`.)
-@Suite("Handoff", .timeLimit(.minutes(3)))
+@Suite("Handoff", .timeLimit(.minutes(6)))
 struct HandoffTests {
     @Test("a new push is inserted leased to this worker and handed over after commit, without a NOTIFY")
     func handedOver() async throws {

@@ -9,7 +9,7 @@ import Testing
 
 /// What a publisher controls stays bounded and never fails a batch: refusals on first sight with a
 /// specific reason, dead letters kept in part, texts the database cannot store made storable.
-@Suite("Hostile input", .timeLimit(.minutes(3)))
+@Suite("Hostile input", .timeLimit(.minutes(6)))
 struct HostileInputTests {
     @Test("an app not in the apps file is refused on arrival (unknown_app), and the rest of the batch is applied")
     func unknownApp() async throws {

@@ -56,7 +56,7 @@ func acceptedPushes(_ harness: Harness, token: String, event: String? = nil) -> 
     }
 }
 
-@Suite("Lifecycle", .timeLimit(.minutes(4)))
+@Suite("Lifecycle", .timeLimit(.minutes(6)))
 struct LifecycleTests {
     @Test("push-to-start: duplicates and two workers give one start; the reported token gets the newest state")
     func pushToStartEndToEnd() async throws {

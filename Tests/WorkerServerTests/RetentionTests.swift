@@ -4,7 +4,7 @@ import Postgres
 import TestSupport
 import Testing
 
-@Suite("Retention and history partitions", .timeLimit(.minutes(3)))
+@Suite("Retention and history partitions", .timeLimit(.minutes(6)))
 struct RetentionTests {
     @Test("history older than the retention is deleted; newer history and orders stay")
     func deletesOnlyOldHistory() async throws {

@@ -12,7 +12,7 @@ import Testing
 import FoundationNetworking
 #endif
 
-@Suite("Worker service group", .timeLimit(.minutes(3)))
+@Suite("Worker service group", .timeLimit(.minutes(6)))
 struct RunTests {
     func get(_ port: Int, _ path: String) async throws -> (status: Int, body: String) {
         let (data, response) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)\(path)")!)

@@ -7,7 +7,7 @@ import Testing
 
 @testable import LiveDelivery
 
-@Suite("Order state cache", .timeLimit(.minutes(2)))
+@Suite("Order state cache", .timeLimit(.minutes(6)))
 struct StateCacheTests {
     private func state(_ orderID: String, user: String) -> OrderState {
         var state = OrderState(orderID: orderID, now: Date(timeIntervalSince1970: 1_800_000_000))

@@ -7,7 +7,7 @@ import Postgres
 import TestSupport
 import Testing
 
-@Suite("Migrations", .timeLimit(.minutes(3)))
+@Suite("Migrations", .timeLimit(.minutes(6)))
 struct MigrationTests {
     /// Every migration file the project ships, in order.
     static var shipped: [String] {
@@ -320,7 +320,7 @@ struct MigrationTests {
     }
 }
 
-@Suite("Consumer batches", .timeLimit(.minutes(3)))
+@Suite("Consumer batches", .timeLimit(.minutes(6)))
 struct BatchTests {
     @Test(
         "duplicates and an out-of-order event converge on the newest state; a redelivery changes nothing"
@@ -478,7 +478,7 @@ struct BatchTests {
     }
 }
 
-@Suite("Horizontal scale", .timeLimit(.minutes(3)))
+@Suite("Horizontal scale", .timeLimit(.minutes(6)))
 struct ScaleTests {
     @Test(
         "two workers applying shuffled, overlapping batches of the same orders at once converge without errors"

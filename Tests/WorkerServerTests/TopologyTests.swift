@@ -5,7 +5,7 @@ import Testing
 
 @testable import LiveDelivery
 
-@Suite("Broker topology", .timeLimit(.minutes(2)))
+@Suite("Broker topology", .timeLimit(.minutes(6)))
 struct TopologyTests {
     @Test("queues declared by an earlier release, without a member count, are declared again as they are")
     func queuesOfAnEarlierReleaseAreKept() async throws {

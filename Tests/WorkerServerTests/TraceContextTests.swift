@@ -11,7 +11,7 @@ import TestSupport
 import Testing
 import Tracing
 
-@Suite("Trace context", .timeLimit(.minutes(3)))
+@Suite("Trace context", .timeLimit(.minutes(6)))
 struct TraceContextTests {
     @Test(arguments: [
         "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
