@@ -66,11 +66,31 @@ extension ContentMapping {
         return result
     }
 
+    /// One field: its type first (without one nothing else can be checked), then each key in turn, then
+    /// whether it can always be filled.
     private static func field(_ name: String, _ object: JSONObject, at path: String, _ r: ConfigurationReader) -> Field?
     {
         r.checkKeys(
             object, at: path,
             known: ["field", "source", "type", "optional", "default", "dateEncoding", "values", "cases", "comment"])
+        guard let type = fieldType(object, at: path, r) else { return nil }
+        var field = Field(
+            name: name, source: nil, type: type, optional: r.bool(object, "optional", at: path) ?? false,
+            defaultValue: nil, dateEncoding: .referenceDate, values: [:], cases: nil)
+        readSource(&field, object, at: path, r)
+        readDateEncoding(&field, object, at: path, r)
+        if type == .enum {
+            readEnum(&field, object, at: path, r)
+        } else if object["values"] != nil || object["cases"] != nil {
+            r.problem(path, "values and cases are for enum fields")
+        }
+        readDefault(&field, object, at: path, r)
+        checkFilled(field, object, at: path, r)
+        return field
+    }
+
+    /// `type`: required, one of ``FieldType``.
+    private static func fieldType(_ object: JSONObject, at path: String, _ r: ConfigurationReader) -> FieldType? {
         guard let typeText = r.string(object, "type", at: path) else {
             r.problem(path, "needs a type (\(FieldType.allCases.map(\.rawValue).joined(separator: ", ")))")
             return nil
@@ -81,50 +101,62 @@ extension ContentMapping {
                 "unknown type '\(typeText)' (known: \(FieldType.allCases.map(\.rawValue).joined(separator: ", ")))")
             return nil
         }
-        var field = Field(
-            name: name, source: nil, type: type, optional: r.bool(object, "optional", at: path) ?? false,
-            defaultValue: nil, dateEncoding: .referenceDate, values: [:], cases: nil)
+        return type
+    }
 
-        if let sourceText = r.string(object, "source", at: path) {
-            let source = Source(rawValue: sourceText)
-            if let kind = source.kind {
-                if !compatible(kind, type) {
-                    r.problem("\(path).source", "'\(sourceText)' cannot fill a field of type \(type.rawValue)")
-                }
-                field.source = source
-            } else {
-                r.problem(
-                    path,
-                    "unknown source '\(sourceText)' (known: \(Source.known.map(\.rawValue).joined(separator: ", ")))")
+    /// `source`: a known source whose kind can fill the field's type.
+    private static func readSource(
+        _ field: inout Field, _ object: JSONObject, at path: String, _ r: ConfigurationReader
+    ) {
+        guard let sourceText = r.string(object, "source", at: path) else { return }
+        let source = Source(rawValue: sourceText)
+        if let kind = source.kind {
+            if !compatible(kind, field.type) {
+                r.problem("\(path).source", "'\(sourceText)' cannot fill a field of type \(field.type.rawValue)")
             }
+            field.source = source
+        } else {
+            r.problem(
+                path,
+                "unknown source '\(sourceText)' (known: \(Source.known.map(\.rawValue).joined(separator: ", ")))")
         }
-        if let encoding = r.string(object, "dateEncoding", at: path) {
-            if let value = DateEncoding(rawValue: encoding) {
-                field.dateEncoding = value
-            } else {
-                r.problem(
-                    "\(path).dateEncoding",
-                    "unknown encoding '\(encoding)' (known: \(DateEncoding.allCases.map(\.rawValue).joined(separator: ", ")))"
-                )
-            }
+    }
+
+    /// `dateEncoding`: one of ``DateEncoding``.
+    private static func readDateEncoding(
+        _ field: inout Field, _ object: JSONObject, at path: String, _ r: ConfigurationReader
+    ) {
+        guard let encoding = r.string(object, "dateEncoding", at: path) else { return }
+        if let value = DateEncoding(rawValue: encoding) {
+            field.dateEncoding = value
+        } else {
+            r.problem(
+                "\(path).dateEncoding",
+                "unknown encoding '\(encoding)' (known: \(DateEncoding.allCases.map(\.rawValue).joined(separator: ", ")))"
+            )
         }
-        if type == .enum {
-            readEnum(&field, object, at: path, r)
-        } else if object["values"] != nil || object["cases"] != nil {
-            r.problem(path, "values and cases are for enum fields")
+    }
+
+    /// `default`: a value of the field's type; for an enum, one of its cases (read after them).
+    private static func readDefault(
+        _ field: inout Field, _ object: JSONObject, at path: String, _ r: ConfigurationReader
+    ) {
+        guard let value = object["default"], value != .null else { return }
+        field.defaultValue = defaultValue(value, field.type, at: "\(path).default", r)
+        if case .string(let text)? = field.defaultValue, let cases = field.cases, !cases.contains(text) {
+            r.problem("\(path).default", "'\(text)' is not one of the cases (\(cases.joined(separator: ", ")))")
         }
-        if let value = object["default"], value != .null {
-            field.defaultValue = defaultValue(value, type, at: "\(path).default", r)
-            if case .string(let text)? = field.defaultValue, let cases = field.cases, !cases.contains(text) {
-                r.problem("\(path).default", "'\(text)' is not one of the cases (\(cases.joined(separator: ", ")))")
-            }
-        }
+    }
+
+    /// Every field gets a value: from a source or a default, and a non-optional one whose source can be
+    /// missing needs a default (an enum whose every status maps to a case is never missing).
+    private static func checkFilled(_ field: Field, _ object: JSONObject, at path: String, _ r: ConfigurationReader) {
         if field.source == nil && field.defaultValue == nil && object["source"] == nil {
             r.problem(path, "needs a source or a default")
         }
-        let canBeMissing = field.source.map { !$0.alwaysPresent || type == .enum } ?? false
+        let canBeMissing = field.source.map { !$0.alwaysPresent || field.type == .enum } ?? false
         if !field.optional && canBeMissing && field.defaultValue == nil {
-            if type == .enum && field.values.values.allSatisfy({ $0 != nil })
+            if field.type == .enum && field.values.values.allSatisfy({ $0 != nil })
                 && field.values.count == OrderStatus.known.count
             {
                 // Every status maps to a case: never missing.
@@ -135,7 +167,6 @@ extension ContentMapping {
                 )
             }
         }
-        return field
     }
 
     private static func readEnum(_ field: inout Field, _ object: JSONObject, at path: String, _ r: ConfigurationReader)
