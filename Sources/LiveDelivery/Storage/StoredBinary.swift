@@ -199,7 +199,7 @@ extension StoredState {
                 writer.int(pending.timestamp)
                 writer.int(pending.priority)
                 writer.optional(pending.alertStep) { $0.string($1) }
-                writer.optional(pending.alertKind) { $0.string($1) }
+                writer.optional(pending.alertKind) { $0.string($1.rawValue) }
                 writer.mark(pending.mark)
             }
             optional(activity.planned) { $0.mark($1) }
@@ -420,12 +420,26 @@ extension StoredState {
 
         mutating func eta() throws -> ETAWindow { ETAWindow(earliest: try date(), latest: try date()) }
 
+        mutating func alertKind() throws -> ActivityState.AlertKind {
+            guard let kind = ActivityState.AlertKind(rawValue: try string()) else {
+                throw StoredDocumentError(message: "stored document has an unknown alert kind")
+            }
+            return kind
+        }
+
+        mutating func phase() throws -> ActivityState.Phase {
+            guard let phase = ActivityState.Phase(rawValue: try string()) else {
+                throw StoredDocumentError(message: "stored document has an unknown activity phase")
+            }
+            return phase
+        }
+
         mutating func activity() throws -> ActivityState {
             ActivityState(
                 key: try string(),
                 activityID: try optional { try $0.string() },
                 deviceID: try optional { try $0.string() },
-                phase: ActivityState.Phase(rawValue: try string()),
+                phase: try phase(),
                 closeReason: try optional { try $0.string() }.map(CloseReason.init(stored:)),
                 updateToken: try optional { reader in
                     ActivityState.UpdateToken(
@@ -441,7 +455,7 @@ extension StoredState {
                     ActivityState.PendingPush(
                         apnsID: try reader.string(), kind: try reader.kind(), timestamp: try reader.int(),
                         priority: try reader.int(), alertStep: try reader.optional { try $0.string() },
-                        alertKind: try reader.optional { try $0.string() }, mark: try reader.mark())
+                        alertKind: try reader.optional { try $0.alertKind() }, mark: try reader.mark())
                 },
                 planned: try optional { try $0.mark() },
                 sent: try optional { try $0.mark() },

@@ -163,7 +163,7 @@ enum StoredJSON {
             inner.int("timestamp", pending.timestamp)
             inner.int("priority", pending.priority)
             inner.string("alertStep", ifPresent: pending.alertStep)
-            inner.string("alertKind", ifPresent: pending.alertKind)
+            inner.string("alertKind", ifPresent: pending.alertKind?.rawValue)
             try inner.member("mark") { try write(pending.mark, to: writer) }
             inner.close()
         }
@@ -381,13 +381,27 @@ extension StoredJSON {
             return ETAWindow(earliest: try object.date("earliest"), latest: try object.date("latest"))
         }
 
+        private func alertKind(_ text: String) throws -> ActivityState.AlertKind {
+            guard let kind = ActivityState.AlertKind(rawValue: text) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not an alert kind"))
+            }
+            return kind
+        }
+
+        private func phase(_ text: String) throws -> ActivityState.Phase {
+            guard let phase = ActivityState.Phase(rawValue: text) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not an activity phase"))
+            }
+            return phase
+        }
+
         private func activity(at index: Int) throws -> ActivityState {
             let object = try JSONTape.Object(tape, index)
             return ActivityState(
                 key: try object.string("key"),
                 activityID: try object.stringIfPresent("activityID"),
                 deviceID: try object.stringIfPresent("deviceID"),
-                phase: ActivityState.Phase(rawValue: try object.string("phase")),
+                phase: try phase(try object.string("phase")),
                 closeReason: try object.stringIfPresent("closeReason").map(CloseReason.init(stored:)),
                 updateToken: try object.readIfPresent("updateToken") { index in
                     let token = try JSONTape.Object(tape, index)
@@ -410,7 +424,7 @@ extension StoredJSON {
                         timestamp: try pending.int("timestamp"),
                         priority: try pending.int("priority"),
                         alertStep: try pending.stringIfPresent("alertStep"),
-                        alertKind: try pending.stringIfPresent("alertKind"),
+                        alertKind: try pending.stringIfPresent("alertKind").map(alertKind),
                         mark: try pending.read("mark") { try mark(at: $0) })
                 },
                 planned: try object.readIfPresent("planned") { try mark(at: $0) },

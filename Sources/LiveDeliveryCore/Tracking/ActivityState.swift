@@ -8,19 +8,16 @@ package struct ActivityState: Hashable, Sendable, Codable {
     /// waiting for the app to report the update token) → `active` (update token on file) →
     /// `ending` (end push planned) → `ended`. Also `expired` (the system or the 8-hour limit ended
     /// it) and `failed` (token gone, start refused, never adopted). The last three are final.
-    package struct Phase: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
-        package let rawValue: String
-        package init(rawValue: String) { self.rawValue = rawValue }
+    package enum Phase: String, Hashable, Sendable, Codable, CaseIterable, CustomStringConvertible {
+        case pendingStart = "pending_start"
+        case starting
+        case active
+        case ending
+        case ended
+        case expired
+        case failed
 
-        package static let pendingStart = Phase(rawValue: "pending_start")
-        package static let starting = Phase(rawValue: "starting")
-        package static let active = Phase(rawValue: "active")
-        package static let ending = Phase(rawValue: "ending")
-        package static let ended = Phase(rawValue: "ended")
-        package static let expired = Phase(rawValue: "expired")
-        package static let failed = Phase(rawValue: "failed")
-
-        package static let all: [Phase] = [.pendingStart, .starting, .active, .ending, .ended, .expired, .failed]
+        package static let all: [Phase] = allCases
         /// Final phases: nothing is ever pushed again.
         package var isFinal: Bool { self == .ended || self == .expired || self == .failed }
         package var description: String { rawValue }
@@ -86,13 +83,13 @@ package struct ActivityState: Hashable, Sendable, Codable {
         package var priority: Int
         /// The step whose alert the push carries; kept when a newer state of the same step replaces it.
         package var alertStep: String?
-        /// Which texts the alert used: `status` or `eta_slip`.
-        package var alertKind: String?
+        /// Which texts the alert used.
+        package var alertKind: AlertKind?
         package var mark: ContentMark
 
         package init(
             apnsID: String, kind: PlannedPush.Kind, timestamp: Int, priority: Int, alertStep: String?,
-            alertKind: String?, mark: ActivityState.ContentMark
+            alertKind: AlertKind?, mark: ActivityState.ContentMark
         ) {
             self.apnsID = apnsID
             self.kind = kind
@@ -102,6 +99,12 @@ package struct ActivityState: Hashable, Sendable, Codable {
             self.alertKind = alertKind
             self.mark = mark
         }
+    }
+
+    /// Which texts an alert used: the status's (`status`), or the ETA slip's (`eta_slip`, stored so).
+    package enum AlertKind: String, Hashable, Sendable, Codable {
+        case status
+        case etaSlip = "eta_slip"
     }
 
     /// The app and storage policy of an order's broadcast channel (``OrderState/channel`` only).

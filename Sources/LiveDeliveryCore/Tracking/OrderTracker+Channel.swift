@@ -73,7 +73,9 @@ extension OrderTracker {
             storesMostRecent: broadcast.storeMostRecent)
         let open = counts[registration.app] ?? 0
         if open >= broadcast.channelLimit - broadcast.channelHeadroom {
-            channel.close(.failed, .decided(.channelLimitNear), at: now)
+            var machine = ChannelMachine(channel)
+            machine.giveUpNearLimit(now: now)
+            channel = machine.state
             step.decisions.append(
                 Decision(
                     .channelLimitNear, activity: Self.channelKey,
@@ -109,7 +111,9 @@ extension OrderTracker {
     ) {
         guard let channelID = channel.channelID else { return }
         let apnsID = PushID.make([record.orderID, Self.channelKey, PlannedPush.Kind.closeChannel.rawValue, channelID])
-        channel.phase = .ending
+        var machine = ChannelMachine(channel)
+        machine.deletionPlanned()
+        channel = machine.state
         plan(
             .closeChannel, &channel, &step, record: record, mark: mark, now: now, apnsID: apnsID,
             headers: [
@@ -170,7 +174,6 @@ extension OrderTracker {
                 $0.channelID == channel.channelID && $0.phase == .pendingStart
             }
             if let sweepEnd, running {
-                channel.closeReason = .decided(sweepEnd)
                 planEnd(&channel, &step, record: record, content: content, mark: mark, now: now, sweep: sweepEnd)
             } else if record.isTerminal || sweepEnd != nil {
                 if running {
@@ -198,165 +201,55 @@ extension OrderTracker {
     /// The channel's share of a sweep: its end near the 8-hour limit or when the order is idle, and a second
     /// try at a deletion APNs did not accept.
     func sweepChannel(_ step: inout Step, idle: Bool, now: Date) -> Decision.Code? {
-        guard var channel = step.state.channel, let record = step.state.record else { return nil }
-        let sweep = policy.sweep
-        switch channel.phase {
-        case .active:
-            let started = channel.clockStart
-            if now >= started.addingTimeInterval(sweep.lifetime - sweep.lifetimeMargin) { return .sweepLifetime }
-            if idle, now >= started.addingTimeInterval(sweep.idleTimeout) { return .sweepIdle }
-        case .ending where channel.pending == nil:
-            guard case .closeNotAccepted(let reason)? = channel.closeReason else { return nil }
-            step.decisions.append(
-                Decision(
-                    .channelClosePlanned, activity: Self.channelKey,
-                    "the deletion was not accepted (\(reason)); sending it once more"))
-            channel.closeReason = .closeRetried
-            let (_, mark) = contentMark(for: record)
-            planCloseChannel(&channel, &step, record: record, mark: mark, now: now)
-            step.state.channel = channel
-        default:
-            break
-        }
-        return nil
+        guard let channel = step.state.channel, let record = step.state.record else { return nil }
+        var machine = ChannelMachine(channel)
+        let (end, actions) = machine.sweep(policy.sweep, idle: idle, now: now)
+        take(actions, machine, &step, mark: contentMark(for: record).1, now: now)
+        return end
     }
 
     // MARK: - Outcomes
 
     /// Records APNs' answer to one of the channel's requests.
     func recordChannel(_ outcome: PushOutcome, for push: PlannedPush, _ step: inout Step, now: Date) {
-        let key = Self.channelKey
-        guard var channel = step.state.channel else {
+        guard let channel = step.state.channel else {
             step.decisions.append(
-                Decision(.unknownActivity, activity: key, "order \(step.state.orderID) has no channel"))
+                Decision(.unknownActivity, activity: Self.channelKey, "order \(step.state.orderID) has no channel"))
             return
         }
-        let isCurrent = channel.pending?.apnsID == push.apnsID
-        var reconcileAfter = false
-        switch (push.kind, outcome) {
-        case (_, .retryLater(let reason)):
-            step.decisions.append(
-                Decision(
-                    .pushRetry, activity: key,
-                    "\(reason): the request stays pending; it is rebuilt with a fresh timestamp before it is sent again"
-                ))
+        var machine = ChannelMachine(channel)
+        let actions = machine.receive(outcome, for: push, now: now)
+        take(actions, machine, &step, mark: push.mark, now: now)
+    }
 
-        case (.openChannel, .channelCreated(let channelID)):
-            channel.channelID = channelID
-            channel.phase = .active
-            channel.startedAt = now
-            channel.closeReason = nil
-            if isCurrent { channel.pending = nil }
-            reconcileAfter = true
-            step.decisions.append(
-                Decision(
-                    .channelOpened, activity: key,
-                    "APNs created broadcast channel \(channelID): the followers' devices start into it"))
-
-        case (.openChannel, _):
-            let reason =
-                switch outcome {
-                case .dropped(let reason), .tokenRejected(let reason, _): reason
-                default: "no apns-channel-id in the answer"
-                }
-            channel.close(.failed, .channelRefused(reason), at: now)
-            channel.pending = nil
-            reconcileAfter = true
-            step.decisions.append(
-                Decision(
-                    .channelRefused, activity: key,
-                    "APNs did not create the channel (\(reason)): the followers' devices get per-token pushes"))
-
-        case (.closeChannel, .accepted), (.closeChannel, .tokenRejected):
-            let reason = channel.closeReason == .closeRetried ? nil : channel.closeReason
-            channel.close(.ended, reason ?? .endedByServer, at: now)
-            channel.pending = nil
-            step.decisions.append(Decision(.channelClosed, activity: key, "channel \(push.channelID ?? "") deleted"))
-
-        case (.closeChannel, .dropped(let reason)):
-            channel.pending = nil
-            if channel.closeReason == .closeRetried {
-                channel.close(.ended, .closeDropped(reason), at: now)
-                step.decisions.append(
-                    Decision(
-                        .channelCloseFailed, activity: key,
-                        "APNs refused to delete channel \(push.channelID ?? "") twice (\(reason)); given up: it counts against the app's limit until deleted by hand"
-                    ))
-            } else {
-                channel.closeReason = .closeNotAccepted(reason)
-                step.decisions.append(
-                    Decision(
-                        .channelCloseFailed, activity: key,
-                        "APNs refused to delete channel \(push.channelID ?? "") (\(reason)); the sweeper tries once more"
-                    ))
-            }
-
-        case (_, .accepted):
-            channel.countSent(
-                push.mark, priority: push.priority, timestamp: push.timestamp,
-                cutoff: Int(now.timeIntervalSince1970.rounded(.down)) - 3600)
-            if isCurrent { channel.pending = nil }
-            step.decisions.append(
-                Decision(
-                    .pushAccepted, activity: key,
-                    "broadcast \(push.kind.rawValue) accepted (apns-request-id \(push.apnsID))"
-                        + (isCurrent ? "" : "; a newer one is still pending")))
-            if push.kind == .end {
-                endMembers(of: channel, reason: channel.closeReason ?? .endedByServer, &step, now: now)
-                if let record = step.state.record {
-                    planCloseChannel(&channel, &step, record: record, mark: push.mark, now: now)
-                }
-            }
-
-        case (_, .tokenRejected(let reason, _)):
-            channel.close(.failed, .channelGone(reason), at: now)
-            if channel.pending != nil && !isCurrent { step.withdrawn.append(key) }
-            channel.pending = nil
-            step.decisions.append(
-                Decision(
-                    .channelGone, activity: key,
-                    "APNs says \(reason) for channel \(push.channelID ?? ""): the activities in it can no longer be updated and are given up"
-                ))
-            endMembers(of: channel, reason: .channelGone(reason), failed: true, &step, now: now)
-
-        case (_, .dropped(let reason)):
-            if isCurrent {
-                channel.pending = nil
-                channel.planned = channel.sent
-            }
-            step.decisions.append(
-                Decision(.pushDropped, activity: key, "APNs refused the broadcast \(push.kind.rawValue) (\(reason))"))
-            if push.kind == .end {
-                endMembers(of: channel, reason: .endDropped(reason), &step, now: now)
-                if let record = step.state.record {
-                    planCloseChannel(&channel, &step, record: record, mark: push.mark, now: now)
-                }
-            }
-
-        case (_, .channelCreated):
-            step.decisions.append(
-                Decision(.unknownActivity, activity: key, "a channel id answered a \(push.kind.rawValue); ignored"))
+    /// Carries out what a transition of the channel asks of the order, and stores the channel.
+    private func take(
+        _ actions: ChannelMachine.Actions, _ machine: ChannelMachine, _ step: inout Step,
+        mark: @autoclosure () -> ActivityState.ContentMark, now: Date
+    ) {
+        step.decisions.append(contentsOf: actions.decisions)
+        if actions.withdraw { step.withdrawn.append(Self.channelKey) }
+        if let end = actions.endMembers { endMembers(of: machine.state, end, &step, now: now) }
+        var channel = machine.state
+        if actions.delete, let record = step.state.record {
+            planCloseChannel(&channel, &step, record: record, mark: mark(), now: now)
         }
         step.state.channel = channel
-        if reconcileAfter {
+        if actions.reconcile {
             reconcile(&step, context: TrackingContext(), now: now, announce: false, rebuild: [])
         }
     }
 
     /// The end of the channel's activities: they show their final content (or stay as they are).
     private func endMembers(
-        of channel: ActivityState, reason: CloseReason, failed: Bool = false, _ step: inout Step, now: Date
+        of channel: ActivityState, _ end: ChannelMachine.MembersEnd, _ step: inout Step, now: Date
     ) {
         guard let channelID = channel.channelID else { return }
         for index in step.state.activities.indices
         where step.state.activities[index].channelID == channelID && !step.state.activities[index].phase.isFinal {
-            var activity = step.state.activities[index]
-            if activity.pending != nil {
-                activity.pending = nil
-                step.withdrawn.append(activity.key)
+            if step.state.activities[index].endWithChannel(end.reason, failed: end.failed, now: now) {
+                step.withdrawn.append(step.state.activities[index].key)
             }
-            activity.close(failed ? .failed : .ended, reason, at: now)
-            step.state.activities[index] = activity
         }
     }
 }

@@ -19,70 +19,77 @@ extension OrderTracker {
         openChannelIfWanted(&step, record: record, context: context, mark: mark, now: now)
         startNewActivities(&step, record: record, context: context, now: now, announce: announce)
 
-        for index in step.state.activities.indices {
-            var activity = step.state.activities[index]
-            defer { step.state.activities[index] = activity }
-            let forced = rebuild.contains(activity.key)
-            switch activity.phase {
-            case .pendingStart:
-                if record.isTerminal {
-                    if activity.pending != nil { step.withdrawn.append(activity.key) }
-                    activity.pending = nil
-                    activity.close(.ended, .decided(.startWithdrawn), at: now)
-                    step.decisions.append(
-                        Decision(
-                            .startWithdrawn, activity: activity.key,
-                            "the order is \(record.status) before the start went out; the start is withdrawn"))
-                } else if activity.pending == nil {
-                    if let device = activity.deviceID, context.startRefusedDevices.contains(device) {
-                        if announce {
-                            step.decisions.append(
-                                Decision(
-                                    .startDeviceRefused, activity: activity.key,
-                                    "device \(device) is at its start limit; the start waits"))
-                        }
-                    } else {
-                        planStart(&activity, &step, record: record, content: content, mark: mark, now: now)
-                    }
-                } else if forced || mark.differs(from: activity.pending?.mark) {
-                    planStart(&activity, &step, record: record, content: content, mark: mark, now: now)
-                }
-            case .starting:
-                if announce && mark.differs(from: activity.planned) {
-                    step.decisions.append(
-                        Decision(
-                            .waitingForToken, activity: activity.key,
-                            "started; the app has not reported its update token yet. The newest state is sent then"))
-                }
-            case .active where activity.channelID != nil:
-                break  // The order's broadcast channel updates and ends it.
-            case .active:
-                if let reason = sweepEnds[activity.key] {
-                    activity.closeReason = .decided(reason)
-                    planEnd(&activity, &step, record: record, content: content, mark: mark, now: now, sweep: reason)
-                } else if record.isTerminal {
-                    planEnd(&activity, &step, record: record, content: content, mark: mark, now: now, sweep: nil)
-                } else if forced || mark.differs(from: activity.planned) {
-                    planUpdate(&activity, &step, record: record, content: content, mark: mark, now: now)
-                } else if announce {
-                    step.decisions.append(
-                        Decision(
-                            .contentUnchanged, activity: activity.key,
-                            "the content-state and relevance are what the activity already has; nothing is sent"))
-                }
-            case .ending:
-                if forced || activity.pending == nil {
-                    planEnd(
-                        &activity, &step, record: record, content: content, mark: mark, now: now,
-                        sweep: activity.closeReason?.sweepEnd)
-                }
-            default:
-                break
-            }
+        // Moved out while each activity is brought in line in place: no copy of an activity per step.
+        var activities = step.state.activities
+        step.state.activities = []
+        for index in activities.indices {
+            let key = activities[index].key
+            reconcile(
+                &activities[index], &step, record: record, content: content, mark: mark, context: context, now: now,
+                announce: announce, forced: !rebuild.isEmpty && rebuild.contains(key),
+                sweepEnd: sweepEnds.isEmpty ? nil : sweepEnds[key])
         }
+        step.state.activities = activities
         reconcileChannel(
             &step, record: record, content: content, mark: mark, now: now,
             forced: rebuild.contains(Self.channelKey), sweepEnd: sweepEnds[Self.channelKey])
+    }
+
+    /// Brings one activity in line with the order's record.
+    private func reconcile(
+        _ activity: inout ActivityState, _ step: inout Step, record: OrderRecord, content: JSONObject,
+        mark: ActivityState.ContentMark, context: TrackingContext, now: Date, announce: Bool, forced: Bool,
+        sweepEnd: Decision.Code?
+    ) {
+        switch activity.phase {
+        case .pendingStart:
+            if record.isTerminal {
+                step.take(activity.withdrawStart(status: record.status, now: now), for: activity.key)
+            } else if activity.pending == nil {
+                if let device = activity.deviceID, context.startRefusedDevices.contains(device) {
+                    if announce {
+                        step.decisions.append(
+                            Decision(
+                                .startDeviceRefused, activity: activity.key,
+                                "device \(device) is at its start limit; the start waits"))
+                    }
+                } else {
+                    planStart(&activity, &step, record: record, content: content, mark: mark, now: now)
+                }
+            } else if forced || mark.differs(from: activity.pending?.mark) {
+                planStart(&activity, &step, record: record, content: content, mark: mark, now: now)
+            }
+        case .starting:
+            if announce && mark.differs(from: activity.planned) {
+                step.decisions.append(
+                    Decision(
+                        .waitingForToken, activity: activity.key,
+                        "started; the app has not reported its update token yet. The newest state is sent then"))
+            }
+        case .active where activity.channelID != nil:
+            break  // The order's broadcast channel updates and ends it.
+        case .active:
+            if let sweepEnd {
+                planEnd(&activity, &step, record: record, content: content, mark: mark, now: now, sweep: sweepEnd)
+            } else if record.isTerminal {
+                planEnd(&activity, &step, record: record, content: content, mark: mark, now: now, sweep: nil)
+            } else if forced || mark.differs(from: activity.planned) {
+                planUpdate(&activity, &step, record: record, content: content, mark: mark, now: now)
+            } else if announce {
+                step.decisions.append(
+                    Decision(
+                        .contentUnchanged, activity: activity.key,
+                        "the content-state and relevance are what the activity already has; nothing is sent"))
+            }
+        case .ending:
+            if forced || activity.pending == nil {
+                planEnd(
+                    &activity, &step, record: record, content: content, mark: mark, now: now,
+                    sweep: activity.closeReason?.sweepEnd)
+            }
+        case .ended, .expired, .failed:
+            break
+        }
     }
 
     /// The content-state of the record and what a push of it carries.
@@ -101,7 +108,6 @@ extension OrderTracker {
         _ step: inout Step, record: OrderRecord, context: TrackingContext, now: Date, announce: Bool
     ) {
         guard !record.isTerminal else { return }
-        let channel = step.state.channel
         // The order's own user's devices first, then the followers': the activity limit keeps the user's.
         let candidates = step.state.pushToStartTokens.filter { registration in
             !step.state.activities.contains(where: { $0.deviceID == registration.deviceID })
@@ -110,73 +116,19 @@ extension OrderTracker {
         let own = candidates.filter { $0.userID == record.userID }
         var refused: [String] = []
         for registration in own + candidates.filter({ $0.userID != record.userID }) {
-            guard registration.attributesType == mapping.attributesType else {
-                if announce {
-                    step.decisions.append(
-                        Decision(
-                            .startWrongAttributesType,
-                            "device \(registration.deviceID)'s push-to-start token is for \(registration.attributesType), not \(mapping.attributesType); not used"
-                        ))
-                }
+            let joins: String?
+            switch startability(registration, of: step.state, record: record, context: context) {
+            case .start(let channelID):
+                joins = channelID
+            case .notNow(let code):
+                if announce { step.decisions.append(notStarted(code, registration, record: record)) }
                 continue
-            }
-            guard policy.startOn.contains(record.status) else {
-                if announce {
-                    step.decisions.append(
-                        Decision(
-                            .startNotOnStatus,
-                            "device \(registration.deviceID) can be started remotely, but not at \(record.status) (startOn: \(policy.startOn.sorted().map(\.rawValue).joined(separator: ", ")))"
-                        ))
-                }
-                continue
-            }
-            if let settings = context.deviceSettings[registration.deviceID], !settings.activitiesEnabled {
-                if announce {
-                    step.decisions.append(
-                        Decision(
-                            .startActivitiesDisabled,
-                            "device \(registration.deviceID) can be started remotely, but Live Activities are off there"
-                        ))
-                }
-                continue
-            }
-            var joins: String?
-            if registration.userID != record.userID, let channel, channel.broadcast?.app == registration.app {
-                switch channel.phase {
-                case .pendingStart:
-                    if announce {
-                        step.decisions.append(
-                            Decision(
-                                .waitingForChannel,
-                                "device \(registration.deviceID) of follower \(registration.userID) starts once the order's broadcast channel is open"
-                            ))
-                    }
-                    continue
-                case .active:
-                    joins = channel.channelID
-                default:
-                    break
-                }
             }
             guard step.state.activities.count < OrderState.maxActivities else {
                 refused.append(registration.deviceID)
                 continue
             }
-            var activity = ActivityState(
-                key: "device:\(registration.deviceID)", activityID: nil, deviceID: registration.deviceID,
-                phase: .pendingStart, now: now)
-            activity.channelID = joins
-            activity.frequentPushes = context.deviceSettings[registration.deviceID]?.frequentPushesEnabled
-            if activity.frequentPushes == true {
-                step.decisions.append(frequentUpdates(true, activity: activity.key, device: registration.deviceID))
-            }
-            activity.startToken = registration
-            if context.startRefusedDevices.contains(registration.deviceID) {
-                step.decisions.append(
-                    Decision(
-                        .startDeviceRefused, activity: activity.key,
-                        "device \(registration.deviceID) is at its start limit; the start waits"))
-            }
+            let activity = newActivity(registration, joining: joins, context: context, &step, now: now)
             step.state.activities.append(activity)
         }
         if !refused.isEmpty && announce {
@@ -188,6 +140,76 @@ extension OrderTracker {
                             ? "device that could be started remotely is" : "devices that could be started remotely are")
                         + " not started (\(Self.sample(refused)))"))
         }
+    }
+
+    private enum Startability {
+        /// A start may be planned, into the order's broadcast channel of this id if one is named.
+        case start(joining: String?)
+        /// Not now, and why (told only when announced).
+        case notNow(Decision.Code)
+    }
+
+    /// Whether a device may be started remotely now, and into which channel.
+    private func startability(
+        _ registration: PushToStartRegistration, of state: OrderState, record: OrderRecord, context: TrackingContext
+    ) -> Startability {
+        guard registration.attributesType == mapping.attributesType else { return .notNow(.startWrongAttributesType) }
+        guard policy.startOn.contains(record.status) else { return .notNow(.startNotOnStatus) }
+        if let settings = context.deviceSettings[registration.deviceID], !settings.activitiesEnabled {
+            return .notNow(.startActivitiesDisabled)
+        }
+        // A follower's device of the channel's app starts into the channel, once it is open.
+        guard registration.userID != record.userID, let channel = state.channel,
+            channel.broadcast?.app == registration.app
+        else { return .start(joining: nil) }
+        switch channel.phase {
+        case .pendingStart: return .notNow(.waitingForChannel)
+        case .active: return .start(joining: channel.channelID)
+        default: return .start(joining: nil)
+        }
+    }
+
+    /// Why a device is not started now, for people.
+    private func notStarted(
+        _ code: Decision.Code, _ registration: PushToStartRegistration, record: OrderRecord
+    ) -> Decision {
+        let device = registration.deviceID
+        let why =
+            switch code {
+            case .startWrongAttributesType:
+                "device \(device)'s push-to-start token is for \(registration.attributesType), not \(mapping.attributesType); not used"
+            case .startNotOnStatus:
+                "device \(device) can be started remotely, but not at \(record.status) (startOn: \(policy.startOn.sorted().map(\.rawValue).joined(separator: ", ")))"
+            case .startActivitiesDisabled:
+                "device \(device) can be started remotely, but Live Activities are off there"
+            default:
+                "device \(device) of follower \(registration.userID) starts once the order's broadcast channel is open"
+            }
+        return Decision(code, why)
+    }
+
+    /// A device's activity, to be started by push-to-start.
+    private func newActivity(
+        _ registration: PushToStartRegistration, joining channelID: String?, context: TrackingContext,
+        _ step: inout Step, now: Date
+    ) -> ActivityState {
+        let device = registration.deviceID
+        var activity = ActivityState(
+            key: "device:\(device)", activityID: nil, deviceID: device, phase: .pendingStart, now: now)
+        activity.channelID = channelID
+        activity.frequentPushes = context.deviceSettings[device]?.frequentPushesEnabled
+        if activity.frequentPushes == true {
+            step.decisions.append(frequentUpdates(true, activity: activity.key, device: device))
+        }
+        activity.startToken = registration
+        if context.startRefusedDevices.contains(device) {
+            step.decisions.append(
+                Decision(
+                    .startDeviceRefused, activity: activity.key,
+                    "device \(device) is at its start limit; the start waits"
+                ))
+        }
+        return activity
     }
 
     // MARK: - Start, update, end
@@ -205,12 +227,12 @@ extension OrderTracker {
             Decision(.alert, activity: key, "a remote start must carry an alert"),
             Decision(.priority, activity: key, "priority 10: a start is sent at once (it draws on the start budget)"),
         ]
-        build(
-            .start, &activity, &step, record: record, content: content, mark: mark, now: now,
-            alert: alert, alertStep: mark.step, alertKind: "status", priority: 10,
-            attributes: mapping.attributes(for: record), fallbackAlert: fallback, dismissAfter: nil, notes: notes,
+        let draft = PushDraft(
+            kind: .start, alert: alert, alertStep: mark.step, alertKind: .status, priority: 10,
+            attributes: mapping.attributes(for: record), fallbackAlert: fallback, notes: notes,
             reason: "remote start at \(record.status) via push-to-start token \(activity.startToken!.token)"
                 + (activity.channelID.map { " into broadcast channel \($0)" } ?? ""))
+        build(draft, &activity, &step, record: record, content: content, mark: mark, now: now)
     }
 
     func planUpdate(
@@ -229,7 +251,7 @@ extension OrderTracker {
         var priority = 5
         if alert != nil {
             let rule = policy.rule(for: record.status)
-            let essential = rule.essential && alertKind == "status"
+            let essential = rule.essential && alertKind == .status
             if essential || budgetLeft(activity, now: now) {
                 priority = 10
                 notes.append(
@@ -253,10 +275,10 @@ extension OrderTracker {
         } else {
             notes.append(Decision(.priority, activity: key, "priority 5: no alert, a routine update"))
         }
-        build(
-            .update, &activity, &step, record: record, content: content, mark: mark, now: now, alert: alert,
-            alertStep: alertStep, alertKind: alertKind, priority: priority, attributes: nil, fallbackAlert: nil,
-            dismissAfter: nil, notes: notes, reason: what)
+        let draft = PushDraft(
+            kind: .update, alert: alert, alertStep: alertStep, alertKind: alertKind, priority: priority, notes: notes,
+            reason: what)
+        build(draft, &activity, &step, record: record, content: content, mark: mark, now: now)
     }
 
     func planEnd(
@@ -267,7 +289,7 @@ extension OrderTracker {
         var notes: [Decision] = []
         var alert: AlertContent?
         var alertStep: String?
-        var alertKind: String?
+        var alertKind: ActivityState.AlertKind?
         let dismissAfter: TimeInterval
         let why: String
         if let sweep {
@@ -284,13 +306,13 @@ extension OrderTracker {
             (alert, alertStep, alertKind) = chooseAlert(activity, record: record, mark: mark, now: now, notes: &notes)
         }
         notes.append(Decision(.priority, activity: key, "priority 10: an end is sent at once"))
-        build(
-            .end, &activity, &step, record: record, content: content, mark: mark, now: now, alert: alert,
-            alertStep: alertStep, alertKind: alertKind, priority: 10, attributes: nil, fallbackAlert: nil,
+        let draft = PushDraft(
+            kind: .end, alert: alert, alertStep: alertStep, alertKind: alertKind, priority: 10,
             dismissAfter: dismissAfter, notes: notes,
             reason: (sweep.map { "\($0.rawValue): " } ?? "") + why
                 + "; final content, dismissed \(dismissLabel(dismissAfter)) after the end")
-        if activity.pending?.kind == .end { activity.phase = .ending }
+        build(draft, &activity, &step, record: record, content: content, mark: mark, now: now)
+        activity.endPlanned(sweep: sweep)
     }
 
     private func describeChange(_ previous: ActivityState.ContentMark, _ mark: ActivityState.ContentMark) -> String {
@@ -313,18 +335,18 @@ extension OrderTracker {
     private func chooseAlert(
         _ activity: ActivityState, record: OrderRecord, mark: ActivityState.ContentMark, now: Date,
         notes: inout [Decision]
-    ) -> (AlertContent?, String?, String?) {
+    ) -> (AlertContent?, String?, ActivityState.AlertKind?) {
         let key = activity.key
         let rule = policy.rule(for: record.status)
-        func render(_ kind: String) -> AlertContent? {
+        func render(_ kind: ActivityState.AlertKind) -> AlertContent? {
             // The template values only when an alert is rendered: most pushes carry none.
             let values = AlertTemplate.values(for: record, now: now)
-            let texts = kind == "eta_slip" ? policy.etaSlipTexts : rule.texts
+            let texts = kind == .etaSlip ? policy.etaSlipTexts : rule.texts
             guard let alert = texts.lazy.compactMap({ $0.render(values, sound: self.policy.alertSound) }).first else {
                 notes.append(
                     Decision(
                         .alertNoText, activity: key,
-                        "no alert text of \(kind == "eta_slip" ? "alerts.etaSlip" : "statuses.\(record.status)") can be filled; no alert"
+                        "no alert text of \(kind == .etaSlip ? "alerts.etaSlip" : "statuses.\(record.status)") can be filled; no alert"
                     ))
                 return nil
             }
@@ -339,28 +361,7 @@ extension OrderTracker {
                 ))
             return (render(kind), step, kind)
         }
-        var kind: String?
-        if rule.alert && activity.planned?.step != mark.step {
-            kind = "status"
-        } else if let old = activity.planned?.eta, let eta = mark.eta, activity.planned?.step == mark.step {
-            let slip = eta.latest.timeIntervalSince(old.latest)
-            if slip > policy.etaSlipThreshold {
-                kind = "eta_slip"
-            } else if slip > 0 {
-                notes.append(
-                    Decision(
-                        .noAlert, activity: key,
-                        "no alert: the ETA moved \(minutes(slip)), within the \(minutes(policy.etaSlipThreshold)) threshold"
-                    ))
-                return (nil, nil, nil)
-            }
-        }
-        guard let kind else {
-            notes.append(
-                Decision(
-                    .noAlert, activity: key,
-                    rule.alert ? "no alert: still \(mark.step)" : "no alert: \(record.status) is not an alerting moment"
-                ))
+        guard let kind = alertMoment(activity, record: record, mark: mark, notes: &notes) else {
             return (nil, nil, nil)
         }
         if activity.alertedSteps.contains(mark.step) {
@@ -378,13 +379,39 @@ extension OrderTracker {
         }
         guard let alert = render(kind) else { return (nil, nil, nil) }
         notes.append(
-            kind == "eta_slip"
+            kind == .etaSlip
                 ? Decision(
                     .alertETASlip, activity: key,
                     "alert: the ETA slipped more than \(minutes(policy.etaSlipThreshold)) (\(mark.step) has not alerted yet)"
                 )
                 : Decision(.alert, activity: key, "alert: reaching \(mark.step) is an alerting moment"))
         return (alert, mark.step, kind)
+    }
+
+    /// Which texts the push is a moment to alert with, if any: reaching an alerting step, or an ETA slip past
+    /// the threshold within a step.
+    private func alertMoment(
+        _ activity: ActivityState, record: OrderRecord, mark: ActivityState.ContentMark, notes: inout [Decision]
+    ) -> ActivityState.AlertKind? {
+        let rule = policy.rule(for: record.status)
+        if rule.alert && activity.planned?.step != mark.step { return .status }
+        if let old = activity.planned?.eta, let eta = mark.eta, activity.planned?.step == mark.step {
+            let slip = eta.latest.timeIntervalSince(old.latest)
+            if slip > policy.etaSlipThreshold { return .etaSlip }
+            if slip > 0 {
+                notes.append(
+                    Decision(
+                        .noAlert, activity: activity.key,
+                        "no alert: the ETA moved \(minutes(slip)), within the \(minutes(policy.etaSlipThreshold)) threshold"
+                    ))
+                return nil
+            }
+        }
+        notes.append(
+            Decision(
+                .noAlert, activity: activity.key,
+                rule.alert ? "no alert: still \(mark.step)" : "no alert: \(record.status) is not an alerting moment"))
+        return nil
     }
 
     func minutes(_ seconds: TimeInterval) -> String { "\(Int((seconds / 60).rounded())) min" }
@@ -409,35 +436,101 @@ extension OrderTracker {
 
     // MARK: - Building
 
+    /// What a push is to carry, as planning decided it: ``build(_:_:_:record:content:mark:now:)``'s input.
+    struct PushDraft {
+        var kind: PlannedPush.Kind
+        var alert: AlertContent?
+        /// The step whose alert it carries, and which texts the alert used.
+        var alertStep: String?
+        var alertKind: ActivityState.AlertKind?
+        var priority: Int
+        /// A start's attributes and its alert should the payload be too large for the chosen one.
+        var attributes: JSONObject? = nil
+        var fallbackAlert: AlertContent? = nil
+        /// An end's dismissal, after the end.
+        var dismissAfter: TimeInterval? = nil
+        /// What planning decided on the way (alert, priority), logged after the push's own line.
+        var notes: [Decision]
+        var reason: String
+    }
+
+    /// The push's dates, from the timestamp it must carry (strictly after the activity's last).
+    private struct PushDates {
+        var timestamp: Int
+        var staleDate: Int?
+        var dismissalDate: Int?
+        var expiration: Int
+    }
+
+    /// Builds the push `draft` describes for the activity, makes it the activity's pending push (replacing any
+    /// earlier), and adds it to the step; or says why nothing can be sent.
     func build(
-        _ kind: PlannedPush.Kind, _ activity: inout ActivityState, _ step: inout Step, record: OrderRecord,
-        content: JSONObject, mark: ActivityState.ContentMark, now: Date, alert: AlertContent?, alertStep: String?,
-        alertKind: String?, priority: Int, attributes: JSONObject?, fallbackAlert: AlertContent?,
-        dismissAfter: TimeInterval?, notes: [Decision], reason: String
+        _ draft: PushDraft, _ activity: inout ActivityState, _ step: inout Step, record: OrderRecord,
+        content: JSONObject, mark: ActivityState.ContentMark, now: Date
     ) {
+        let key = activity.key
         let target: (token: DeviceToken?, bundleID: String, environment: APNsEnvironment)
         if let broadcast = activity.broadcast {
             target = (nil, broadcast.bundleID, broadcast.environment)
         } else if let device = activity.pushTarget {
             target = (device.token, device.bundleID, device.environment)
         } else {
-            step.decisions.append(Decision(.waitingForToken, activity: activity.key, "no token to push to yet"))
+            step.decisions.append(Decision(.waitingForToken, activity: key, "no token to push to yet"))
             return
         }
-        var decisions = notes
-        let key = activity.key
+        var decisions = draft.notes
+        let dates = self.dates(draft, activity, record: record, now: now, decisions: &decisions)
+        guard
+            let (payload, finalAlert) = self.payload(
+                draft, activity, record: record, content: content, mark: mark, dates: dates, decisions: &decisions,
+                step: &step)
+        else { return }
+        let apnsID = PushID.make([record.orderID, key, draft.kind.rawValue, String(dates.timestamp), mark.contentState])
+        let channelID = activity.broadcast != nil ? activity.channelID : nil
+        let push = PlannedPush(
+            orderID: record.orderID, activityKey: key, activityID: activity.activityID, kind: draft.kind,
+            deviceToken: target.token, channelID: channelID, environment: target.environment,
+            bundleID: target.bundleID, apnsID: apnsID, priority: draft.priority, timestamp: dates.timestamp,
+            notBefore: Date(timeIntervalSince1970: Double(dates.timestamp)), expiration: dates.expiration,
+            headers: Self.headers(
+                channelID: channelID, topic: target.bundleID, priority: draft.priority,
+                expiration: dates.expiration, apnsID: apnsID),
+            payload: payload, alert: finalAlert, step: mark.step, status: record.status,
+            statusKey: record.statusKey, reason: draft.reason, mark: mark)
+        if let pending = activity.pending {
+            decisions.insert(
+                Decision(
+                    .superseded, activity: key,
+                    "replaces the pending \(pending.kind.rawValue) (timestamp \(pending.timestamp)) that APNs has not confirmed; only the newest matters"
+                ), at: 0)
+        }
+        activity.makePending(push, alertStep: finalAlert != nil ? draft.alertStep : nil, alertKind: draft.alertKind)
+        step.pushes.removeAll { $0.activityKey == key }
+        step.withdrawn.removeAll { $0 == key }
+        step.pushes.append(push)
+        step.decisions.append(
+            Decision(
+                push.kind.plannedCode, activity: key,
+                "\(push.kind.rawValue): \(draft.reason) (priority \(push.priority)"
+                    + (finalAlert.map { ", alert \"\($0)\"" } ?? "") + ")"))
+        step.decisions += decisions
+    }
+
+    /// The timestamp (held past the activity's last), the stale and dismissal dates, and the expiration.
+    private func dates(
+        _ draft: PushDraft, _ activity: ActivityState, record: OrderRecord, now: Date, decisions: inout [Decision]
+    ) -> PushDates {
         let nowSeconds = Int(now.timeIntervalSince1970.rounded(.down))
         let timestamp = max(nowSeconds, activity.lastTimestamp + 1)
         if timestamp > nowSeconds {
             decisions.append(
                 Decision(
-                    .timestampHeld, activity: key,
+                    .timestampHeld, activity: activity.key,
                     "aps.timestamp must exceed the previous \(activity.lastTimestamp): not sent before \(RFC3339.format(Date(timeIntervalSince1970: Double(timestamp))))"
                 ))
         }
-        let rule = policy.rule(for: record.status)
         var staleDate: Int?
-        if kind != .end {
+        if draft.kind != .end {
             var stale =
                 record.eta.map { $0.value.latest.addingTimeInterval(policy.staleAfterETA) }
                 ?? now.addingTimeInterval(policy.staleWithoutETA)
@@ -446,31 +539,12 @@ extension OrderTracker {
             staleDate = Int(stale.timeIntervalSince1970.rounded(.up))
         }
         var dismissalDate: Int?
-        if let dismissAfter {
+        if let dismissAfter = draft.dismissAfter {
             let clamped = min(max(dismissAfter, 0), 4 * 3600)
             dismissalDate = clamped == 0 ? timestamp - 1 : timestamp + Int(clamped)
         }
-        assert(mark.contentState == JSONValue.object(content).compactText, "the mark is of this content")
-        let builder = PayloadBuilder(
-            kind: kind, contentState: content, attributesType: kind == .start ? mapping.attributesType : nil,
-            attributes: attributes, timestamp: timestamp, staleDate: staleDate, dismissalDate: dismissalDate,
-            relevance: rule.relevance, alert: alert, startFallbackAlert: fallbackAlert,
-            inputPushToken: policy.inputPushToken, inputPushChannel: kind == .start ? activity.channelID : nil,
-            contentStateJSON: mark.contentState)
-        let payload: [UInt8]
-        let finalAlert: AlertContent?
-        switch builder.build(maxBytes: policy.maxPayloadBytes) {
-        case .refused(let why):
-            step.decisions.append(
-                Decision(.payloadRefused, activity: activity.key, "\(kind.rawValue) not sent: \(why)"))
-            return
-        case .built(let bytes, let kept, let trimNotes):
-            payload = bytes
-            finalAlert = kept
-            for note in trimNotes { decisions.append(Decision(.payloadTrimmed, activity: key, note)) }
-        }
         let expirationSeconds =
-            switch kind {
+            switch draft.kind {
             case .start: policy.startExpiration
             case .update: policy.updateExpiration
             case .end, .openChannel, .closeChannel: policy.endExpiration
@@ -478,68 +552,81 @@ extension OrderTracker {
         // A channel that stores no message takes only `apns-expiration: 0`.
         let expiration =
             activity.broadcast.map { !$0.storesMostRecent } ?? false ? 0 : nowSeconds + Int(expirationSeconds)
-        let apnsID = PushID.make([record.orderID, activity.key, kind.rawValue, String(timestamp), mark.contentState])
-        let headers: [PlannedPush.Header]
-        if let channelID = activity.broadcast != nil ? activity.channelID : nil {
-            headers = [
+        return PushDates(
+            timestamp: timestamp, staleDate: staleDate, dismissalDate: dismissalDate, expiration: expiration)
+    }
+
+    /// The payload within the size limit, and the alert it kept; nil (with the decision) when it cannot fit.
+    private func payload(
+        _ draft: PushDraft, _ activity: ActivityState, record: OrderRecord, content: JSONObject,
+        mark: ActivityState.ContentMark, dates: PushDates, decisions: inout [Decision], step: inout Step
+    ) -> ([UInt8], AlertContent?)? {
+        assert(mark.contentState == JSONValue.object(content).compactText, "the mark is of this content")
+        let isStart = draft.kind == .start
+        let builder = PayloadBuilder(
+            kind: draft.kind, contentState: content, attributesType: isStart ? mapping.attributesType : nil,
+            attributes: draft.attributes, timestamp: dates.timestamp, staleDate: dates.staleDate,
+            dismissalDate: dates.dismissalDate, relevance: policy.rule(for: record.status).relevance,
+            alert: draft.alert, startFallbackAlert: draft.fallbackAlert, inputPushToken: policy.inputPushToken,
+            inputPushChannel: isStart ? activity.channelID : nil, contentStateJSON: mark.contentState)
+        switch builder.build(maxBytes: policy.maxPayloadBytes) {
+        case .refused(let why):
+            step.decisions.append(
+                Decision(.payloadRefused, activity: activity.key, "\(draft.kind.rawValue) not sent: \(why)"))
+            return nil
+        case .built(let bytes, let kept, let trimNotes):
+            for note in trimNotes { decisions.append(Decision(.payloadTrimmed, activity: activity.key, note)) }
+            return (bytes, kept)
+        }
+    }
+
+    /// A Live Activity push's APNs headers: to a device token (by topic), or as a broadcast on a channel.
+    static func headers(
+        channelID: String?, topic bundleID: String, priority: Int, expiration: Int, apnsID: String
+    ) -> [PlannedPush.Header] {
+        if let channelID {
+            return [
                 .init(name: "apns-push-type", value: "liveactivity"),
                 .init(name: "apns-channel-id", value: channelID),
                 .init(name: "apns-priority", value: String(priority)),
                 .init(name: "apns-expiration", value: String(expiration)),
                 .init(name: "apns-request-id", value: apnsID),
             ]
-        } else {
-            headers = [
-                .init(name: "apns-push-type", value: "liveactivity"),
-                .init(name: "apns-topic", value: "\(target.bundleID).push-type.liveactivity"),
-                .init(name: "apns-priority", value: String(priority)),
-                .init(name: "apns-expiration", value: String(expiration)),
-                .init(name: "apns-id", value: apnsID),
-            ]
         }
-        let push = PlannedPush(
-            orderID: record.orderID, activityKey: activity.key, activityID: activity.activityID, kind: kind,
-            deviceToken: target.token, channelID: activity.broadcast != nil ? activity.channelID : nil,
-            environment: target.environment, bundleID: target.bundleID, apnsID: apnsID,
-            priority: priority, timestamp: timestamp, notBefore: Date(timeIntervalSince1970: Double(timestamp)),
-            expiration: expiration, headers: headers, payload: payload, alert: finalAlert, step: mark.step,
-            status: record.status, statusKey: record.statusKey, reason: reason, mark: mark)
+        return [
+            .init(name: "apns-push-type", value: "liveactivity"),
+            .init(name: "apns-topic", value: "\(bundleID).push-type.liveactivity"),
+            .init(name: "apns-priority", value: String(priority)),
+            .init(name: "apns-expiration", value: String(expiration)),
+            .init(name: "apns-id", value: apnsID),
+        ]
+    }
+}
 
-        if let pending = activity.pending {
-            decisions.insert(
-                Decision(
-                    .superseded, activity: key,
-                    "replaces the pending \(pending.kind.rawValue) (timestamp \(pending.timestamp)) that APNs has not confirmed; only the newest matters"
-                ), at: 0)
+extension PlannedPush.Kind {
+    /// The decision that a push of this kind is planned.
+    var plannedCode: Decision.Code {
+        switch self {
+        case .start: .startPlanned
+        case .update: .updatePlanned
+        case .end: .endPlanned
+        case .openChannel: .channelPlanned
+        case .closeChannel: .channelClosePlanned
         }
-        let keptAlert = finalAlert != nil ? alertStep : nil
-        if let keptAlert, activity.pending?.alertStep != keptAlert || !activity.alertedSteps.contains(keptAlert) {
-            if !activity.alertedSteps.contains(keptAlert) {
-                activity.alertedSteps.append(keptAlert)
-                activity.alertCount += 1
-            }
+    }
+}
+
+extension ActivityState {
+    /// `push` is the activity's pending push now, carrying the alert of `alertStep` (counted once per step).
+    mutating func makePending(_ push: PlannedPush, alertStep: String?, alertKind: AlertKind?) {
+        if let alertStep, !alertedSteps.contains(alertStep) {
+            alertedSteps.append(alertStep)
+            alertCount += 1
         }
-        activity.pending = ActivityState.PendingPush(
-            apnsID: apnsID, kind: kind, timestamp: timestamp, priority: priority, alertStep: keptAlert,
-            alertKind: keptAlert != nil ? alertKind : nil, mark: mark)
-        activity.planned = mark
-        activity.lastTimestamp = timestamp
-        step.pushes.removeAll { $0.activityKey == activity.key }
-        step.withdrawn.removeAll { $0 == activity.key }
-        step.pushes.append(push)
-        let code: Decision.Code =
-            switch kind {
-            case .start: .startPlanned
-            case .update: .updatePlanned
-            case .end: .endPlanned
-            case .openChannel: .channelPlanned
-            case .closeChannel: .channelClosePlanned
-            }
-        step.decisions.append(
-            Decision(
-                code, activity: key,
-                "\(kind.rawValue): \(reason) (priority \(priority)" + (finalAlert.map { ", alert \"\($0)\"" } ?? "")
-                    + ")"))
-        step.decisions += decisions
+        pending = PendingPush(
+            apnsID: push.apnsID, kind: push.kind, timestamp: push.timestamp, priority: push.priority,
+            alertStep: alertStep, alertKind: alertStep != nil ? alertKind : nil, mark: push.mark)
+        planned = push.mark
+        lastTimestamp = push.timestamp
     }
 }

@@ -17,43 +17,10 @@ extension OrderTracker {
             && now >= step.state.lastChangeAt.addingTimeInterval(sweep.idleTimeout)
 
         for index in step.state.activities.indices {
-            var activity = step.state.activities[index]
-            defer { step.state.activities[index] = activity }
-            let started = activity.clockStart
-            let limit = started.addingTimeInterval(sweep.lifetime - sweep.lifetimeMargin)
-            switch activity.phase {
-            case .active where activity.channelID != nil:
-                break  // The order's channel ends it.
-            case .active:
-                if now >= limit {
-                    sweepEnds[activity.key] = .sweepLifetime
-                } else if idle, now >= started.addingTimeInterval(sweep.idleTimeout) {
-                    sweepEnds[activity.key] = .sweepIdle
-                }
-            case .ending where activity.pending == nil:
-                switch activity.closeReason {
-                case nil, .endNotAccepted?:
-                    step.decisions.append(
-                        Decision(
-                            .sweepTerminalNotEnded, activity: activity.key,
-                            "the end was not accepted (\(activity.closeReason?.stored ?? "no end pending")); sending it once more"
-                        ))
-                    activity.closeReason = .decided(.sweepTerminalNotEnded)
-                default:
-                    break
-                }
-            case .starting:
-                if now >= started.addingTimeInterval(sweep.adoptionTimeout) {
-                    activity.close(.failed, .decided(.sweepNeverAdopted), at: now)
-                    step.decisions.append(
-                        Decision(
-                            .sweepNeverAdopted, activity: activity.key,
-                            "started \(minutes(now.timeIntervalSince(started))) ago and the app never reported its update token; given up (the system ends it by itself)"
-                        ))
-                }
-            default:
-                break
-            }
+            let (end, actions) = step.state.activities[index].sweep(sweep, idle: idle, now: now)
+            let key = step.state.activities[index].key
+            step.take(actions, for: key)
+            if let end { sweepEnds[key] = end }
         }
         if let end = sweepChannel(&step, idle: idle, now: now) { sweepEnds[Self.channelKey] = end }
         if step.state.record == nil {
@@ -85,119 +52,8 @@ extension OrderTracker {
                 Decision(.unknownActivity, activity: push.activityKey, "no such activity in order \(state.orderID)"))
             return finish(step, now: now)
         }
-        var activity = step.state.activities[index]
-        let isCurrent = activity.pending?.apnsID == push.apnsID
-        let key = activity.key
-
-        switch outcome {
-        case .accepted:
-            activity.countSent(
-                push.mark, priority: push.priority, timestamp: push.timestamp,
-                cutoff: Int(now.timeIntervalSince1970.rounded(.down)) - 3600)
-            if isCurrent { activity.pending = nil }
-            switch push.kind {
-            case .start:
-                if activity.phase == .pendingStart
-                    || (activity.phase == .ended && activity.closeReason == .decided(.startWithdrawn))
-                {
-                    // Started into the order's channel: no update token comes; the channel updates it.
-                    activity.phase = activity.channelID != nil ? .active : .starting
-                    activity.closeReason = nil
-                    activity.endedAt = nil
-                    activity.startedAt = now
-                }
-                if !isCurrent, activity.pending?.kind == .start {
-                    activity.pending = nil
-                    activity.planned = push.mark
-                    step.withdrawn.append(key)
-                    step.decisions.append(
-                        Decision(
-                            .withdrawn, activity: key,
-                            "an earlier start was accepted: the newer pending start is withdrawn (never start twice); the newest state follows as an update"
-                        ))
-                }
-            case .end:
-                if isCurrent || activity.phase == .ending {
-                    activity.close(.ended, activity.closeReason ?? .endedByServer, at: now)
-                }
-            case .update, .openChannel, .closeChannel:
-                break
-            }
-            step.decisions.append(
-                Decision(
-                    .pushAccepted, activity: key,
-                    "\(push.kind.rawValue) accepted (apns-id \(push.apnsID))"
-                        + (isCurrent ? "" : "; a newer push is still pending")
-                        + "; the activity is \(activity.phase)"))
-
-        case .channelCreated:
-            step.decisions.append(
-                Decision(.unknownActivity, activity: key, "a channel id answered a \(push.kind.rawValue); ignored"))
-
-        case .tokenRejected(let reason, let unregisteredAt):
-            guard let target = activity.pushTarget, target.token == push.deviceToken else {
-                step.decisions.append(
-                    Decision(
-                        .tokenGoneIgnored, activity: key,
-                        "\(reason) for token \(push.deviceToken.map { "\($0)" } ?? "none"), which has been replaced since; the activity stays"
-                    ))
-                break
-            }
-            let receivedAt =
-                push.kind == .start ? activity.startToken?.key.occurredAt : activity.updateToken?.receivedAt
-            if let unregisteredAt, let receivedAt, receivedAt > unregisteredAt {
-                step.decisions.append(
-                    Decision(
-                        .tokenGoneIgnored, activity: key,
-                        "\(reason) at \(RFC3339.format(unregisteredAt)), but the token was received after that; kept, the push stays pending"
-                    ))
-                break
-            }
-            if push.kind == .start, let registration = activity.startToken {
-                step.state.pushToStartTokens.removeAll { $0.token == registration.token }
-                step.retiredPushToStartTokens.append(registration)
-            }
-            activity.close(.failed, .tokenGone(reason), at: now)
-            if activity.pending != nil && !isCurrent { step.withdrawn.append(key) }
-            activity.pending = nil
-            step.decisions.append(
-                Decision(
-                    .tokenGone, activity: key,
-                    "APNs says \(reason) for \(push.kind == .start ? "push-to-start" : "update") token \(push.deviceToken.map { "\($0)" } ?? "none"): the activity failed"
-                        + (push.kind == .start ? "; the push-to-start token is retired" : "")))
-
-        case .retryLater(let reason):
-            step.decisions.append(
-                Decision(
-                    .pushRetry, activity: key,
-                    "\(reason): the push stays pending; retry(_:now:) rebuilds it with a fresh timestamp before it is sent again"
-                ))
-
-        case .dropped(let reason):
-            if isCurrent {
-                activity.pending = nil
-                activity.planned = activity.sent
-            }
-            switch push.kind {
-            case .start where activity.phase == .pendingStart:
-                activity.close(.failed, .startDropped(reason), at: now)
-            case .end where activity.phase == .ending:
-                if activity.closeReason == .decided(.sweepTerminalNotEnded) {
-                    // The sweeper's second try failed too: give up (the system ends it within 8 hours).
-                    activity.close(.ended, .endDropped(reason), at: now)
-                } else {
-                    // Still up on the device: the sweeper sends the end once more.
-                    activity.closeReason = .endNotAccepted(reason)
-                }
-            default:
-                break
-            }
-            step.decisions.append(
-                Decision(
-                    .pushDropped, activity: key,
-                    "APNs refused the \(push.kind.rawValue) (\(reason)); given up, the activity is \(activity.phase)"))
-        }
-        step.state.activities[index] = activity
+        let actions = step.state.activities[index].receive(outcome, for: push, now: now)
+        step.take(actions, for: push.activityKey)
         return finish(step, now: now)
     }
 

@@ -137,34 +137,13 @@ package struct OrderTracker: Sendable {
     private func applyToken(_ e: ActivityTokenEvent, _ step: inout Step, now: Date) -> String? {
         let token = ActivityState.UpdateToken(
             token: e.token, bundleID: e.bundleID, environment: e.environment, key: e.key, receivedAt: now)
+        // Moved out while one of them changes in place: no copy of the order's activities.
         var activities = step.state.activities
+        step.state.activities = []
         defer { step.state.activities = activities }
 
         if let index = activities.firstIndex(where: { $0.activityID == e.activityID }) {
-            var activity = activities[index]
-            defer { activities[index] = activity }
-            if let current = activity.updateToken, !e.key.isNewer(than: current.key) {
-                step.decisions.append(
-                    Decision(.tokenOlder, activity: activity.key, "an older token report for \(e.activityID); ignored"))
-                return nil
-            }
-            let rotated = activity.updateToken != nil
-            activity.updateToken = token
-            schedule(&activity, e, &step, now: now)
-            if activity.phase.isFinal {
-                step.decisions.append(
-                    Decision(
-                        .tokenForFinalActivity, activity: activity.key,
-                        "the activity is \(activity.phase): token \(e.token) recorded, never pushed to"))
-                return nil
-            }
-            if rotated {
-                step.decisions.append(
-                    Decision(.tokenRotated, activity: activity.key, "update token rotated to \(e.token)"))
-                return activity.pending == nil ? nil : activity.key
-            }
-            adopt(&activity, e, &step, now: now)
-            return nil
+            return refresh(&activities[index], with: token, e, &step, now: now)
         }
 
         // A start of ours that the app now reports: same device, or the only one waiting.
@@ -209,6 +188,34 @@ package struct OrderTracker: Sendable {
         return nil
     }
 
+    /// A token report for an activity the order knows: a newer token rotates its pushes to it, or adopts it.
+    private func refresh(
+        _ activity: inout ActivityState, with token: ActivityState.UpdateToken, _ e: ActivityTokenEvent,
+        _ step: inout Step, now: Date
+    ) -> String? {
+        if let current = activity.updateToken, !e.key.isNewer(than: current.key) {
+            step.decisions.append(
+                Decision(.tokenOlder, activity: activity.key, "an older token report for \(e.activityID); ignored"))
+            return nil
+        }
+        let rotated = activity.updateToken != nil
+        activity.updateToken = token
+        schedule(&activity, e, &step, now: now)
+        if activity.phase.isFinal {
+            step.decisions.append(
+                Decision(
+                    .tokenForFinalActivity, activity: activity.key,
+                    "the activity is \(activity.phase): token \(e.token) recorded, never pushed to"))
+            return nil
+        }
+        if rotated {
+            step.decisions.append(Decision(.tokenRotated, activity: activity.key, "update token rotated to \(e.token)"))
+            return activity.pending == nil ? nil : activity.key
+        }
+        adopt(&activity, e, &step, now: now)
+        return nil
+    }
+
     /// Records the start the app scheduled for the activity, as its newest token report says.
     private func schedule(_ activity: inout ActivityState, _ e: ActivityTokenEvent, _ step: inout Step, now: Date) {
         guard activity.scheduledStart != e.scheduledStart else { return }
@@ -222,20 +229,7 @@ package struct OrderTracker: Sendable {
     }
 
     private func adopt(_ activity: inout ActivityState, _ e: ActivityTokenEvent, _ step: inout Step, now: Date) {
-        let was = activity.phase
-        activity.activityID = e.activityID
-        activity.phase = .active
-        activity.closeReason = nil
-        if activity.startedAt == nil { activity.startedAt = now }
-        if activity.pending?.kind == .start {
-            // The activity exists on the device: a start still pending is moot.
-            step.withdrawn.append(activity.key)
-            activity.pending = nil
-        }
-        step.decisions.append(
-            Decision(
-                .activityAdopted, activity: activity.key,
-                "the app reports activity \(e.activityID) (was \(was)) with token \(e.token); it is active"))
+        step.take(activity.adopt(activityID: e.activityID, token: e.token, now: now), for: activity.key)
     }
 
     private func applyPushToStart(_ e: PushToStartTokenEvent, _ step: inout Step) {
@@ -316,22 +310,8 @@ package struct OrderTracker: Sendable {
                     "activity \(e.activityID) ended on the device (\(e.reason)) before it was known; recorded"))
             return
         }
-        var activity = step.state.activities[index]
-        if activity.phase.isFinal {
-            step.decisions.append(
-                Decision(.activityAlreadyFinal, activity: activity.key, "already \(activity.phase); nothing changes"))
-            return
-        }
-        activity.close(phase, .reportedByApp(e.reason), at: now)
-        if activity.pending != nil {
-            activity.pending = nil
-            step.withdrawn.append(activity.key)
-        }
-        step.state.activities[index] = activity
-        step.decisions.append(
-            Decision(
-                .activityEndedOnDevice, activity: activity.key,
-                "the activity ended on the device (\(e.reason)); no more pushes"))
+        let actions = step.state.activities[index].endedOnDevice(e.reason, now: now)
+        step.take(actions, for: step.state.activities[index].key)
     }
 
     // MARK: - The person's settings
@@ -362,27 +342,18 @@ package struct OrderTracker: Sendable {
     func adoptSettings(_ context: TrackingContext, _ step: inout Step, now: Date) {
         guard !context.deviceSettings.isEmpty else { return }
         for index in step.state.activities.indices {
-            var activity = step.state.activities[index]
+            let activity = step.state.activities[index]
             guard let device = activity.deviceID, let settings = context.deviceSettings[device],
                 !activity.phase.isFinal
             else { continue }
-            defer { step.state.activities[index] = activity }
             if !settings.activitiesEnabled {
                 if let token = activity.updateToken, token.key.isNewer(than: settings.key) { continue }
-                activity.close(.ended, .decided(.activitiesDisabled), at: now)
-                if activity.pending != nil {
-                    activity.pending = nil
-                    step.withdrawn.append(activity.key)
-                }
-                step.decisions.append(
-                    Decision(
-                        .activitiesDisabled, activity: activity.key,
-                        "Live Activities are off on device \(device): the activity counts as ended by the person; no more pushes"
-                    ))
+                let actions = step.state.activities[index].disable(device: device, now: now)
+                step.take(actions, for: activity.key)
                 continue
             }
             guard activity.frequentPushes != settings.frequentPushesEnabled else { continue }
-            activity.frequentPushes = settings.frequentPushesEnabled
+            step.state.activities[index].frequentPushes = settings.frequentPushesEnabled
             step.decisions.append(
                 frequentUpdates(settings.frequentPushesEnabled, activity: activity.key, device: device))
         }
