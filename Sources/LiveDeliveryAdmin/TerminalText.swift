@@ -1,12 +1,15 @@
 /// What a publisher wrote, made safe to print on an operator's terminal and to open in a spreadsheet.
 ///
-/// Routing keys, event ids, messages and bodies come from whoever can publish. A control character
-/// in them (ESC starts a terminal's escape sequences; CR rewrites a line) or a bidirectional override
-/// (which reorders what is shown) could disguise what the CLI prints, so each is shown as U+FFFD. A CSV
-/// cell that starts like a formula is defused for spreadsheet programs.
+/// Routing keys, event ids, order ids, messages and bodies come from whoever can publish. A control
+/// character in them (ESC starts a terminal's escape sequences; CR rewrites a line; C1 holds CSI and
+/// OSC of their own), a bidirectional control (which reorders what is shown) or a line or paragraph
+/// separator could disguise what the CLI prints, so each is shown as U+FFFD in text, tables and CSV,
+/// and written as its `\uXXXX` escape in JSON. A CSV cell that starts like a formula is defused for
+/// spreadsheet programs.
 package enum TerminalText {
-    /// `text` with every control character (C0 but, with `keepingLines`, LF and tab; DEL; C1) and every
-    /// bidirectional override or isolate replaced by U+FFFD.
+    /// `text` with every control character (C0 but, with `keepingLines`, LF and tab; DEL; C1), every
+    /// bidirectional control (U+061C, U+200E, U+200F, the overrides U+202A–U+202E and the isolates
+    /// U+2066–U+2069) and the line and paragraph separators U+2028 and U+2029 replaced by U+FFFD.
     package static func printable(_ text: String, keepingLines: Bool = false) -> String {
         guard text.unicodeScalars.contains(where: { isHidden($0, keepingLines: keepingLines) }) else { return text }
         var result = String.UnicodeScalarView()
@@ -20,13 +23,14 @@ package enum TerminalText {
         switch scalar.value {
         case 0x0A, 0x09: !keepingLines
         case 0x00...0x1F, 0x7F...0x9F: true
-        case 0x202A...0x202E, 0x2066...0x2069: true
+        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        case 0x2028, 0x2029: true
         default: false
         }
     }
 
-    /// JSON text with every character a terminal would act on (DEL, C1, bidirectional overrides and
-    /// isolates, line and paragraph separators) written as its `\uXXXX` escape: the same string to a
+    /// JSON text with every character a terminal would act on (DEL, C1, bidirectional controls, line
+    /// and paragraph separators) written as its `\uXXXX` escape: the same string to a
     /// JSON parser, plain ASCII on a terminal. (The JSON encoder escapes C0 itself.) Outside strings,
     /// JSON holds none of these characters.
     package static func escapedJSON(_ json: String) -> String {
@@ -43,9 +47,10 @@ package enum TerminalText {
         return result
     }
 
-    private static func isEscapedInJSON(_ scalar: Unicode.Scalar) -> Bool {
+    /// Whether ``escapedJSON(_:)`` writes `scalar` as its escape.
+    package static func isEscapedInJSON(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
-        case 0x7F...0x9F, 0x202A...0x202E, 0x2066...0x2069, 0x2028, 0x2029: true
+        case 0x7F...0x9F, 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069, 0x2028, 0x2029: true
         default: false
         }
     }

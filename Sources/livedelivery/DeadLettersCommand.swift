@@ -71,7 +71,8 @@ struct DeadLettersCommand: AsyncParsableCommand {
             print("received:    \(RFC3339.format(letter.receivedAt, fractional: true))")
             // What a publisher wrote is shown with its control characters as U+FFFD.
             print(
-                "reason:      \(TerminalText.printable(letter.reason))" + (letter.field.map { " (field \($0))" } ?? ""))
+                "reason:      \(TerminalText.printable(letter.reason))"
+                    + (letter.field.map { " (field \(TerminalText.printable($0)))" } ?? ""))
             print("message:     \(TerminalText.printable(letter.message))")
             print("routing key: \(TerminalText.printable(letter.routingKey))")
             print("event id:    \(TerminalText.printable(letter.eventID ?? ""))")

@@ -100,7 +100,10 @@ struct FailedPushesCommand: AsyncParsableCommand {
                             result.planned.isEmpty
                             ? "nothing to re-plan (the activity is \(result.activityState ?? "gone"))"
                             : "planned \(result.planned.joined(separator: ", "))"
-                        print("\(id): order \(result.orderID) activity \(result.activityKey): \(what)")
+                        // The order id and the activity's key are a publisher's text.
+                        print(
+                            "\(id): order \(TerminalText.printable(result.orderID)) "
+                                + "activity \(TerminalText.printable(result.activityKey)): \(what)")
                     }
                 }
             }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LiveDeliveryAdmin
 import LiveDeliveryJSON
 import Logging
 
@@ -36,20 +37,24 @@ struct StderrLogHandler: LogHandler {
         let line: String
         switch format {
         case .logfmt:
-            // A value with a space, quote, equals sign, backslash or control character is quoted and
-            // escaped as in JSON, so that every record stays on one line.
+            // A value with a space, quote, equals sign, backslash or control character (or a character
+            // written as an escape below) is quoted and escaped as in JSON, so that every record stays
+            // on one line.
             line = fields.map { key, value in
                 let needsQuotes =
                     value.isEmpty
                     || value.unicodeScalars.contains {
                         $0 == " " || $0 == "\"" || $0 == "=" || $0 == "\\" || $0.value < 0x20
+                            || TerminalText.isEscapedInJSON($0)
                     }
                 return needsQuotes ? "\(key)=\(JSONWriter.quoted(value))" : "\(key)=\(value)"
             }.joined(separator: " ")
         case .json:
             line = "{" + fields.map { "\(JSONWriter.quoted($0)):\(JSONWriter.quoted($1))" }.joined(separator: ",") + "}"
         }
-        FileHandle.standardError.write(Data((line + "\n").utf8))
+        // Order ids, event ids and routing keys come from publishers: C1 characters, bidirectional
+        // controls and line separators inside the quoted values are written as `\uXXXX` escapes.
+        FileHandle.standardError.write(Data((TerminalText.escapedJSON(line) + "\n").utf8))
     }
 
     /// RFC 3339 in UTC with milliseconds: `2026-11-25T12:56:25.935Z`.

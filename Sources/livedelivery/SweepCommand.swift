@@ -1,5 +1,6 @@
 import ArgumentParser
 import LiveDelivery
+import LiveDeliveryAdmin
 
 /// `livedelivery sweep --once`: one sweep pass, then a summary of what it ended and why.
 struct SweepCommand: AsyncParsableCommand {
@@ -27,7 +28,10 @@ struct SweepCommand: AsyncParsableCommand {
             let logger = options.logger(config: config)
             let summary = try await sweepOnce(config: config, logger: logger)
             for action in summary.actions {
-                print("sweep: order \(action.orderID) activity \(action.activityKey): \(action.reason)")
+                // The order id and the activity's key are a publisher's text.
+                print(
+                    "sweep: order \(TerminalText.printable(action.orderID)) "
+                        + "activity \(TerminalText.printable(action.activityKey)): \(action.reason)")
             }
             let counts = summary.reasonCounts.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
             print(

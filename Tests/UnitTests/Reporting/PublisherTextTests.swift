@@ -12,6 +12,12 @@ import Testing
         #expect(TerminalText.printable("a\rb\nc\td\u{7F}\u{9B}") == "a\u{FFFD}b\u{FFFD}c\u{FFFD}d\u{FFFD}\u{FFFD}")
         #expect(TerminalText.printable("a\nb\tc\r", keepingLines: true) == "a\nb\tc\u{FFFD}")
         #expect(TerminalText.printable("evil\u{202E}txt.exe\u{2066}") == "evil\u{FFFD}txt.exe\u{FFFD}")
+        // The other bidirectional controls (marks) and the line and paragraph separators, lines kept or not.
+        for keepingLines in [false, true] {
+            #expect(
+                TerminalText.printable("a\u{200E}b\u{200F}c\u{061C}d\u{2028}e\u{2029}f", keepingLines: keepingLines)
+                    == "a\u{FFFD}b\u{FFFD}c\u{FFFD}d\u{FFFD}e\u{FFFD}f")
+        }
         #expect(TerminalText.printable("Zoë 🍕") == "Zoë 🍕")
     }
 
@@ -39,20 +45,22 @@ import Testing
     }
 
     @Test func jsonAndCSVCarryNoRawControlCharactersOrOverrides() throws {
-        let hostile = "k\u{1B}[31m\u{9B}2J\u{85}\u{7F}\u{202E}txt\u{2066}\u{2028}"
+        let hostile = "k\u{1B}[31m\u{9B}2J\u{85}\u{7F}\u{202E}txt\u{2066}\u{2028}\u{200F}"
         let table = ReportTable(
             columns: [.init(name: "routing_key"), .init(name: "message")], rows: [[hostile, "a\nb\r"]])
         // JSON: each written as its escape, so the parsed document holds the texts unchanged.
         let json = try table.formatted(.json)
         #expect(json.unicodeScalars.allSatisfy { $0.isASCII }, "\(json.debugDescription)")
         #expect(json.contains("\\u009b") && json.contains("\\u202e") && json.contains("\\u2066"))
+        #expect(json.contains("\\u2028") && json.contains("\\u200f"))
         let parsed = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: String]]
         #expect(parsed?.first?["routing_key"] == hostile && parsed?.first?["message"] == "a\nb\r")
         let object = try AdminJSON.object([.init("event_id", .string(hostile))]).serialized()
         #expect(object.unicodeScalars.allSatisfy { $0.isASCII })
-        // CSV: shown as U+FFFD, as the table shows them; a line break inside a quoted cell stays.
+        // CSV: shown as U+FFFD, as the table shows them; a line break (LF) inside a quoted cell stays,
+        // a line separator does not.
         let expected =
-            "routing_key,message\r\nk\u{FFFD}[31m\u{FFFD}2J\u{FFFD}\u{FFFD}\u{FFFD}txt\u{FFFD}\u{2028},\"a\nb\u{FFFD}\"\r\n"
+            "routing_key,message\r\nk\u{FFFD}[31m\u{FFFD}2J\u{FFFD}\u{FFFD}\u{FFFD}txt\u{FFFD}\u{FFFD}\u{FFFD},\"a\nb\u{FFFD}\"\r\n"
         #expect(table.csv() == expected)
     }
 
