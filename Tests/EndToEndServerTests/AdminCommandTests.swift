@@ -1,5 +1,7 @@
 import APNsSimulator
+import ChildProcesses
 import Foundation
+import Postgres
 import SwiftCSV
 import TestSupport
 import Testing
@@ -172,6 +174,124 @@ struct AdminCommandTests {
         }
     }
 
+    @Test(
+        "ESC, C1, bidirectional controls and line separators from publishers reach no output raw: every format of every admin command"
+    )
+    func publishersControlCharactersAreDefusedInEveryFormat() async throws {
+        try await Fixture.with("admin-hostile") { fixture in
+            // A real worker stores an order whose order id, event ids and device id carry the hostile text,
+            // and gives up one push to it (APNs 413): rows in orders, activities, the timeline, push
+            // attempts and the failed pushes. The dead letter is a row as the worker writes one, inserted
+            // here with every text hostile.
+            let worker = try await fixture.startWorker("w1")
+            fixture.simulator.injectFault(FaultRule(status: 413, reason: "PayloadTooLarge", count: 1))
+            let scenario = Scenario.deliveries(orders: 1, prefix: "O" + Hostile.text)
+            let orderID = try #require(scenario.orders.first?.orderID)
+            try await fixture.publish(scenario.events)
+            try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)))
+            try await eventually("the failed push", timeout: .seconds(120)) {
+                try await fixture.count("SELECT count(*) FROM report_failed_pushes") >= 1
+            }
+            try await fixture.database.query(
+                """
+                INSERT INTO dead_letters (event_id, routing_key, reason, field, message, body, body_sha256)
+                VALUES (\("E" + Hostile.text), \("R" + Hostile.text), 'invalid_field', \("F" + Hostile.text),
+                        \("M" + Hostile.text), \(Array("{\"order_id\":\"B\(Hostile.text)\"}".utf8)), '\\x01'::bytea)
+                """)
+            let letterID = try #require(
+                try await fixture.strings("SELECT id::text FROM dead_letters").first.flatMap { Int64($0) })
+            let pushID = try #require(
+                try await fixture.strings("SELECT id::text FROM report_failed_pushes").first.flatMap { Int64($0) })
+            let environment = fixture.environment(worker: "admin")
+
+            // Every command and format; each output (stdout and stderr) must hold none of them raw. (A failure
+            // names them by code point: the test's own output carries none either.)
+            func run(_ arguments: [String]) async throws -> AdminRun {
+                let run = try await AdminRun.livedelivery(arguments, environment: environment)
+                let label = Hostile.visible(arguments.joined(separator: " "))
+                #expect(run.status == 0, "\(label): \(Hostile.visible(run.stderr))")
+                Hostile.expectNoneRaw(run.stdout, "\(label): stdout")
+                Hostile.expectNoneRaw(run.stderr, "\(label): stderr")
+                return run
+            }
+            let catalogue = try await run(["report", "--format", "json"])
+            let reports = try #require(
+                try JSONSerialization.jsonObject(with: Data(catalogue.stdout.utf8)) as? [[String: Any]]
+            ).compactMap { $0["name"] as? String }
+            #expect(reports.contains("order-timeline") && reports.contains("dead-letters"), "\(reports)")
+            var tables: [[String]: [String: AdminRun]] = [:]
+            for arguments in reports.map({ ["report", $0] }) + [
+                ["report", "order-timeline", "--order", orderID], ["dead-letters", "list"],
+                ["failed-pushes", "list"],
+            ] {
+                for format in ["table", "json", "csv"] {
+                    tables[arguments, default: [:]][format] = try await run(arguments + ["--format", format])
+                }
+            }
+            let letterText = try await run(["dead-letters", "show", String(letterID)])
+            let letterJSON = try await run(["dead-letters", "show", String(letterID), "--format", "json"])
+            let pushText = try await run(["failed-pushes", "show", String(pushID)])
+            let pushJSON = try await run(["failed-pushes", "show", String(pushID), "--format", "json"])
+            let retry = try await run(["failed-pushes", "retry", String(pushID)])
+            _ = try await run(["status"])
+            _ = try await run(["status", "--format", "json"])
+
+            // The defused forms are there: U+FFFD in text, tables and CSV; the escapes in JSON, which
+            // parses back to the text as published.
+            let shown = Hostile.shown
+            for arguments in [["dead-letters", "list"], ["report", "dead-letters"]] {
+                let runs = try #require(tables[arguments])
+                let label = arguments.joined(separator: " ")
+                for column in ["R", "E", "F", "M"] {
+                    #expect(runs["table"]?.stdout.contains(column + Hostile.inTable) == true, "\(label) table")
+                    #expect(runs["csv"]?.stdout.contains(column + shown) == true, "\(label) csv")
+                    #expect(
+                        runs["json"]?.stdout.lowercased().contains(column.lowercased() + Hostile.inJSON) == true,
+                        "\(label) json")
+                }
+                let rows = try JSONSerialization.jsonObject(with: Data((runs["json"]?.stdout ?? "").utf8))
+                let parsed = (rows as? [[String: Any]])?.first?["routing_key"] as? String == "R" + Hostile.text
+                #expect(parsed, "\(label) json parses back to the routing key as stored")
+            }
+            for arguments in [
+                ["failed-pushes", "list"], ["report", "failed-pushes"],
+                ["report", "order-timeline", "--order", orderID],
+            ] {
+                let runs = try #require(tables[arguments])
+                let label = Hostile.visible(arguments.joined(separator: " "))
+                #expect(runs["table"]?.stdout.contains("O" + Hostile.inTable) == true, "\(label) table")
+                #expect(runs["csv"]?.stdout.contains("O" + shown) == true, "\(label) csv")
+                let rows = try JSONSerialization.jsonObject(with: Data((runs["json"]?.stdout ?? "").utf8))
+                let parsed = (rows as? [[String: Any]])?.first?["order_id"] as? String == orderID
+                #expect(parsed, "\(label) json parses back to the order id as stored")
+            }
+            for line in [
+                "reason:      invalid_field (field F\(shown))", "message:     M\(shown)", "routing key: R\(shown)",
+            ]
+                + ["event id:    E\(shown)", "\"order_id\":\"B\(shown)\""]
+            {
+                let found = letterText.stdout.contains(line)
+                #expect(found, "dead-letters show: \(line)")
+            }
+            let letter = try JSONSerialization.jsonObject(with: Data(letterJSON.stdout.utf8)) as? [String: Any]
+            let parsed =
+                letter?["field"] as? String == "F" + Hostile.text
+                && letter?["event_id"] as? String == "E" + Hostile.text
+            #expect(parsed, "dead-letters show --format json parses back to the texts as stored")
+            let escaped = letterJSON.stdout.lowercased().contains("f" + Hostile.inJSON)
+            #expect(escaped, "dead-letters show --format json")
+            let pushShown = pushText.stdout.contains("O" + shown)
+            #expect(pushShown, "failed-pushes show")
+            let pushEscaped = pushJSON.stdout.lowercased().contains("o" + Hostile.inJSON)
+            #expect(pushEscaped, "failed-pushes show --format json")
+            let retryShown = retry.stdout.contains("order O\(shown)-0 ")
+            #expect(retryShown, "failed-pushes retry: \(Hostile.visible(retry.stdout))")
+
+            // The worker's own log (logfmt on stderr) names the order too: escaped, never raw.
+            Hostile.expectNoneRaw(worker.process.output, "the worker's log")
+        }
+    }
+
     @Test func versionIsPrinted() async throws {
         let run = try await AdminRun.livedelivery(["--version"], environment: ["LIVEDELIVERY_REVISION": "abc123"])
         #expect(run.status == 0)
@@ -205,6 +325,48 @@ struct AdminCommandTests {
             let failedPushes = try await fixture.count("SELECT count(*) FROM report_failed_pushes")
             return deadLetters == 1 && failedPushes >= 1
         }
+    }
+}
+
+/// What a hostile publisher writes into order ids, event ids, routing keys and messages: ESC (a colour
+/// sequence), C1 (CSI), a bidirectional override, an isolate, marks and the line and paragraph separators.
+enum Hostile {
+    static let text = "\u{1B}[31mR\u{9B}2J\u{202E}L\u{2066}\u{200E}\u{200F}\u{61C}M\u{2028}N\u{2029}"
+    /// As text, CSV and `show` print it: each one U+FFFD.
+    static let shown = "\u{FFFD}[31mR\u{FFFD}2J\u{FFFD}L\u{FFFD}\u{FFFD}\u{FFFD}\u{FFFD}M\u{FFFD}N\u{FFFD}"
+    /// As the aligned table prints it: a line or paragraph separator is a line break, shown as a space.
+    static let inTable = "\u{FFFD}[31mR\u{FFFD}2J\u{FFFD}L\u{FFFD}\u{FFFD}\u{FFFD}\u{FFFD}M N"
+    /// As JSON writes it (lower-cased): every one an escape.
+    static let inJSON = "\\u001b[31mr\\u009b2j\\u202el\\u2066\\u200e\\u200f\\u061cm\\u2028n\\u2029"
+
+    /// Whether a terminal would act on `scalar`: C0 but LF, CR and tab; DEL and C1; the bidirectional
+    /// controls; U+2028 and U+2029.
+    static func isRaw(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x0A, 0x0D, 0x09: false
+        case 0x00...0x1F, 0x7F...0x9F: true
+        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069, 0x2028, 0x2029: true
+        default: false
+        }
+    }
+
+    /// `text` with each of them as `<U+XXXX>`: for failure messages, which must not carry them either.
+    static func visible(_ text: String) -> String {
+        var result = ""
+        for scalar in text.unicodeScalars {
+            if isRaw(scalar) {
+                result += "<U+" + String(scalar.value, radix: 16, uppercase: true) + ">"
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+
+    /// Expects none of them in `output`; a failure names those found by code point.
+    static func expectNoneRaw(_ output: String, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        let raw = Set(output.unicodeScalars.filter(isRaw).map { "U+" + String($0.value, radix: 16, uppercase: true) })
+        #expect(raw.isEmpty, "\(what) carries \(raw.sorted()) raw", sourceLocation: sourceLocation)
     }
 }
 
