@@ -1,6 +1,7 @@
 import APNsSimulator
 import ChildProcesses
 import Foundation
+import Postgres
 import Testing
 import WorkerHarness
 
@@ -63,6 +64,37 @@ struct CrashTests {
             try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)))
             try await fixture.waitUntilAllEnded(scenario)
             try await fixture.verifyConverged(scenario)
+
+            // Each push in the window is taken over by the survivor: its activity's outbox row stayed leased
+            // to the victim, so nothing reached that device in between. The next request to the device is
+            // the survivor's, and recorded: the very same push again (same apns-id), or, when a newer state
+            // of the activity replaced the row while the push was in flight, that newer state.
+            let survivor = "\(fixture.name)-survivor"
+            var recordedBy: [String: String] = [:]
+            for row in try await fixture.database.query("SELECT apns_id::text, worker_id FROM push_attempts") {
+                recordedBy[try row.decode(String.self, at: 0)] = try row.decode(String.self, at: 1)
+            }
+            let requests = fixture.simulator.pushes().sorted { $0.sequence < $1.sequence }
+            var sentAgain = 0
+            for apnsID in unrecorded.sorted() {
+                let push = try #require(requests.first { $0.status == 200 && $0.apnsID.lowercased() == apnsID })
+                let next = try #require(
+                    requests.first { $0.sequence > push.sequence && $0.deviceToken == push.deviceToken },
+                    "apns-id \(apnsID), accepted and not recorded, was never followed by a push to its device")
+                let nextID = next.apnsID.lowercased()
+                #expect(
+                    next.status == 200 && recordedBy[nextID] == survivor,
+                    "after apns-id \(apnsID): apns-id \(nextID), status \(next.status), recorded by \(recordedBy[nextID] ?? "nobody")"
+                )
+                // A push in the window is recorded only by being sent again.
+                #expect(
+                    recordedBy[apnsID] == nil || nextID == apnsID,
+                    "apns-id \(apnsID) recorded (by \(recordedBy[apnsID] ?? "")) without being sent again")
+                if nextID == apnsID { sentAgain += 1 }
+            }
+            // Replacing a push in flight is the exception (a newer event for the activity in those
+            // milliseconds): the resend is what this window exercises.
+            #expect(sentAgain > 0, "none of the \(unrecorded.count) pushes in the window was sent again")
         }
     }
 }
