@@ -87,6 +87,8 @@ private struct Renderer {
     var settings: [String: [String: DeviceSettings]] = [:]
     var pushCount = 0
     var rejectionCount = 0
+    /// When the last answer of the event being run came (a push is sent at its `notBefore` at the earliest).
+    var lastAnswerAt = Date.distantPast
 
     init(tracker: OrderTracker) { self.tracker = tracker }
 
@@ -168,8 +170,19 @@ private struct Renderer {
         let state = orders[orderID] ?? OrderState(orderID: orderID, now: now)
         if orders[orderID] == nil { orderOrder.append(orderID) }
         let userID = state.record?.userID ?? event.userID
+        lastAnswerAt = .distantPast
         let step = tracker.apply(event, to: state, context: context(state, userID: userID, event: event), now: now)
         orders[orderID] = show(step, orderID: orderID, now: now)
+        sweepIfAsked(orderID)
+    }
+
+    /// As the worker's sweeper: an answer that asks for it (a channel created or refused, whose followers'
+    /// devices start then) gets it at once.
+    mutating func sweepIfAsked(_ orderID: String) {
+        guard let state = orders[orderID], let due = state.nextSweepAt, due <= lastAnswerAt else { return }
+        print("   ⟳ the sweeper, asked for by that answer:")
+        let step = tracker.sweep(state, context: context(state, userID: state.record?.userID), now: lastAnswerAt)
+        orders[orderID] = show(step, orderID: orderID, now: lastAnswerAt)
     }
 
     mutating func sweepAll(now: Date) {
@@ -197,6 +210,7 @@ private struct Renderer {
             pushCount += 1
             printPush(push, now: now)
             let sentAt = max(now, push.notBefore)
+            lastAnswerAt = sentAt
             let answer: PushOutcome =
                 push.kind == .openChannel ? .channelCreated(channelID: Self.channelID(push)) : .accepted
             let status = push.kind == .openChannel ? "201" : push.kind == .closeChannel ? "204" : "200"

@@ -56,7 +56,18 @@ private struct GroupRun {
         absorb(tracker.sweep(state, context: context, now: Fixtures.at(minute)), now: Fixtures.at(minute))
     }
 
+    /// As the worker: sends each push and records its answer; followers' devices waiting for the channel's
+    /// answer (created or refused) are started by the sweeper, here at once.
     mutating func absorb(_ step: Step, now: Date) -> [PlannedPush] {
+        var pushes = send(step, now: now)
+        let latest = pushes.map(\.notBefore).reduce(now, max)
+        if let due = tracker.followersWaitingSince(state), due <= latest {
+            pushes += send(tracker.sweep(state, context: context, now: latest), now: latest)
+        }
+        return pushes
+    }
+
+    private mutating func send(_ step: Step, now: Date) -> [PlannedPush] {
         state = step.state
         decisions += step.decisions
         var queue = step.pushes

@@ -155,16 +155,24 @@ package struct TrackingContext: Sendable, Hashable {
     /// opened only while an app has ``Policy/Broadcast/channelHeadroom`` left under the limit. nil when the
     /// worker did not count them (the core then opens no channel).
     package var openChannels: [String: Int]?
+    /// Whether the people's tokens and settings were read: only then may a device be started (its settings may
+    /// forbid it). An answer or a retry has no context (``unread``): it starts nothing, and an order it leaves
+    /// with a device to start asks the sweeper to come at once.
+    package var knowsPeople: Bool
 
     package init(
         pushToStartTokens: [PushToStartRegistration] = [], startRefusedDevices: Set<String> = [],
-        deviceSettings: [String: DeviceSettings] = [:], openChannels: [String: Int]? = nil
+        deviceSettings: [String: DeviceSettings] = [:], openChannels: [String: Int]? = nil, knowsPeople: Bool = true
     ) {
         self.pushToStartTokens = pushToStartTokens
         self.startRefusedDevices = startRefusedDevices
         self.deviceSettings = deviceSettings
         self.openChannels = openChannels
+        self.knowsPeople = knowsPeople
     }
+
+    /// No one's tokens or settings: what APNs' answers and retries are recorded with.
+    package static let unread = TrackingContext(knowsPeople: false)
 }
 
 extension TrackingContext {

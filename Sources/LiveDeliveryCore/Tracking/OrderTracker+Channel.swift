@@ -211,6 +211,9 @@ extension OrderTracker {
     // MARK: - Outcomes
 
     /// Records APNs' answer to one of the channel's requests.
+    /// Records APNs' answer to one of the channel's requests. Once the channel is created or refused, the
+    /// followers' devices wait for their start, which needs their settings: the sweeper starts them
+    /// (``followersWaitingSince(_:)``).
     func recordChannel(_ outcome: PushOutcome, for push: PlannedPush, _ step: inout Step, now: Date) {
         guard let channel = step.state.channel else {
             step.decisions.append(
@@ -220,6 +223,21 @@ extension OrderTracker {
         var machine = ChannelMachine(channel)
         let actions = machine.receive(outcome, for: push, now: now)
         take(actions, machine, &step, mark: push.mark, now: now)
+    }
+
+    /// When APNs answered the order's channel, if a follower's device has waited for that answer to start
+    /// since (an answer is recorded without anyone's settings, so it starts no one): the sweeper's moment.
+    func followersWaitingSince(_ state: OrderState) -> Date? {
+        guard let channel = state.channel, channel.phase == .active || channel.phase == .failed,
+            let answered = channel.startedAt ?? channel.endedAt, let record = state.record, !record.isTerminal,
+            policy.startOn.contains(record.status), state.activities.count < OrderState.maxActivities
+        else { return nil }
+        let waiting = state.pushToStartTokens.contains { registration in
+            registration.userID != record.userID && state.followers.contains(registration.userID)
+                && registration.attributesType == mapping.attributesType
+                && !state.activities.contains { $0.deviceID == registration.deviceID }
+        }
+        return waiting ? answered : nil
     }
 
     /// Carries out what a transition of the channel asks of the order, and stores the channel.
@@ -236,7 +254,7 @@ extension OrderTracker {
         }
         step.state.channel = channel
         if actions.reconcile {
-            reconcile(&step, context: TrackingContext(), now: now, announce: false, rebuild: [])
+            reconcile(&step, context: .unread, now: now, announce: false, rebuild: [])
         }
     }
 

@@ -17,7 +17,9 @@ extension OrderTracker {
         let (content, mark) = contentMark(for: record)
 
         openChannelIfWanted(&step, record: record, context: context, mark: mark, now: now)
-        startNewActivities(&step, record: record, context: context, now: now, announce: announce)
+        if context.knowsPeople {
+            startNewActivities(&step, record: record, context: context, now: now, announce: announce)
+        }
 
         // Moved out while each activity is brought in line in place: no copy of an activity per step.
         var activities = step.state.activities

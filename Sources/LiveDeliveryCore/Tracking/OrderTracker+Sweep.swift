@@ -64,7 +64,7 @@ extension OrderTracker {
         var step = Step(state: state)
         var keys = Set(state.activities.filter { $0.pending != nil }.map(\.key))
         if state.channel?.pending != nil { keys.insert(Self.channelKey) }
-        reconcile(&step, context: TrackingContext(), now: now, announce: false, rebuild: keys)
+        reconcile(&step, context: .unread, now: now, announce: false, rebuild: keys)
         return finish(step, now: now)
     }
 }

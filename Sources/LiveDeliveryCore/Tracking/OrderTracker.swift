@@ -407,6 +407,7 @@ package struct OrderTracker: Sendable {
         }
         for activity in state.activities { consider(activity) }
         if let channel = state.channel { consider(channel) }
+        if let waiting = followersWaitingSince(state) { consider(waiting) }
         return earliest
     }
 }
