@@ -14,7 +14,7 @@ let package = Package(
     name: "LiveDelivery",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "livedelivery", targets: ["livedelivery"]),
+        .executable(name: "livedelivery", targets: ["LiveDeliveryCLI"]),
         .executable(name: "livedelivery-bench", targets: ["livedelivery-bench"]),
         .executable(name: "apns-sim", targets: ["apns-sim"]),
     ],
@@ -142,8 +142,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The `livedelivery` executable (the product's name). The target has a name of its own so that no two
+        // folders or modules differ only in case from `LiveDelivery`: a Mac's default file system holds one of them.
         .executableTarget(
-            name: "livedelivery",
+            name: "LiveDeliveryCLI",
             dependencies: [
                 "LiveDelivery", "LiveDeliveryAdmin", "LiveDeliveryCore", "LiveDeliveryJSON", "RabbitMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
