@@ -8,8 +8,10 @@ package import Logging
 ///   APNs refuses a connection that mixes developer accounts (`UnrelatedKeyIdInToken`).
 /// - One provider token per key and team, shared by every connection and task, replaced every
 ///   ``APNsClientConfiguration/tokenRefreshInterval``.
-/// - Transport failures (timeout, reset, GOAWAY, dead connection) are retried with backoff up to
-///   ``APNsClientConfiguration/maxAttempts``; libcurl reconnects. APNs' own answers are returned, never retried.
+/// - One request per send: a transport failure (timeout, reset, GOAWAY, dead connection) is returned as
+///   ``APNsOutcome/retryLater(reason:status:after:)`` like APNs' own 429 and 5xx, and libcurl reconnects for
+///   the next request. Whether and when to send again is the caller's decision alone (the worker's dispatcher,
+///   with its attempts, backoff and APNs' `retry-after`).
 /// - ``send(_:app:)`` never throws: every result is an ``APNsOutcome``.
 package final class APNsClient: Sendable {
     /// Everything a push for one app needs, resolved once.
@@ -130,7 +132,7 @@ package final class APNsClient: Sendable {
     }
 
     /// Sends one request of an app's broadcast channels (iOS 18): a broadcast, or a channel's creation or
-    /// deletion. As ``send(_:app:)``: never throws, transport failures retried; a creation's 201 is
+    /// deletion. As ``send(_:app:)``: never throws, one request; a creation's 201 is
     /// ``APNsOutcome/channelCreated(channelID:)``, `ChannelNotRegistered` is ``APNsOutcome/tokenGone(reason:unregisteredAt:)``.
     package func send(_ request: APNsChannelRequest, app bundleID: String) async -> APNsOutcome {
         guard let target = targets[bundleID] else {
@@ -172,50 +174,42 @@ package final class APNsClient: Sendable {
     }
 
     /// One request to APNs for an app, with the app's provider token: `make` builds it, `classify` reads the
-    /// answer. A transport failure is retried with backoff up to ``APNsClientConfiguration/maxAttempts``; an
-    /// answer that says the token expired drops it from the cache.
+    /// answer. A transport failure is an outcome, not retried here; an answer that says the token expired drops
+    /// it from the cache, so that the next request signs a fresh one.
     private func exchange(
         _ target: Target, client: HTTP2Client, logger: Logger, make: (_ authorization: String) -> HTTP2Request,
         classify: (HTTP2Response) -> APNsOutcome
     ) async -> APNsOutcome {
         let app = target.app
-        var attempt = 1
-        while true {
-            let token: APNsTokenProvider.Token
-            do {
-                token = try tokens.token(key: app.key, teamID: app.teamID, cacheKey: target.tokenKey)
-            } catch {
-                logger.debug("cannot sign a provider token", metadata: [APNsLoggingKeys.keyID: "\(app.key.keyID)"])
-                return .configurationFault(reason: .signingFailed, status: nil)
+        let token: APNsTokenProvider.Token
+        do {
+            token = try tokens.token(key: app.key, teamID: app.teamID, cacheKey: target.tokenKey)
+        } catch {
+            logger.debug("cannot sign a provider token", metadata: [APNsLoggingKeys.keyID: "\(app.key.keyID)"])
+            return .configurationFault(reason: .signingFailed, status: nil)
+        }
+        do {
+            let response = try await client.execute(make(token.authorization))
+            let outcome = classify(response)
+            if case .refreshAuth = outcome {
+                tokens.invalidate(token: token.jwt, key: app.key, teamID: app.teamID)
             }
-            do {
-                let response = try await client.execute(make(token.authorization))
-                let outcome = classify(response)
-                if case .refreshAuth = outcome {
-                    tokens.invalidate(token: token.jwt, key: app.key, teamID: app.teamID)
-                }
-                logger.debug(
-                    "APNs answered",
-                    metadata: [
-                        APNsLoggingKeys.status: "\(response.status)",
-                        APNsLoggingKeys.reason: "\(outcome.reason?.rawValue ?? "")",
-                        APNsLoggingKeys.attempt: "\(attempt)",
-                    ])
-                return outcome
-            } catch {
-                let outcome = transportOutcome(error)
-                logger.debug(
-                    "APNs request failed",
-                    metadata: [
-                        APNsLoggingKeys.error: "\(error.code)",
-                        APNsLoggingKeys.reason: "\(outcome.reason?.rawValue ?? "")",
-                        APNsLoggingKeys.attempt: "\(attempt)",
-                    ])
-                guard error.isRetriable, attempt < configuration.maxAttempts, !Task.isCancelled else { return outcome }
-                let backoff = configuration.retryBackoff * (1 << (attempt - 1)) * Double.random(in: 0.5...1.5)
-                do { try await Task.sleep(for: backoff) } catch { return outcome }
-                attempt += 1
-            }
+            logger.debug(
+                "APNs answered",
+                metadata: [
+                    APNsLoggingKeys.status: "\(response.status)",
+                    APNsLoggingKeys.reason: "\(outcome.reason?.rawValue ?? "")",
+                ])
+            return outcome
+        } catch {
+            let outcome = transportOutcome(error)
+            logger.debug(
+                "APNs request failed",
+                metadata: [
+                    APNsLoggingKeys.error: "\(error.code)",
+                    APNsLoggingKeys.reason: "\(outcome.reason?.rawValue ?? "")",
+                ])
+            return outcome
         }
     }
 

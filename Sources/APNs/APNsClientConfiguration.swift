@@ -35,11 +35,6 @@ package struct APNsClientConfiguration: Sendable {
     package var verifyHost: Bool = true
     /// Age at which the shared provider token is replaced: Apple allows 20 to 60 minutes.
     package var tokenRefreshInterval: Duration = .seconds(50 * 60)
-    /// Attempts per send when the transport fails (a timeout, a reset, GOAWAY, a dead connection);
-    /// APNs' own answers are never retried inside ``APNsClient/send(_:app:)``.
-    package var maxAttempts: Int = 3
-    /// First pause between transport attempts; doubles each time, with jitter.
-    package var retryBackoff: Duration = .milliseconds(100)
     /// Delays suggested in ``APNsOutcome/retryLater(reason:status:after:)``.
     package var retryDelays = RetryDelays()
 
@@ -55,7 +50,6 @@ package struct APNsClientConfiguration: Sendable {
         guard minutes >= 20, minutes <= 60 else {
             throw APNsError(.invalidConfiguration, "tokenRefreshInterval must be between 20 and 60 minutes")
         }
-        guard maxAttempts >= 1 else { throw APNsError(.invalidConfiguration, "maxAttempts must be at least 1") }
         var seen = Set<String>()
         for app in apps {
             guard !app.bundleID.isEmpty, !app.teamID.isEmpty else {

@@ -38,7 +38,6 @@ package enum APNsLoggingKeys {
     package static let bundleID = "apns.bundle_id"
     /// The first 8 characters of the device token, never more.
     package static let tokenPrefix = "apns.token_prefix"
-    package static let attempt = "apns.attempt"
     package static let keyID = "apns.key_id"
     package static let error = "apns.error"
 }

@@ -67,7 +67,6 @@ struct APNsBenchmark: AsyncParsableCommand {
         configuration.maxRequestsInFlight = connections * streams
         configuration.eventLoops = eventLoops
         configuration.requestTimeout = .seconds(30)
-        configuration.maxAttempts = 1
         let client = try APNsClient(configuration: configuration, logger: logger)
         let notification = APNsNotification(
             deviceToken: token, topic: topic, priority: .consideringDevicePower, payload: payload)

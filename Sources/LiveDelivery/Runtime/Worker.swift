@@ -311,7 +311,6 @@ func checkAPNsHosts(_ apns: WorkerConfiguration.APNs, logger: Logger) async -> [
             settings.caFile = apns.caFile
             settings.maxConnectionsPerHost = 1
             settings.eventLoops = 1
-            settings.maxAttempts = 1
             settings.connectTimeout = .seconds(5)
             settings.requestTimeout = .seconds(10)
             let client = try APNsClient(configuration: settings, logger: logger)
