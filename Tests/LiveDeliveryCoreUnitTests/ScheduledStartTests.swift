@@ -57,6 +57,93 @@ struct ScheduledStartTests {
         }
     }
 
+    /// `scheduled_start` set to a JSON value (raw text), with the reason, field and exact message of its refusal.
+    @Test(
+        "a malformed scheduled_start refuses the event with its field and why",
+        arguments: [
+            // Not a string.
+            ("1795255290", EventRejection.Reason.invalidTimestamp, "scheduled_start must be an RFC 3339 string"),
+            ("true", .invalidTimestamp, "scheduled_start must be an RFC 3339 string"),
+            (#"{"at":"2026-11-21T18:00:00Z"}"#, .invalidTimestamp, "scheduled_start must be an RFC 3339 string"),
+            (#"["2026-11-21T18:00:00Z"]"#, .invalidTimestamp, "scheduled_start must be an RFC 3339 string"),
+            // A string that is no date.
+            (
+                #""tonight""#, .invalidTimestamp,
+                "scheduled_start is not an RFC 3339 timestamp with an offset (like 2026-11-21T10:04:05Z)"
+            ),
+            (
+                #""2026-11-21T18:00:00""#, .invalidTimestamp,
+                "scheduled_start is not an RFC 3339 timestamp with an offset (like 2026-11-21T10:04:05Z)"
+            ),
+            (
+                #""2026-02-30T18:00:00Z""#, .invalidTimestamp,
+                "scheduled_start is not an RFC 3339 timestamp with an offset (like 2026-11-21T10:04:05Z)"
+            ),
+            (
+                #""2026-11-21T25:00:00Z""#, .invalidTimestamp,
+                "scheduled_start is not an RFC 3339 timestamp with an offset (like 2026-11-21T10:04:05Z)"
+            ),
+            // Past the bound after occurred_at (2026-11-21T10:00:00Z): a second over 7 days, the year 9999.
+            (
+                #""2026-11-28T10:00:01Z""#, .invalidField,
+                "scheduled_start is 168 hours after occurred_at; the limit is 7 days"
+            ),
+            (
+                #""2026-11-28T12:00:00+01:00""#, .invalidField,
+                "scheduled_start is 169 hours after occurred_at; the limit is 7 days"
+            ),
+            (
+                #""9999-12-31T23:59:59Z""#, .invalidField,
+                "scheduled_start is 69890845 hours after occurred_at; the limit is 7 days"
+            ),
+        ])
+    func aMalformedScheduledStartIsRefused(_ value: String, _ reason: EventRejection.Reason, _ message: String) throws {
+        var object: [String: Any] = [
+            "type": "activity.token", "version": 1, "event_id": "evt-token-malformed", "occurred_at": Fixtures.iso(0),
+            "order_id": "A-10023", "activity_id": "ACT-1", "device_id": "iphone", "token": Fixtures.updateHex,
+            "bundle_id": "com.example.pizza", "environment": "sandbox",
+        ]
+        object["scheduled_start"] = try JSONSerialization.jsonObject(
+            with: Data(value.utf8), options: .fragmentsAllowed)
+        guard case .failure(let rejection) = EventDecoder.decode(Fixtures.json(object), routingKey: "activity.token")
+        else {
+            Issue.record("accepted an activity.token with scheduled_start \(value)")
+            return
+        }
+        #expect(rejection.reason == reason)
+        #expect(rejection.field == "scheduled_start")
+        #expect(rejection.message == message)
+    }
+
+    @Test("scheduled_start counts from occurred_at, whatever the clock; null is no schedule")
+    func theBoundCountsFromOccurredAt() {
+        func decoded(occurredAt: String, scheduled: Any) -> Result<Date?, EventRejection> {
+            let object: [String: Any] = [
+                "type": "activity.token", "version": 1, "event_id": "evt-token-bound", "occurred_at": occurredAt,
+                "order_id": "A-10023", "activity_id": "ACT-1", "token": Fixtures.updateHex,
+                "bundle_id": "com.example.pizza", "environment": "sandbox", "scheduled_start": scheduled,
+            ]
+            return EventDecoder.decode(Fixtures.json(object)).map { event in
+                guard case .activityToken(let token) = event else { return nil }
+                return token.scheduledStart
+            }
+        }
+        // Years from today's clock either way: only occurred_at matters.
+        #expect(
+            decoded(occurredAt: "2001-01-01T00:00:00Z", scheduled: "2001-01-08T00:00:00Z")
+                == .success(RFC3339.parse("2001-01-08T00:00:00Z")))
+        #expect(
+            decoded(occurredAt: "2091-01-01T00:00:00Z", scheduled: "2091-01-07T23:00:00-01:00")
+                == .success(RFC3339.parse("2091-01-08T00:00:00Z")))
+        guard case .failure(let late) = decoded(occurredAt: "2001-01-01T00:00:00Z", scheduled: "2001-01-08T00:00:01Z")
+        else {
+            Issue.record("accepted a scheduled start a second past 7 days")
+            return
+        }
+        #expect(late.reason == .invalidField && late.field == "scheduled_start")
+        #expect(decoded(occurredAt: Fixtures.iso(0), scheduled: NSNull()) == .success(nil))
+    }
+
     /// Decodes an `activity.token` reported at minute 0 with a scheduled start `minute` minutes later.
     static func scheduledToken(at minute: Double) -> Result<Date?, EventRejection> {
         let object: [String: Any] = [
@@ -68,6 +155,56 @@ struct ScheduledStartTests {
             guard case .activityToken(let token) = event else { return nil }
             return token.scheduledStart
         }
+    }
+
+    /// An `activity.token` for ACT-1 reported at `reported` with a scheduled start at `minute` (nil: none).
+    static func report(at reported: Double, scheduled minute: Double?) -> InboundEvent {
+        var object: [String: Any] = [
+            "type": "activity.token", "version": 1, "event_id": "evt-token-\(reported)-\(minute ?? -1)",
+            "occurred_at": Fixtures.iso(reported), "order_id": "A-10023", "activity_id": "ACT-1",
+            "device_id": "iphone", "token": Fixtures.updateHex, "bundle_id": "com.example.pizza",
+            "environment": "sandbox",
+        ]
+        if let minute { object["scheduled_start"] = Fixtures.iso(minute) }
+        return Fixtures.decode(object)
+    }
+
+    @Test("a newer report that moves the schedule moves the sweeper's clocks: they count from the new start")
+    func aMovedScheduleCountsFromTheNewStart() {
+        // Later: idle 4 hours after the new start (600), not the old one (300).
+        var later = Fixtures.Run()
+        later.apply(Fixtures.status("confirmed", seq: 1, minute: -1))
+        later.apply(Self.report(at: 0, scheduled: 300))
+        #expect(later.state.nextSweepAt == Fixtures.at(300 + 240))
+        let moved = later.apply(Self.report(at: 5, scheduled: 600))
+        #expect(moved.decisions.codes().contains("activity_scheduled"), "the new start is announced")
+        #expect(later.activity.scheduledStart == Fixtures.at(600))
+        #expect(later.state.nextSweepAt == Fixtures.at(600 + 240))
+        #expect(later.sweep(at: 541).decisions.isEmpty, "the old start's idle deadline has no effect")
+        #expect(later.sweep(at: 839).decisions.isEmpty, "4 idle hours after the new start, less a minute")
+        let swept = later.sweep(at: 841)
+        #expect(swept.decisions.codes().contains("sweep_idle"))
+        #expect(swept.pushes.map(\.kind) == [.end], "the end goes out once the new start's time has come")
+
+        // Earlier: the lifetime (8 hours less 30 minutes) runs from the new start (60), not the old one (300).
+        var earlier = Fixtures.Run()
+        earlier.apply(Fixtures.status("confirmed", seq: 1, minute: -1))
+        earlier.apply(Self.report(at: 0, scheduled: 300))
+        earlier.apply(Self.report(at: 5, scheduled: 60))
+        #expect(earlier.activity.scheduledStart == Fixtures.at(60))
+        earlier.apply(Fixtures.status("preparing", seq: 2, minute: 200))
+        earlier.apply(Fixtures.status("ready_for_pickup", seq: 3, minute: 300))
+        earlier.apply(Fixtures.status("picked_up", seq: 4, minute: 400))
+        #expect(earlier.sweep(at: 509).decisions.isEmpty, "7.5 hours after the new start, less a minute")
+        #expect(earlier.sweep(at: 511).decisions.codes().contains("sweep_lifetime"), "not at 300 + 450 = 750")
+
+        // An older report naming another start changes nothing.
+        var older = Fixtures.Run()
+        older.apply(Fixtures.status("confirmed", seq: 1, minute: -1))
+        older.apply(Self.report(at: 5, scheduled: 600))
+        #expect(older.apply(Self.report(at: 0, scheduled: 300)).decisions.codes().first == "token_older")
+        #expect(older.activity.scheduledStart == Fixtures.at(600))
+        #expect(older.sweep(at: 541).decisions.isEmpty)
     }
 
     @Test func aLaterReportMovesOrClearsTheSchedule() {
