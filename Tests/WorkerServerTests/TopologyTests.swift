@@ -13,7 +13,7 @@ struct TopologyTests {
         amqp.exchange = TestEnvironment.uniqueName("ld.topology")
         amqp.queue = TestEnvironment.uniqueName("ld.topology.queue")
         let (connection, _) = try await RabbitMQConnection.connect(to: amqp.endpoints, logger: quietLogger)
-        // As the previous release declared them.
+        // As the previous release declared them, each holding a message.
         try await connection.declareQueue(
             amqp.deadLetterQueue, durable: true, arguments: ["x-queue-type": .string("quorum")])
         try await connection.declareQueue(
@@ -22,8 +22,29 @@ struct TopologyTests {
                 "x-queue-type": .string("quorum"), "x-delivery-limit": .int64(Int64(amqp.deliveryLimit)),
                 "x-dead-letter-exchange": .string(amqp.deadLetterExchange),
             ])
+        let publisher = try await RabbitMQPublisher.connect(
+            try AMQPConfiguration(url: TestEnvironment.amqpURL), logger: quietLogger)
+        for queue in [amqp.queue, amqp.deadLetterQueue] {
+            try await publisher.publish(routingKey: queue, body: Array("earlier".utf8))
+        }
         try await EventConsumer.declareTopology(amqp, on: connection)
         try await EventConsumer.declareTopology(amqp, on: connection)
+        // The same queues, messages and all, with the arguments they had: no member count, no new limit.
+        for queue in [amqp.queue, amqp.deadLetterQueue] {
+            #expect(try await connection.declareQueue(queue, passive: true).messageCount == 1, "\(queue)")
+        }
+        let declared = try await Self.queueArguments()
+        #expect(
+            declared[amqp.queue] == [
+                "x-queue-type": "quorum", "x-delivery-limit": "\(amqp.deliveryLimit)",
+                "x-dead-letter-exchange": amqp.deadLetterExchange,
+            ])
+        #expect(declared[amqp.deadLetterQueue] == ["x-queue-type": "quorum"])
+        // And in use: the exchange now routes events to the queue.
+        try await publisher.publish(exchange: amqp.exchange, routingKey: "order.status", body: Array("{}".utf8))
+        await publisher.close()
+        #expect(try await connection.declareQueue(amqp.queue, passive: true).messageCount == 2)
+
         // A dead-letter queue with the member count and no delivery limit is kept as it is too.
         let sized = TestEnvironment.uniqueName("ld.topology.sized")
         try await connection.declareQueue(
@@ -33,11 +54,15 @@ struct TopologyTests {
         let limited = try await EventConsumer.declareQuorumQueue(
             sized, arguments: [:], optional: limit, groupSize: 3, on: connection)
         #expect(!limited, "declared again without the limit")
+        #expect(
+            try await Self.queueArguments()[sized] == ["x-queue-type": "quorum", "x-quorum-initial-group-size": "3"])
         _ = try await connection.deleteQueue(sized)
         // A queue the worker creates itself carries the member count, and is declared again alike.
         let fresh = TestEnvironment.uniqueName("ld.topology.fresh")
         try await EventConsumer.declareQuorumQueue(fresh, arguments: [:], groupSize: 3, on: connection)
         try await EventConsumer.declareQuorumQueue(fresh, arguments: [:], groupSize: 3, on: connection)
+        #expect(
+            try await Self.queueArguments()[fresh] == ["x-queue-type": "quorum", "x-quorum-initial-group-size": "3"])
         _ = try await connection.deleteQueue(fresh)
         await connection.close()
         try await deleteTopology(amqp)
