@@ -99,8 +99,13 @@ struct TracingTests {
             ) { first, _ in first }
             try await fixture.publish(
                 scenario.events.map { ($0.type, $0.body, $0.eventID) }, traceParents: traceParents)
+            // Every event delivered as if no tracer were configured: each in the inbox once, none refused, every
+            // push accepted, and each order's phone showing its final state, ended.
             try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)))
-            #expect(try await fixture.count("SELECT count(*) FROM push_attempts WHERE outcome = 'delivered'") > 0)
+            try await fixture.waitUntilAllEnded(scenario)
+            try await fixture.verifyConverged(scenario)
+            #expect(try await fixture.count("SELECT count(*) FROM dead_letters") == 0)
+            #expect(try await fixture.count("SELECT count(*) FROM push_attempts WHERE outcome <> 'delivered'") == 0)
             // It stops cleanly, the spans it could not export dropped.
             #expect(try await worker.process.terminate() == 0)
             let log = try String(contentsOf: fixture.directory.appendingPathComponent("w1.log"), encoding: .utf8)
