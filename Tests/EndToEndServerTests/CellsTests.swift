@@ -2,6 +2,7 @@ import ChildProcesses
 import Foundation
 import Postgres
 import RabbitMQ
+import TestSupport
 import Testing
 import WorkerHarness
 
@@ -63,11 +64,14 @@ struct CellsTests {
             #expect(!samples.isEmpty)
             #expect(
                 samples.allSatisfy { $0.contains(#"cell="a""#) }, "\(samples.filter { !$0.contains(#"cell="a""#) })")
+            // The victim's broker connection carries a name, so that the broker can say what it holds.
+            let victimConnection = "\(a.name)-a2"
             let victim = try await a.startWorker(
                 "a2",
-                extraEnvironment: Self.cell("a", a, queue: a.queue).merging(["LIVEDELIVERY_AMQP_PREFETCH": "20"]) {
-                    $1
-                })
+                extraEnvironment: Self.cell("a", a, queue: a.queue).merging([
+                    "LIVEDELIVERY_AMQP_PREFETCH": "20",
+                    "LIVEDELIVERY_AMQP_URL": "\(a.amqpURL)?connection_name=\(victimConnection)",
+                ]) { $1 })
             try await a.startWorker("b1", extraEnvironment: Self.cell("b", b, queue: queueB))
 
             let scenario = Scenario.deliveries(orders: 40, prefix: a.name)
@@ -86,12 +90,28 @@ struct CellsTests {
             try await a.publish(scenario.shuffled(duplicateRate: 0.2, seed: 0x5EED_0039) + [token])
             try await Self.publishWithoutHeader(a, orderID: "\(a.name)-unrouted")
 
-            // Kill one of cell a's workers part-way: its unacknowledged deliveries go back to its queue.
+            // Kill one of cell a's workers part-way: its unacknowledged deliveries go back to its queue, its
+            // leased pushes to the other worker once the lease runs out.
             let total = scenario.events.count
             try await eventually("cell a part-way through", timeout: .seconds(120), every: .milliseconds(20)) {
                 let done = try await a.count("SELECT count(*) FROM inbox")
                 if done >= total { throw HarnessError("cell a finished before it could be killed") }
                 return done >= 10
+            }
+            // Frozen first, so that what it holds, read from the broker and the database, is what it holds
+            // when it dies: it had work in flight.
+            victim.process.signal(SIGSTOP)
+            let victimID = "\(a.name)-a2"
+            let leased = try await eventuallyValue(
+                "the frozen victim holding unacknowledged deliveries or leased pushes", timeout: .seconds(60)
+            ) { () -> [String]? in
+                let unacked = try await Self.unacknowledged(connection: victimConnection)
+                let leased = try await a.strings(
+                    """
+                    SELECT order_id || ' ' || activity_key || ' ' || generation FROM outbox
+                    WHERE lease_owner = '\(victimID)' AND lease_until > now()
+                    """)
+                return unacked + leased.count > 0 ? leased : nil
             }
             try await victim.process.kill9()
 
@@ -108,6 +128,18 @@ struct CellsTests {
             }
             try await a.waitUntilAllEnded(scenario)
             try await a.verifyConverged(scenario, database: false)
+            // What it held went elsewhere: its deliveries are all in the inboxes (above); each push it had leased
+            // was sent (that generation or a newer one) by another worker.
+            for row in leased {
+                let parts = row.split(separator: " ").map(String.init)
+                let sent = try await a.count(
+                    """
+                    SELECT count(*) FROM push_attempts
+                    WHERE order_id = '\(parts[0])' AND activity_key = '\(parts[1])' AND generation >= \(parts[2])
+                    AND outcome = 'delivered' AND worker_id <> '\(victimID)'
+                    """)
+                #expect(sent > 0, "the push \(row) the killed worker had leased was never sent by another")
+            }
 
             // Each order's events all in exactly one cell, and both cells used.
             let inboxA = Set(try await a.inboxEventIDs())
@@ -230,6 +262,27 @@ struct CellsTests {
                 #expect(statusesB.contains("\(order.orderID) \(order.finalStatus)"))
             }
         }
+    }
+
+    /// The deliveries the broker has sent on a connection's channels and not had acknowledged: the
+    /// connection named `connection` (its `connection_name`).
+    static func unacknowledged(connection name: String) async throws -> Int {
+        func rows(_ arguments: [String]) async throws -> [[String: Any]] {
+            let output = try await TestEnvironment.services(
+                ["rabbitmqctl"] + arguments + ["--silent", "--formatter", "json"])
+            let start = try #require(output.firstIndex(of: "["), "\(output)")
+            return try #require(
+                try JSONSerialization.jsonObject(with: Data(output[start...].utf8)) as? [[String: Any]], "\(output)")
+        }
+        // client_properties: [name, type, value] triples.
+        let connections = try await rows(["list_connections", "pid", "client_properties"]).filter { row in
+            let properties = row["client_properties"] as? [[Any]] ?? []
+            return properties.contains { $0.first as? String == "connection_name" && $0.last as? String == name }
+        }
+        let pid = try #require(connections.first?["pid"] as? String, "no broker connection named \(name)")
+        return try await rows(["list_channels", "connection", "messages_unacknowledged"]).filter {
+            $0["connection"] as? String == pid
+        }.reduce(0) { $0 + (($1["messages_unacknowledged"] as? Int) ?? 0) }
     }
 
     /// Publishes an `order.status` without the `order_id` header, as a publisher that forgot it would.
