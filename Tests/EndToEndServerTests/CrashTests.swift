@@ -40,7 +40,18 @@ struct CrashTests {
         }
     }
 
-    @Test("killed between APNs' acceptance and the recording: the pushes in that window are sent again, and converge")
+    /// The worker's fault points exist in debug builds only (`FaultPoints`); the worker found next to these
+    /// tests is built in the same configuration as they are.
+    #if DEBUG
+    static let faultPoints = true
+    #else
+    static let faultPoints = false
+    #endif
+
+    @Test(
+        "killed between APNs' acceptance and the recording: the pushes in that window are sent again, and converge",
+        .enabled(if: faultPoints, "a release build has no fault points")
+    )
     func killInTheWindowBetweenAcceptanceAndRecording() async throws {
         try await Fixture.with("kill-window") { fixture in
             let scenario = Scenario.deliveries(orders: 30, prefix: fixture.name)
