@@ -157,25 +157,22 @@ struct PropertyTests {
         "with followers, their devices and settings, in any order: every phone still showing the order shows its newest state"
     )
     func withPeopleEveryPhoneShowsTheNewestState() async {
-        let knownBugs = KnownBugs()
         await propertyCheck(count: 300, input: Gen.int(in: 0...Int(Int32.max)), Gen.int(in: 0...Int(Int32.max))) {
             scenarioSeed, orderSeed in
             let scenario = Scenario(seed: UInt64(scenarioSeed)).withPeople(seed: UInt64(scenarioSeed) ^ 0x5EED)
             let inOrder = Replay(scenario.events, context: scenario.context, tracker: tracker)
             let shuffled = Replay(
                 scenario.delivery(seed: UInt64(orderSeed)), context: scenario.context, tracker: tracker)
-            Self.checkNewestShown(shuffled, inOrder: inOrder, scenario: scenario, tracker: tracker, knownBugs)
+            Self.checkNewestShown(shuffled, inOrder: inOrder, scenario: scenario, tracker: tracker)
         }
-        knownBugs.report()
     }
 
     static func checkNewestShown(
-        _ shuffled: Replay, inOrder: Replay, scenario: Scenario, tracker: OrderTracker, _ knownBugs: KnownBugs
+        _ shuffled: Replay, inOrder: Replay, scenario: Scenario, tracker: OrderTracker
     ) {
         #expect(shuffled.state.record == inOrder.state.record, "\(scenario)")
         #expect(shuffled.state.followers == inOrder.state.followers, "\(scenario)")
         #expect(shuffled.phones.problems.isEmpty, "\(shuffled.phones.problems): \(scenario)")
-        knownBugs.collect(shuffled.phones, scenario)
         guard let record = shuffled.state.record else { return }
         let content = JSONValue.object(tracker.configuration.mapping.contentState(for: record)).compactText
         // A remotely started activity waits for the token its app reports (never, here) before it is updated; a
@@ -195,13 +192,11 @@ struct PropertyTests {
     }
 
     @Test func neverAnOlderStateAfterANewerOneAndNeverTwoAlertsPerStep() async {
-        let knownBugs = KnownBugs()
         await propertyCheck(count: 300, input: Gen.int(in: 0...Int(Int32.max)), Gen.int(in: 0...Int(Int32.max))) {
             scenarioSeed, orderSeed in
             let scenario = Scenario(seed: UInt64(scenarioSeed)).withPeople(seed: UInt64(scenarioSeed) ^ 0x5EED)
             let replay = Replay(scenario.delivery(seed: UInt64(orderSeed)), context: scenario.context, tracker: tracker)
             #expect(replay.phones.problems.isEmpty, "\(replay.phones.problems): \(scenario)")
-            knownBugs.collect(replay.phones, scenario)
             var shown: [String: EventKey] = [:]
             var alerted: [String: Set<String>] = [:]
             var timestamps: [String: Int] = [:]
@@ -224,7 +219,6 @@ struct PropertyTests {
                 #expect((try? decodeApp(push)) != nil)
             }
         }
-        knownBugs.report()
     }
 }
 
@@ -334,7 +328,6 @@ struct OutboxPropertyTests {
 
     @Test("whatever APNs answers and whenever the sweeper runs, what a device shows only moves forward")
     func answersDevicesAndSweeps() async {
-        let knownBugs = KnownBugs()
         await propertyCheck(
             count: 300, input: Gen.int(in: 0...Int(Int32.max)), Gen.int(in: 0...Int(Int32.max)),
             Gen.int(in: 0...Int(Int32.max))
@@ -344,13 +337,12 @@ struct OutboxPropertyTests {
             let replay = OutboxReplay(
                 scenario.delivery(seed: UInt64(orderSeed)), context: scenario.context, tracker: tracker,
                 seed: UInt64(answerSeed))
-            Self.check(replay, scenario, knownBugs)
+            Self.check(replay, scenario)
         }
-        knownBugs.report()
     }
 
     /// Every answered push as the phones see it.
-    static func check(_ replay: OutboxReplay, _ scenario: Scenario, _ knownBugs: KnownBugs) {
+    static func check(_ replay: OutboxReplay, _ scenario: Scenario) {
         // The loops below must have something to check: the iPad's activity is always pushed to, unless Live
         // Activities are off there.
         #expect(!replay.answered.isEmpty || scenario.turnsOff("ipad"), "\(scenario)")
@@ -393,35 +385,6 @@ struct OutboxPropertyTests {
         #expect(starts.values.allSatisfy { $0 <= 1 }, "one start per order and device: \(starts)")
         #expect(ends.values.allSatisfy { $0 <= 1 }, "ended once: \(ends)")
         #expect(replay.phones.problems.isEmpty, "\(replay.phones.problems): \(scenario)")
-        knownBugs.collect(replay.phones, scenario)
-    }
-}
-
-/// What the properties found wrong in the core, kept apart so that everything else stays checked: each property
-/// collects the scenarios that meet one, and reports them after its run as an expected issue (intermittent: only
-/// some scenarios meet it; reported after the run because a property check counts any issue, known or not, as a
-/// counterexample). Remove an entry once the core is fixed.
-final class KnownBugs: Sendable {
-    private let startsWhileOff = Mutex<[String]>([])
-
-    func collect(_ phones: Phones, _ scenario: Scenario) {
-        guard let first = phones.startsWhileOff.first else { return }
-        startsWhileOff.withLock { $0.append("\(first): \(scenario)") }
-    }
-
-    func report() {
-        let hits = startsWhileOff.withLock { $0 }
-        // OrderTracker.record (once APNs has created the order's channel: OrderTracker+Channel.swift) and
-        // OrderTracker.retry (OrderTracker+Sweep.swift) reconcile with an empty TrackingContext, and so plan starts
-        // without the device settings (or the per-device start limit's refusals): a device whose Live Activities
-        // the worker knows are off is started all the same, though the step before refused it
-        // (`start_activities_disabled`).
-        withKnownIssue(
-            "record (channel created) and retry plan starts without the settings: a device with Live Activities off is started",
-            isIntermittent: true
-        ) {
-            #expect(hits.count == 0, "such as \(hits.first ?? "")")
-        }
     }
 }
 
@@ -522,9 +485,6 @@ struct Phones {
     private(set) var activities: [String: Activity] = [:]
     private(set) var starts: [String: Int] = [:]
     private(set) var problems: [String] = []
-    /// Starts sent to a device whose Live Activities the worker knew were off (kept apart: a known bug, see
-    /// ``KnownBugs``).
-    private(set) var startsWhileOff: [String] = []
     private var off: Set<String> = []
     private var gone: Set<String> = []
 
@@ -577,7 +537,7 @@ struct Phones {
                 if starts[device, default: 0] > 1 { problems.append("a second start on device \(device)") }
                 if off.contains(device) {
                     // The phone starts nothing.
-                    startsWhileOff.append("a start on device \(device), whose Live Activities are off")
+                    problems.append("a start on device \(device), whose Live Activities are off")
                     activities[key] = Activity(device: device, ended: true)
                     return
                 }
