@@ -86,15 +86,15 @@ struct ScheduledStartTests {
             // Past the bound after occurred_at (2026-11-21T10:00:00Z): a second over 7 days, the year 9999.
             (
                 #""2026-11-28T10:00:01Z""#, .invalidField,
-                "scheduled_start is 168 hours after occurred_at; the limit is 7 days"
+                "scheduled_start is 604801 s after occurred_at, more than the 7 days (604800 s) allowed"
             ),
             (
                 #""2026-11-28T12:00:00+01:00""#, .invalidField,
-                "scheduled_start is 169 hours after occurred_at; the limit is 7 days"
+                "scheduled_start is 608400 s after occurred_at, more than the 7 days (604800 s) allowed"
             ),
             (
                 #""9999-12-31T23:59:59Z""#, .invalidField,
-                "scheduled_start is 69890845 hours after occurred_at; the limit is 7 days"
+                "scheduled_start is 251607045599 s after occurred_at, more than the 7 days (604800 s) allowed"
             ),
         ])
     func aMalformedScheduledStartIsRefused(_ value: String, _ reason: EventRejection.Reason, _ message: String) throws {
@@ -115,7 +115,7 @@ struct ScheduledStartTests {
         #expect(rejection.message == message)
     }
 
-    @Test("scheduled_start counts from occurred_at, whatever the clock; null is no schedule")
+    @Test("scheduled_start counts from occurred_at, whatever the clock; null or empty is no schedule")
     func theBoundCountsFromOccurredAt() {
         func decoded(occurredAt: String, scheduled: Any) -> Result<Date?, EventRejection> {
             let object: [String: Any] = [
@@ -142,6 +142,9 @@ struct ScheduledStartTests {
         }
         #expect(late.reason == .invalidField && late.field == "scheduled_start")
         #expect(decoded(occurredAt: Fixtures.iso(0), scheduled: NSNull()) == .success(nil))
+        // As every optional field: an empty string is no value.
+        #expect(decoded(occurredAt: Fixtures.iso(0), scheduled: "") == .success(nil))
+        #expect(decoded(occurredAt: Fixtures.iso(0), scheduled: "  ") == .success(nil))
     }
 
     /// Decodes an `activity.token` reported at minute 0 with a scheduled start `minute` minutes later.

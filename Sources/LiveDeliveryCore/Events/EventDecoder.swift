@@ -263,7 +263,8 @@ package enum EventDecoder {
             let days = Int(maximumScheduleAheadSeconds / 86_400)
             throw EventRejection(
                 .invalidField, field: "scheduled_start",
-                "scheduled_start is \(Int(ahead / 3_600)) hours after occurred_at; the limit is \(days) days")
+                "scheduled_start is \(Int(ahead)) s after occurred_at, more than the \(days) days (\(Int(maximumScheduleAheadSeconds)) s) allowed"
+            )
         }
         return start
     }

@@ -187,8 +187,15 @@ struct FieldReader {
     }
 
     /// nil when absent or `null`; else as ``requiredTimestamp(_:)``.
+    /// nil when absent, `null`, empty or whitespace only (as every optional field); else as
+    /// ``requiredTimestamp(_:)``.
     func optionalTimestamp(_ key: String) throws(EventRejection) -> Date? {
-        guard member(key) != nil else { return nil }
+        guard let member = member(key) else { return nil }
+        if tape.kind(at: member) == .string, let text = try? tape.string(at: member),
+            text.allSatisfy(\.isWhitespace)
+        {
+            return nil
+        }
         return try requiredTimestamp(key)
     }
 
