@@ -14,9 +14,9 @@ struct AdminOptions: ParsableArguments {
     @Option(name: .long, help: "Log level on stderr (default warning).")
     var logLevel: String = "warning"
 
-    /// The context, read once the process is non-dumpable: reading it reads the `…_FILE` secrets.
+    /// The context (reading the configuration makes the process non-dumpable before the `…_FILE` secrets are
+    /// read).
     func context() async throws -> AdminContext {
-        ProcessHardening.makeNonDumpable()
         var overrides: [String: String] = [:]
         if let configDir { overrides["config.dir"] = configDir }
         let config = try await WorkerConfiguration.makeReader(overrides: overrides)

@@ -24,10 +24,9 @@ struct WorkerOptions: ParsableArguments {
         return values
     }
 
-    /// The configuration, read once the process is non-dumpable: reading it reads the `…_FILE` secrets.
+    /// The configuration (reading it makes the process non-dumpable before the `…_FILE` secrets are read).
     func reader(extra: [String: String] = [:]) async throws -> ConfigReader {
-        ProcessHardening.makeNonDumpable()
-        return try await WorkerConfiguration.makeReader(overrides: overrides.merging(extra) { $1 })
+        try await WorkerConfiguration.makeReader(overrides: overrides.merging(extra) { $1 })
     }
 
     func logger(config: ConfigReader) -> Logger {
@@ -53,8 +52,8 @@ struct RunCommand: AsyncParsableCommand {
     func run() async throws {
         var extra: [String: String] = [:]
         if let httpPort { extra["http.port"] = String(httpPort) }
-        // `reader` makes the process non-dumpable before it reads a secret: no core file or same-user ptrace
-        // may carry the keys and passwords off.
+        // Reading the configuration made the process non-dumpable before it read a secret: no core file or
+        // same-user ptrace may carry the keys and passwords off.
         let config = try await options.reader(extra: extra)
         let logger = options.logger(config: config)
         if ProcessHardening.isNonDumpable {

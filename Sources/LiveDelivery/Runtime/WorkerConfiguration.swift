@@ -180,10 +180,14 @@ package struct WorkerConfiguration: Sendable {
     package static let appsFileName = "apns-apps.json"
 
     /// The reader: `overrides` > environment (`LIVEDELIVERY_…`) > `$CONFIG_DIR/livedelivery.json`.
+    ///
+    /// It reads the `…_FILE` secrets, so it first makes the process non-dumpable (``ProcessHardening``): every
+    /// command that reads its configuration is hardened before its first secret, by construction.
     package static func makeReader(
         environment: [String: String] = ProcessInfo.processInfo.environment,
         overrides: [String: String] = [:]
     ) async throws(LiveDeliveryError) -> ConfigReader {
+        ProcessHardening.makeNonDumpable()
         let directory =
             overrides["config.dir"] ?? environment["LIVEDELIVERY_CONFIG_DIR"].flatMap { $0.isEmpty ? nil : $0 }
             ?? DefaultConfiguration.directoryName

@@ -50,4 +50,25 @@ struct ProcessHardeningTests {
         let warning = warnings.first ?? ""
         #expect(warning.contains("shared.p8") && warning.contains("mode 644"))
     }
+
+    /// In a fresh process of its own (an exit test): dumpable at first, as every process; reading the
+    /// configuration, which is how every command reaches a `…_FILE` secret, leaves it non-dumpable. It fails if
+    /// the reader stops hardening the process.
+    @Test("reading the configuration, every command's way to a secret, makes the process non-dumpable")
+    func readingTheConfigurationHardensTheProcess() async {
+        await #expect(processExitsWith: .success) {
+            guard !ProcessHardening.isNonDumpable else { exit(2) }
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("secret-\(UUID().uuidString)")
+            guard (try? "host=/tmp password=Sec-1\n".write(to: file, atomically: true, encoding: .utf8)) != nil else {
+                exit(3)
+            }
+            defer { try? FileManager.default.removeItem(at: file) }
+            guard
+                (try? await WorkerConfiguration.makeReader(environment: [
+                    "LIVEDELIVERY_POSTGRES_URL_FILE": file.path, "LIVEDELIVERY_CONFIG_DIR": "/nonexistent",
+                ])) != nil
+            else { exit(4) }
+            exit(ProcessHardening.isNonDumpable ? 0 : 1)
+        }
+    }
 }
