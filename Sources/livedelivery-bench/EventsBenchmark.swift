@@ -77,6 +77,10 @@ struct EventsBenchmark: ParsableCommand {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        // The same count on every run: hashing seeded per process would reorder Set and Dictionary walks.
+        process.environment = ProcessInfo.processInfo.environment.merging(["SWIFT_DETERMINISTIC_HASHING": "1"]) {
+            $1
+        }
         process.standardOutput = FileHandle.nullDevice
         try process.run()
         process.waitUntilExit()
