@@ -87,6 +87,12 @@ struct CellsTests {
                     "token":"\(String(repeating: "ab", count: 32))","bundle_id":"\(Scenario.bundleID)",\
                     "environment":"production","attributes_type":"DeliveryAttributes"}
                     """.utf8))
+            // The victim is frozen once it consumes, before anything is published: the broker then sends it as many
+            // deliveries as its prefetch allows, which it holds unacknowledged until it dies. It had work in flight.
+            try await eventually("the victim consuming", timeout: .seconds(120), every: .milliseconds(100)) {
+                (try await Self.channels(connection: victimConnection)?.consumers ?? 0) > 0
+            }
+            victim.process.signal(SIGSTOP)
             try await a.publish(scenario.shuffled(duplicateRate: 0.2, seed: 0x5EED_0039) + [token])
             try await Self.publishWithoutHeader(a, orderID: "\(a.name)-unrouted")
 
@@ -98,21 +104,18 @@ struct CellsTests {
                 if done >= total { throw HarnessError("cell a finished before it could be killed") }
                 return done >= 10
             }
-            // Frozen first, so that what it holds, read from the broker and the database, is what it holds
-            // when it dies: it had work in flight.
-            victim.process.signal(SIGSTOP)
-            let victimID = "\(a.name)-a2"
-            let leased = try await eventuallyValue(
-                "the frozen victim holding unacknowledged deliveries or leased pushes", timeout: .seconds(60)
-            ) { () -> [String]? in
-                let unacked = try await Self.unacknowledged(connection: victimConnection)
-                let leased = try await a.strings(
-                    """
-                    SELECT order_id || ' ' || activity_key || ' ' || generation FROM outbox
-                    WHERE lease_owner = '\(victimID)' AND lease_until > now()
-                    """)
-                return unacked + leased.count > 0 ? leased : nil
+            _ = try await eventuallyValue(
+                "the frozen victim holding deliveries", timeout: .seconds(60), every: .milliseconds(250)
+            ) { () -> Int? in
+                let unacked = try await Self.channels(connection: victimConnection)?.unacknowledged ?? 0
+                return unacked > 0 ? unacked : nil
             }
+            let victimID = "\(a.name)-a2"
+            let leased = try await a.strings(
+                """
+                SELECT order_id || ' ' || activity_key || ' ' || generation FROM outbox
+                WHERE lease_owner = '\(victimID)' AND lease_until > now()
+                """)
             try await victim.process.kill9()
 
             // Every event lands, in one cell or the other; every activity ends at its phone.
@@ -264,25 +267,29 @@ struct CellsTests {
         }
     }
 
-    /// The deliveries the broker has sent on a connection's channels and not had acknowledged: the
-    /// connection named `connection` (its `connection_name`).
-    static func unacknowledged(connection name: String) async throws -> Int {
+    /// The consumers on a connection's channels and the deliveries the broker has sent on them and not had
+    /// acknowledged: the connection named `connection` (its `connection_name`); nil when there is none.
+    static func channels(connection name: String) async throws -> (consumers: Int, unacknowledged: Int)? {
         func rows(_ arguments: [String]) async throws -> [[String: Any]] {
             let output = try await TestEnvironment.services(
                 ["rabbitmqctl"] + arguments + ["--silent", "--formatter", "json"])
-            let start = try #require(output.firstIndex(of: "["), "\(output)")
-            return try #require(
-                try JSONSerialization.jsonObject(with: Data(output[start...].utf8)) as? [[String: Any]], "\(output)")
+            guard let start = output.firstIndex(of: "["),
+                let rows = try JSONSerialization.jsonObject(with: Data(output[start...].utf8)) as? [[String: Any]]
+            else { throw HarnessError("rabbitmqctl printed no JSON list: \(output)") }
+            return rows
         }
         // client_properties: [name, type, value] triples.
         let connections = try await rows(["list_connections", "pid", "client_properties"]).filter { row in
             let properties = row["client_properties"] as? [[Any]] ?? []
             return properties.contains { $0.first as? String == "connection_name" && $0.last as? String == name }
         }
-        let pid = try #require(connections.first?["pid"] as? String, "no broker connection named \(name)")
-        return try await rows(["list_channels", "connection", "messages_unacknowledged"]).filter {
-            $0["connection"] as? String == pid
-        }.reduce(0) { $0 + (($1["messages_unacknowledged"] as? Int) ?? 0) }
+        guard let pid = connections.first?["pid"] as? String else { return nil }
+        let channels = try await rows(["list_channels", "connection", "consumer_count", "messages_unacknowledged"])
+            .filter { $0["connection"] as? String == pid }
+        return (
+            channels.reduce(0) { $0 + (($1["consumer_count"] as? Int) ?? 0) },
+            channels.reduce(0) { $0 + (($1["messages_unacknowledged"] as? Int) ?? 0) }
+        )
     }
 
     /// Publishes an `order.status` without the `order_id` header, as a publisher that forgot it would.
