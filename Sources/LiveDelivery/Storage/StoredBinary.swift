@@ -420,18 +420,13 @@ extension StoredState {
 
         mutating func eta() throws -> ETAWindow { ETAWindow(earliest: try date(), latest: try date()) }
 
-        mutating func alertKind() throws -> ActivityState.AlertKind {
-            guard let kind = ActivityState.AlertKind(rawValue: try string()) else {
-                throw StoredDocumentError(message: "stored document has an unknown alert kind")
+        /// A case stored as its text (an activity's phase, an alert's kind); an unknown text is an error.
+        mutating func stored<Value: RawRepresentable>(_: Value.Type, _ what: String) throws -> Value
+        where Value.RawValue == String {
+            guard let value = Value(rawValue: try string()) else {
+                throw StoredDocumentError(message: "stored document has an unknown \(what)")
             }
-            return kind
-        }
-
-        mutating func phase() throws -> ActivityState.Phase {
-            guard let phase = ActivityState.Phase(rawValue: try string()) else {
-                throw StoredDocumentError(message: "stored document has an unknown activity phase")
-            }
-            return phase
+            return value
         }
 
         mutating func activity() throws -> ActivityState {
@@ -439,7 +434,7 @@ extension StoredState {
                 key: try string(),
                 activityID: try optional { try $0.string() },
                 deviceID: try optional { try $0.string() },
-                phase: try phase(),
+                phase: try stored(ActivityState.Phase.self, "activity phase"),
                 closeReason: try optional { try $0.string() }.map(CloseReason.init(stored:)),
                 updateToken: try optional { reader in
                     ActivityState.UpdateToken(
@@ -455,7 +450,8 @@ extension StoredState {
                     ActivityState.PendingPush(
                         apnsID: try reader.string(), kind: try reader.kind(), timestamp: try reader.int(),
                         priority: try reader.int(), alertStep: try reader.optional { try $0.string() },
-                        alertKind: try reader.optional { try $0.alertKind() }, mark: try reader.mark())
+                        alertKind: try reader.optional { try $0.stored(ActivityState.AlertKind.self, "alert kind") },
+                        mark: try reader.mark())
                 },
                 planned: try optional { try $0.mark() },
                 sent: try optional { try $0.mark() },

@@ -381,18 +381,13 @@ extension StoredJSON {
             return ETAWindow(earliest: try object.date("earliest"), latest: try object.date("latest"))
         }
 
-        private func alertKind(_ text: String) throws -> ActivityState.AlertKind {
-            guard let kind = ActivityState.AlertKind(rawValue: text) else {
-                throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not an alert kind"))
+        /// A case stored as its text (an activity's phase, an alert's kind); an unknown text is an error.
+        private func stored<Value: RawRepresentable>(_ text: String, _ what: String) throws -> Value
+        where Value.RawValue == String {
+            guard let value = Value(rawValue: text) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not an \(what)"))
             }
-            return kind
-        }
-
-        private func phase(_ text: String) throws -> ActivityState.Phase {
-            guard let phase = ActivityState.Phase(rawValue: text) else {
-                throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not an activity phase"))
-            }
-            return phase
+            return value
         }
 
         private func activity(at index: Int) throws -> ActivityState {
@@ -401,7 +396,7 @@ extension StoredJSON {
                 key: try object.string("key"),
                 activityID: try object.stringIfPresent("activityID"),
                 deviceID: try object.stringIfPresent("deviceID"),
-                phase: try phase(try object.string("phase")),
+                phase: try stored(try object.string("phase"), "activity phase"),
                 closeReason: try object.stringIfPresent("closeReason").map(CloseReason.init(stored:)),
                 updateToken: try object.readIfPresent("updateToken") { index in
                     let token = try JSONTape.Object(tape, index)
@@ -424,7 +419,7 @@ extension StoredJSON {
                         timestamp: try pending.int("timestamp"),
                         priority: try pending.int("priority"),
                         alertStep: try pending.stringIfPresent("alertStep"),
-                        alertKind: try pending.stringIfPresent("alertKind").map(alertKind),
+                        alertKind: try pending.stringIfPresent("alertKind").map { try stored($0, "alert kind") },
                         mark: try pending.read("mark") { try mark(at: $0) })
                 },
                 planned: try object.readIfPresent("planned") { try mark(at: $0) },

@@ -17,7 +17,6 @@ package struct ActivityState: Hashable, Sendable, Codable {
         case expired
         case failed
 
-        package static let all: [Phase] = allCases
         /// Final phases: nothing is ever pushed again.
         package var isFinal: Bool { self == .ended || self == .expired || self == .failed }
         package var description: String { rawValue }

@@ -210,7 +210,6 @@ extension OrderTracker {
 
     // MARK: - Outcomes
 
-    /// Records APNs' answer to one of the channel's requests.
     /// Records APNs' answer to one of the channel's requests. Once the channel is created or refused, the
     /// followers' devices wait for their start, which needs their settings: the sweeper starts them
     /// (``followersWaitingSince(_:)``).
@@ -230,12 +229,14 @@ extension OrderTracker {
     func followersWaitingSince(_ state: OrderState) -> Date? {
         guard let channel = state.channel, channel.phase == .active || channel.phase == .failed,
             let answered = channel.startedAt ?? channel.endedAt, let record = state.record, !record.isTerminal,
-            policy.startOn.contains(record.status), state.activities.count < OrderState.maxActivities
+            state.activities.count < OrderState.maxActivities
         else { return nil }
         let waiting = state.pushToStartTokens.contains { registration in
-            registration.userID != record.userID && state.followers.contains(registration.userID)
-                && registration.attributesType == mapping.attributesType
-                && !state.activities.contains { $0.deviceID == registration.deviceID }
+            guard registration.userID != record.userID, state.followers.contains(registration.userID),
+                !state.activities.contains(where: { $0.deviceID == registration.deviceID }),
+                case .start = startability(registration, of: state, record: record, context: .unread)
+            else { return false }
+            return true
         }
         return waiting ? answered : nil
     }

@@ -144,7 +144,7 @@ extension OrderTracker {
         }
     }
 
-    private enum Startability {
+    enum Startability {
         /// A start may be planned, into the order's broadcast channel of this id if one is named.
         case start(joining: String?)
         /// Not now, and why (told only when announced).
@@ -152,7 +152,7 @@ extension OrderTracker {
     }
 
     /// Whether a device may be started remotely now, and into which channel.
-    private func startability(
+    func startability(
         _ registration: PushToStartRegistration, of state: OrderState, record: OrderRecord, context: TrackingContext
     ) -> Startability {
         guard registration.attributesType == mapping.attributesType else { return .notNow(.startWrongAttributesType) }
