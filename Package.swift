@@ -17,6 +17,8 @@ let package = Package(
         .executable(name: "livedelivery", targets: ["LiveDeliveryCLI"]),
         .executable(name: "livedelivery-bench", targets: ["livedelivery-bench"]),
         .executable(name: "apns-sim", targets: ["apns-sim"]),
+        // What an iOS app imports: the default contract's ActivityAttributes and the events the app reports.
+        .library(name: "LiveDeliveryActivity", targets: ["LiveDeliveryActivity"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
@@ -116,6 +118,8 @@ let package = Package(
         // The one JSON value, parser (a token tape), writer and string escaper: core, worker, apns-sim, logs.
         .target(name: "LiveDeliveryJSON", exclude: ["README.md"]),
         .target(name: "LiveDeliveryCore", dependencies: ["LiveDeliveryJSON"]),
+        // The app's side of the contract, Foundation only (ActivityKit where it exists): nothing an app would not want.
+        .target(name: "LiveDeliveryActivity"),
         .target(
             name: "LiveDelivery",
             dependencies: [
@@ -211,7 +215,7 @@ let package = Package(
         .testTarget(
             name: "LiveDeliveryCoreUnitTests",
             dependencies: [
-                "LiveDeliveryCore", "LiveDeliveryJSON",
+                "LiveDeliveryActivity", "LiveDeliveryCore", "LiveDeliveryJSON",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),

@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryActivity
 import LiveDeliveryJSON
 import Testing
 
