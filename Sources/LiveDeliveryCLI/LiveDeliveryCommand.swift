@@ -30,7 +30,7 @@ struct LiveDeliveryCommand: AsyncParsableCommand {
         subcommands: [
             RunCommand.self, MigrateCommand.self, CheckConfigCommand.self, PublishCommand.self, RenderCommand.self,
             ReportCommand.self, DeadLettersCommand.self, FailedPushesCommand.self, SweepCommand.self,
-            StatusCommand.self,
+            StatusCommand.self, ValidateCommand.self,
         ]
     )
 }
