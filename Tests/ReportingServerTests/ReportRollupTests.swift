@@ -1,0 +1,182 @@
+import Foundation
+import Postgres
+import TestSupport
+import Testing
+
+/// The report rollups (sql/123): every report over history gives the same rows read from the rollups as read
+/// from the history alone, for windows that cut hours and days, over four days of generated history.
+@Suite("Report rollups equal the history they were made from", .serialized, .timeLimit(.minutes(3)))
+struct ReportRollupTests {
+    static let reports = [
+        "report_activity_timings", "report_activity_timings_by_app", "report_alerts_per_activity",
+        "report_failed_pushes", "report_duplicate_starts",
+    ]
+
+    /// Windows as SQL expressions: rolled-up hours only, live hours only, both, cutting hours and UTC days.
+    static let windows: [(String, String)] = [
+        ("'-infinity'", "'infinity'"),
+        ("now() - interval '7 days'", "now()"),
+        ("now() - interval '24 hours'", "now()"),
+        ("now() - interval '50 hours 13 minutes'", "now() - interval '7 minutes'"),
+        ("now() - interval '3 days 17 minutes'", "now() - interval '1 day 23 minutes'"),
+        ("date_trunc('day', now(), 'UTC') - interval '2 days'", "date_trunc('day', now(), 'UTC') - interval '1 day'"),
+        (
+            "date_trunc('hour', now()) - interval '40 hours 20 minutes'",
+            "date_trunc('hour', now()) - interval '40 hours'"
+        ),
+        ("now() - interval '30 hours'", "now() - interval '30 hours'"),
+    ]
+
+    /// Four days of activities over three apps: some still live, some without a start or an end; attempts
+    /// delivered, retried and given up; a second accepted start for every ninth; alerts held back and downgraded.
+    static let history = """
+        INSERT INTO orders (order_id, user_id, status, terminal, settled, created_at, updated_at)
+        SELECT 'o-' || i, 'u-' || i, 'delivered', true, true, now() - make_interval(secs => (i * 2903 % 345600)), now()
+        FROM generate_series(1, 1000) AS i;
+        INSERT INTO activities (order_id, activity_key, bundle_id, environment, state, end_reason, alert_count,
+                                started_at, ended_at, created_at, updated_at)
+        SELECT order_id, 'device:d' || i, CASE WHEN i % 17 = 0 THEN NULL ELSE 'com.example.app' || (i % 3) END,
+               'production',
+               CASE WHEN live THEN 'active' WHEN i % 11 = 0 THEN 'failed' ELSE 'ended' END,
+               CASE WHEN live THEN NULL ELSE 'delivered' END,
+               i % 4,
+               CASE WHEN i % 13 = 0 THEN NULL ELSE date_trunc('second', c + make_interval(secs => i % 3)) END,
+               CASE WHEN live OR i % 11 = 0 THEN NULL
+                    ELSE date_trunc('second', c + make_interval(secs => 60 + i * 7 % 7200)) END,
+               c, c + make_interval(secs => 60 + i * 7 % 7200)
+        FROM (SELECT i, 'o-' || i AS order_id, c, c > now() - interval '3 hours' AND i % 4 = 0 AS live
+              FROM generate_series(1, 1000) AS i,
+                   LATERAL (SELECT now() - make_interval(secs => (i * 2903 % 345600))
+                                   + make_interval(secs => i % 7 + (i % 10) / 10.0) AS c) AS t) AS g;
+        INSERT INTO push_attempts (order_id, activity_key, kind, bundle_id, priority, generation, apns_id, status,
+                                   outcome, reason, latency_ms, worker_id, attempted_at)
+        SELECT a.order_id, a.activity_key,
+               CASE WHEN j IN (0, 6) THEN 'start' WHEN j = 5 THEN 'end' ELSE 'update' END,
+               coalesce(a.bundle_id, 'com.example.app0'), CASE WHEN (i + j) % 3 = 0 THEN 10 ELSE 5 END, 1,
+               gen_random_uuid(),
+               CASE WHEN r < 80 OR j = 6 THEN 200 WHEN r < 88 THEN 429 WHEN r < 94 THEN 410 ELSE 413 END,
+               CASE WHEN r < 80 OR j = 6 THEN 'delivered' WHEN r < 88 THEN 'retry' WHEN r < 94 THEN 'token_gone'
+                    ELSE 'payload_fault' END,
+               CASE WHEN r < 80 OR j = 6 THEN NULL WHEN r < 88 THEN 'TooManyRequests' WHEN r < 94 THEN 'Unregistered'
+                    ELSE 'PayloadTooLarge' END,
+               5 + r * 0.7, 'test',
+               CASE WHEN j = 6 THEN a.created_at + make_interval(secs => 1 + i % 5000)
+                    ELSE a.created_at + make_interval(secs => j * (30 + i * 7 % 7200) / 6.0) END
+        FROM (SELECT row_number() OVER (ORDER BY order_id) AS i, * FROM activities) AS a
+        CROSS JOIN generate_series(0, 6) AS j
+        CROSS JOIN LATERAL (SELECT (i * 31 + j * 17) % 100 AS r) AS h
+        WHERE j < 6 OR i % 9 = 0;
+        INSERT INTO timeline (order_id, at, kind, activity_keys, codes, messages)
+        SELECT p.order_id, p.attempted_at, 'outcome', ARRAY[p.activity_key],
+               ARRAY[CASE p.outcome WHEN 'token_gone' THEN 'token_gone' ELSE 'push_dropped' END], ARRAY['given up']
+        FROM push_attempts AS p WHERE p.outcome IN ('token_gone', 'payload_fault');
+        INSERT INTO timeline (order_id, at, kind, activity_keys, codes, messages)
+        SELECT p.order_id, p.attempted_at - interval '1 second', 'event', ARRAY[p.activity_key, p.activity_key],
+               ARRAY['update_planned', (ARRAY['alert', 'alert_eta_slip', 'alert_cap_reached',
+                                              'alert_already_sent_for_step', 'budget_downgrade', 'no_alert'])[1 + p.id % 6]],
+               ARRAY['planned', 'why']
+        FROM push_attempts AS p WHERE p.kind = 'update'
+        """
+
+    /// Every report over every window, each row as JSON, sorted: read as the owner, who is not bound.
+    static func read(_ database: TestDatabase) async throws -> [[String]] {
+        var answers: [[String]] = []
+        for report in reports {
+            for (since, until) in windows {
+                answers.append(
+                    try await database.strings(
+                        PostgresQuery(
+                            unsafeSQL: """
+                                SELECT row_to_json(r)::text FROM \(report)(\(since), \(until)) AS r ORDER BY 1
+                                """)))
+            }
+        }
+        return answers
+    }
+
+    @Test("every report, over windows that cut hours and days, gives the same rows from the rollups as from history")
+    func rollupsEqualHistory() async throws {
+        try await TestDatabase.with { database in
+            try await database.owner.withConnection { try await $0.execute(unsafeSQL: Self.history) }
+            // Nothing rolled up yet: every window is read from the history.
+            #expect(try await database.count("SELECT count(*) FROM report_rollups WHERE name = 'activity_hours'") == 0)
+            let fromHistory = try await Self.read(database)
+            for (index, answer) in fromHistory.enumerated() where index % Self.windows.count == 3 {
+                #expect(!answer.isEmpty, "\(Self.reports[index / Self.windows.count]) has rows over two days")
+            }
+
+            // The workers' round, through the worker's login (bounded: at most 168 hours a call).
+            _ = try await database.client.query("SELECT report_rollup_push_outcomes(now(), 168)")
+            let held = try await database.strings(
+                """
+                SELECT (complete_until > now() - interval '14 hours' AND complete_until <= now() - interval '12 hours')::text
+                FROM report_rollups WHERE name = 'activity_hours'
+                """)
+            #expect(held == ["true"], "final hours are those that ended 12 h 5 min ago")
+            for table in [
+                "report_activity_timings_rollup", "report_alerts_per_activity_rollup", "report_failed_pushes_rollup",
+                "report_activity_timings_by_app_rollup", "report_duplicate_starts_rollup",
+                "report_repeat_starts_rollup",
+            ] {
+                #expect(
+                    try await database.count(PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table)")) > 0, "\(table)")
+            }
+            let fromRollups = try await Self.read(database)
+            for (index, answer) in fromRollups.enumerated() {
+                let report = Self.reports[index / Self.windows.count]
+                let window = Self.windows[index % Self.windows.count]
+                #expect(answer == fromHistory[index], "\(report) over \(window)")
+            }
+
+            // Over all history the functions are the views (failed-pushes' function counts a recovery only from
+            // attempts made after the give-up, and alerts-per-activity's view has no creation time to read by).
+            for report in ["report_activity_timings", "report_activity_timings_by_app", "report_duplicate_starts"] {
+                let view = try await database.strings(
+                    PostgresQuery(unsafeSQL: "SELECT row_to_json(r)::text FROM \(report) AS r ORDER BY 1"))
+                let function = try await database.strings(
+                    PostgresQuery(
+                        unsafeSQL: "SELECT row_to_json(r)::text FROM \(report)('-infinity', 'infinity') AS r ORDER BY 1"
+                    ))
+                #expect(view == function, "\(report)")
+            }
+            // Each hour once.
+            let rows = try await database.count("SELECT count(*) FROM report_activity_timings_rollup")
+            _ = try await database.client.query("SELECT report_rollup_push_outcomes(now(), 168)")
+            #expect(try await database.count("SELECT count(*) FROM report_activity_timings_rollup") == rows)
+        }
+    }
+
+    @Test("an activity still live holds the rollup back at its hour; once it ends, the rollup goes on")
+    func liveActivityHoldsTheRollup() async throws {
+        try await TestDatabase.with { database in
+            try await database.owner.withConnection { try await $0.execute(unsafeSQL: Self.history) }
+            try await database.owner.query(
+                """
+                UPDATE activities SET state = 'active', ended_at = NULL
+                WHERE order_id = (SELECT order_id FROM activities WHERE created_at < now() - interval '2 days'
+                                  ORDER BY created_at DESC LIMIT 1)
+                """)
+            _ = try await database.client.query("SELECT report_rollup_push_outcomes(now(), 168)")
+            #expect(
+                try await database.strings(
+                    """
+                    SELECT (complete_until = date_trunc('hour', (SELECT min(created_at) FROM activities
+                                                                 WHERE state = 'active'), 'UTC'))::text
+                    FROM report_rollups WHERE name = 'activity_hours'
+                    """) == ["true"])
+            try await database.owner.query(
+                "UPDATE activities SET state = 'ended' WHERE state = 'active' AND created_at < now() - interval '2 days'"
+            )
+            // Meanwhile the hours after it are read live; ended, its hour is rolled up on the next round.
+            let fromHistory = try await Self.read(database)
+            _ = try await database.client.query("SELECT report_rollup_push_outcomes(now(), 168)")
+            #expect(
+                try await database.count(
+                    """
+                    SELECT count(*) FROM report_rollups
+                    WHERE name = 'activity_hours' AND complete_until > now() - interval '14 hours'
+                    """) == 1)
+            #expect(try await Self.read(database) == fromHistory)
+        }
+    }
+}
