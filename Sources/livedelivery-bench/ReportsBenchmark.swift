@@ -12,23 +12,25 @@ import Glibc
 import Darwin
 #endif
 
-/// `livedelivery-bench reports`: the admin reports at production scale. Populates N days of synthetic
-/// history on the layout before sql/112 (unpartitioned), copies that database, migrates the copy to
-/// the day-partitioned layout (timing the migration), then prints each report's time for the last
-/// hour, day and week: the window function on the partitioned copy beside the view filtered by its
-/// time column on the unpartitioned one, in the same run. Then retention of the oldest day: dropping
-/// its partitions beside deleting its rows, with the WAL each writes.
+/// `livedelivery-bench reports`: the admin reports at production scale, at two sizes of history on the same
+/// machine and settings, so that growth shows. For each size: a fresh database migrated to the current schema,
+/// N days of synthetic history in day partitions, the rollups caught up as the workers' retention rounds keep
+/// them (timed: the cost of rolling up a day), then each report over the last hour, day and week (the window
+/// function, median of `runs`), and retention of the oldest day (its partitions dropped, with the WAL written).
 struct ReportsBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "reports",
-        abstract: "Report times over a time window and retention cost, partitioned vs unpartitioned history."
+        abstract: "Report times over the last hour, day and week, at two sizes of history."
     )
 
     @Option(help: "Days of history.")
     var days = 30
 
-    @Option(help: "Push attempts in all (about six per activity; two timeline rows and one inbox row each).")
-    var attempts = 100_000_000
+    @Option(
+        name: .customLong("attempts"),
+        help: "Push attempts in all, once per size (about six per activity; two timeline rows and one inbox row each)."
+    )
+    var sizes: [Int] = [10_000_000, 30_000_000]
 
     @Option(help: "Runs of each query; the median is printed.")
     var runs = 3
@@ -44,175 +46,162 @@ struct ReportsBenchmark: AsyncParsableCommand {
     @Option(help: "The migrations folder.")
     var sql = "sql"
 
-    @Flag(help: "Keep the two databases afterwards (their names are printed).")
+    @Flag(help: "Keep the databases afterwards (their names are printed).")
     var keep = false
 
     func validate() throws {
         guard days >= 8 else { throw ValidationError("--days must be at least 8 (a week, and a day to expire)") }
-        guard attempts >= 6 * days else { throw ValidationError("--attempts must be at least 6 per day") }
+        guard !sizes.isEmpty, sizes.allSatisfy({ $0 >= 6 * days }) else {
+            throw ValidationError("--attempts must be at least 6 per day")
+        }
     }
+
+    /// One size's figures: per report, the last hour, day and week in seconds.
+    struct Figures {
+        var attempts: Int
+        var times: [(report: String, seconds: [Double])] = []
+    }
+
+    static let windows: [(String, TimeInterval)] = [("hour", 3600), ("day", 86_400), ("week", 7 * 86_400)]
 
     func run() async throws {
         let logger = Logger(label: "livedelivery-bench")
-        // The superuser's: the bench makes databases from templates and measures what only it may (CHECKPOINT).
+        // The superuser's: the bench makes databases and measures what only it may (CHECKPOINT).
         let admin = PostgresClient(
             configuration: try PostgresConfiguration(PostgresLogin.superuser.url(url, database: "postgres")),
             logger: logger)
-        let name = "bench_reports_\(UInt32.random(in: 0...UInt32.max))"
-        let flatName = name + "_flat"
-        let partitionedName = name + "_days"
         say(
-            "reports: \(days) days, \(attempts) push attempts, median of \(runs) runs; databases \(flatName), \(partitionedName)"
+            "reports: \(days) days, sizes \(sizes.map(String.init).joined(separator: ", ")) attempts, median of \(runs) runs"
         )
         say(try await Durability.describe(admin))
+        var all: [Figures] = []
+        for attempts in sizes {
+            all.append(try await measure(attempts: attempts, admin: admin, logger: logger))
+        }
+        await admin.shutdown()
 
-        // The layout before sql/112, populated.
-        try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(flatName)"))
-        let flat = try client(flatName, logger: logger)
-        try await Migrator(directory: sql).migrate(client: flat, logger: logger, before: 112)
+        say("")
+        say(
+            "report                      "
+                + all.map {
+                    "\($0.attempts / 1_000_000)M: hour / day / week (ms)".padding(
+                        toLength: 36, withPad: " ", startingAt: 0)
+                }.joined() + (all.count > 1 ? "growth day / week" : ""))
+        for (index, line) in all[0].times.enumerated() {
+            var text = line.report.padding(toLength: 28, withPad: " ", startingAt: 0)
+            for figures in all {
+                let seconds = figures.times[index].seconds
+                text += seconds.map { String(format: "%.1f", $0 * 1000) }.joined(separator: " / ")
+                    .padding(toLength: 36, withPad: " ", startingAt: 0)
+            }
+            if let last = all.last, all.count > 1 {
+                let first = all[0].times[index].seconds
+                let grown = last.times[index].seconds
+                text += String(format: "%.2f× / %.2f×", grown[1] / first[1], grown[2] / first[2])
+            }
+            say(text)
+        }
+        for figures in all {
+            let day = figures.times.map { $0.seconds[1] }.max() ?? 0
+            let week = figures.times.map { $0.seconds[2] }.max() ?? 0
+            say(
+                String(
+                    format: "%dM attempts: slowest last day %.1f ms (aim ≤ 50 ms), last week %.1f ms (aim ≤ 200 ms)",
+                    figures.attempts / 1_000_000, day * 1000, week * 1000))
+        }
+    }
+
+    func measure(attempts: Int, admin: PostgresClient, logger: Logger) async throws -> Figures {
+        let name = "bench_reports_\(attempts / 1_000_000)m_\(UInt32.random(in: 0...UInt32.max))"
+        say("")
+        say("\(attempts) attempts: database \(name)")
+        try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+        let database = try client(name, logger: logger)
+        var quiet = logger
+        quiet.logLevel = .warning
+        try await Migrator(directory: sql).migrate(client: database, logger: quiet)
+        try await database.query(
+            "SELECT count(*) FROM history_partitions_create((now() - make_interval(days => \(days + 1)::integer))::date, now()::date + 2)"
+        )
         let populating = ContinuousClock.now
-        let end = try await populate(flat)
+        let end = try await populate(database, attempts: attempts)
         let populated = ContinuousClock.now - populating
-        let sizes = try await flat.query(
+        let sizes = try await database.query(
             """
             SELECT (SELECT count(*) FROM push_attempts) AS attempts, (SELECT count(*) FROM timeline) AS timeline,
                    (SELECT count(*) FROM inbox) AS inbox, (SELECT count(*) FROM activities) AS activities,
                    pg_database_size(current_database()) AS bytes
             """)[0]
-        let historyRows =
-            try sizes.decode(Int.self, "attempts") + sizes.decode(Int.self, "timeline")
-            + sizes.decode(Int.self, "inbox")
         say(
             String(
                 format: "populated: %d attempts, %d timeline rows, %d inbox rows, %d activities, %.1f GB, in %.0f s",
                 try sizes.decode(Int.self, "attempts"), try sizes.decode(Int.self, "timeline"),
                 try sizes.decode(Int.self, "inbox"), try sizes.decode(Int.self, "activities"),
                 Double(try sizes.decode(Int64.self, "bytes")) / 1e9, populated.seconds))
-        await flat.shutdown()
 
-        // The same data, migrated to day partitions (what an upgrade does).
-        try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(partitionedName) TEMPLATE \(flatName)"))
-        let partitioned = try client(partitionedName, logger: logger)
-        let migrating = ContinuousClock.now
-        let applied = try await Migrator(directory: sql).migrate(client: partitioned, logger: logger)
-        let migrated = (ContinuousClock.now - migrating).seconds
-        say(
-            String(
-                format: "migration %@: %.1f s for %d history rows (%.2f s per million)",
-                applied.joined(separator: ", "), migrated, historyRows, migrated / Double(historyRows) * 1e6))
-        // The workers' retention rounds roll up each closed hour once; a first run catches up on all.
+        // What the workers' retention rounds keep, caught up at once: every final hour of the activity reports
+        // (timed apart: rolling up a day), then the push outcomes' closed hours.
         let rolling = ContinuousClock.now
-        let hours = try await partitioned.query("SELECT report_rollup_push_outcomes(now(), 100000) AS hours")[0]
-            .decode(Int.self, "hours")
+        let activityHours = try await database.query(
+            "SELECT report_rollup_activity_hours(now(), 100000) AS hours")[0].decode(Int.self, "hours")
         let rolled = (ContinuousClock.now - rolling).seconds
         say(
             String(
-                format: "push outcomes rollup: %d hours in %.1f s (%.0f ms per hour, once per hour per deployment)",
-                hours, rolled, rolled / Double(max(hours, 1)) * 1000))
-        try await partitioned.query("ANALYZE report_push_outcomes_rollup")
-        let flatClient = try client(flatName, logger: logger)
-        try await flatClient.query("ANALYZE")
+                format: "activity reports rollup: %d hours in %.1f s (%.0f ms per day of %d attempts, once a day)",
+                activityHours, rolled, rolled / Double(max(activityHours, 1)) * 24_000, attempts / days))
+        let outcomesRolling = ContinuousClock.now
+        let outcomeHours = try await database.query("SELECT report_rollup_push_outcomes(now(), 100000) AS hours")[0]
+            .decode(Int.self, "hours")
+        let outcomesRolled = (ContinuousClock.now - outcomesRolling).seconds
+        say(
+            String(
+                format: "push outcomes rollup: %d hours in %.1f s (%.0f ms per hour)", outcomeHours, outcomesRolled,
+                outcomesRolled / Double(max(outcomeHours, 1)) * 1000))
+        try await database.query("VACUUM ANALYZE")
 
-        say("")
-        say("report (window ending at the newest row)   layout        last hour    last day   last week")
-        let windows: [(String, TimeInterval)] = [("hour", 3600), ("day", 86_400), ("week", 7 * 86_400)]
-        var worst: [String: Double] = [:]
+        var figures = Figures(attempts: attempts)
+        say("report (window ending at the newest row)     last hour    last day   last week")
         for report in Report.all where report.hasWindowFunction {
-            var lines: [(String, [Double])] = [("day partitions", []), ("unpartitioned", [])]
-            for (_, window) in windows {
-                let since = end.addingTimeInterval(-window)
+            var times: [Double] = []
+            for (_, window) in Self.windows {
                 // Every row as text, as a client reads it: a count alone would let the planner skip the
-                // view's joins whose columns it does not need.
+                // joins whose columns it does not need.
                 let function = PostgresQuery(
                     unsafeSQL: "SELECT sum(length(r::text)) FROM \(report.view)($1, $2) AS r",
-                    binds: bindings(since, end))
-                lines[0].1.append(try await median { try await partitioned.query(function) })
-                let view = PostgresQuery(unsafeSQL: Self.viewQuery(report), binds: bindings(since, end))
-                lines[1].1.append(try await median { try await flatClient.query(view) })
+                    binds: bindings(end.addingTimeInterval(-window), end))
+                times.append(try await median { try await database.query(function) })
             }
-            for (index, (layout, times)) in lines.enumerated() {
-                let label = index == 0 ? report.name : ""
-                say(
-                    label.padding(toLength: 43, withPad: " ", startingAt: 0)
-                        + layout.padding(toLength: 14, withPad: " ", startingAt: 0)
-                        + times.map { String(format: "%9.1f ms", $0 * 1000) }.joined(separator: "  "))
-            }
-            worst["day", default: 0] = max(worst["day", default: 0], lines[0].1[1])
-            worst["week", default: 0] = max(worst["week", default: 0], lines[0].1[2])
-        }
-        say(
-            String(
-                format: "slowest on day partitions: last day %.1f ms (aim ≤ 100 ms), last week %.1f ms (aim ≤ 500 ms)",
-                worst["day"]! * 1000, worst["week"]! * 1000))
-
-        // Retention of the oldest day: drop its partitions, or delete its rows. Right after a checkpoint
-        // every page first touched writes its full image (the catalog's, for a drop): the worst case.
-        // The second day is dropped without a checkpoint between.
-        say("")
-        for (step, checkpoint) in [(1, true), (2, false)] {
-            let drop = try await measureWAL(partitioned, checkpoint: checkpoint) {
-                try await partitioned.withTransaction { connection in
-                    try await connection.query("SET LOCAL lock_timeout = '2s'")
-                    let rows = try await connection.query(
-                        """
-                        SELECT sum(cardinality(partitions_dropped))::bigint AS dropped,
-                               sum(default_rows_deleted)::bigint AS deleted
-                        FROM history_partitions_drop_expired(\(end)::timestamptz, \(days - step)::integer)
-                        """)
-                    return "\(try rows[0].decode(Int.self, "dropped")) partitions dropped, "
-                        + "\(try rows[0].decode(Int.self, "deleted")) default rows deleted"
-                }
-            }
+            figures.times.append((report.name, times))
             say(
-                String(
-                    format: "retention of day %d, day partitions%@: %.3f s, %.1f kB WAL (%@) (aim ≤ 1 s, a few kB)",
-                    step, checkpoint ? " (after a checkpoint)" : "", drop.seconds, Double(drop.wal) / 1e3, drop.result))
+                report.name.padding(toLength: 43, withPad: " ", startingAt: 0)
+                    + times.map { String(format: "%9.1f ms", $0 * 1000) }.joined(separator: "  "))
         }
-        let cutoffDays = days - 1
-        let delete = try await measureWAL(flatClient) {
-            try await flatClient.withTransaction { connection in
-                var deleted = 0
-                for (table, column) in [
-                    ("push_attempts", "attempted_at"), ("timeline", "at"), ("inbox", "processed_at"),
-                ] {
-                    let cutoff = end.addingTimeInterval(-Double(cutoffDays) * 86_400)
-                    deleted += try await connection.query(
-                        PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE \(column) < $1", binds: bindings(cutoff))
-                    ).affectedRows
-                }
-                return "\(deleted) rows deleted"
+
+        // Retention of the oldest day: its partitions dropped, right after a checkpoint (every page first
+        // touched writes its full image: the worst case).
+        let drop = try await measureWAL(database) {
+            try await database.withTransaction { connection in
+                try await connection.query("SET LOCAL lock_timeout = '2s'")
+                let rows = try await connection.query(
+                    """
+                    SELECT sum(cardinality(partitions_dropped))::bigint AS dropped
+                    FROM history_partitions_drop_expired(\(end)::timestamptz, \(days - 1)::integer)
+                    """)
+                let rollups = try await connection.query(
+                    "SELECT report_rollups_drop_expired(\(end)::timestamptz, \(days - 1)::integer) AS deleted")
+                return "\(try rows[0].decode(Int.self, "dropped")) partitions dropped, "
+                    + "\(try rollups[0].decode(Int.self, "deleted")) rollup rows deleted"
             }
         }
         say(
             String(
-                format: "retention of day 1, unpartitioned (after a checkpoint): %.3f s, %.1f kB WAL (%@)",
-                delete.seconds, Double(delete.wal) / 1e3, delete.result))
-
-        await flatClient.shutdown()
-        await partitioned.shutdown()
+                format: "retention of the oldest day (after a checkpoint): %.3f s, %.1f kB WAL (%@) (aim ≤ 1 s)",
+                drop.seconds, Double(drop.wal) / 1e3, drop.result))
+        await database.shutdown()
         if !keep {
-            for database in [flatName, partitionedName] {
-                try await admin.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(database) WITH (FORCE)"))
-            }
+            try await admin.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
         }
-        await admin.shutdown()
-    }
-
-    /// The same window on the view, as an admin would filter it (the view's time column).
-    static func viewQuery(_ report: Report) -> String {
-        switch report.name {
-        case "duplicate-starts":
-            // The view has no time: a dashboard can only read all of it.
-            return """
-                SELECT sum(length(r::text)) FROM \(report.view) AS r
-                WHERE $1::timestamptz IS NOT NULL AND $2::timestamptz IS NOT NULL
-                """
-        case "alerts-per-activity":
-            return "SELECT sum(length(r::text)) FROM \(report.view) AS r WHERE updated_at >= $1 AND updated_at < $2"
-        default:
-            let column = report.timeColumn ?? "at"
-            return "SELECT sum(length(r::text)) FROM \(report.view) AS r WHERE \(column) >= $1 AND \(column) < $2"
-        }
+        return figures
     }
 
     func bindings(_ dates: Date...) -> PostgresBindings {
@@ -259,7 +248,7 @@ struct ReportsBenchmark: AsyncParsableCommand {
     /// updates, end; 95 % delivered, 3 % retried, 1 % token gone, 0.5 % payload faults), each with a
     /// timeline row for its event and one for its outcome, and an inbox row; one activity in 200 swept. In chunks of a
     /// million attempts, each its own transaction. Returns the end of the history.
-    func populate(_ client: PostgresClient) async throws -> Date {
+    func populate(_ client: PostgresClient, attempts: Int) async throws -> Date {
         let end = Date()
         let span = Double(days) * 86_400
         let chunk = 1_000_000
