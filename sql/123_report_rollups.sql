@@ -181,9 +181,12 @@ CREATE INDEX report_repeat_starts_rollup_attempted ON report_repeat_starts_rollu
 COMMENT ON TABLE report_repeat_starts_rollup IS
     'Each accepted start that followed an accepted start of the same activity (by time, then id), with that start''s time: a duplicate in every window that holds both.';
 
--- The live readers: the window functions' queries before this migration (sql/117), now the owner's alone.
+-- The live readers: the window functions' queries before this migration (sql/117), now the owner's alone. The
+-- rollup reads an hour's activities' attempts and decisions up to `horizon`, the end of their 12 hours (what
+-- makes the hour final), instead of to the end of the history.
 SELECT migration_123_define($definition$
-CREATE FUNCTION @schema@.report_live_activity_timings(since timestamptz, until timestamptz)
+CREATE FUNCTION @schema@.report_live_activity_timings(since timestamptz, until timestamptz,
+                                                      horizon timestamptz DEFAULT 'infinity')
 RETURNS SETOF @schema@.report_activity_timings
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, @schema@, pg_temp SET work_mem = '64MB' SET jit = off AS $$
 BEGIN
@@ -199,7 +202,7 @@ BEGIN
                    min(p.attempted_at) FILTER (WHERE p.outcome = 'delivered')                       AS first_delivered_at,
                    min(p.attempted_at) FILTER (WHERE p.outcome = 'delivered' AND p.kind = 'update') AS first_update_at
             FROM @schema@.push_attempts AS p
-            WHERE p.attempted_at >= $1 AND (p.order_id, p.activity_key) IN (SELECT order_id, activity_key FROM created)
+            WHERE p.attempted_at >= $1 AND p.attempted_at < $3 AND (p.order_id, p.activity_key) IN (SELECT order_id, activity_key FROM created)
             GROUP BY p.order_id, p.activity_key
         )
         SELECT a.order_id, a.activity_key, coalesce(a.bundle_id, '(none)'), a.state, a.end_reason, a.created_at,
@@ -211,13 +214,14 @@ BEGIN
                round(extract(epoch FROM a.ended_at - coalesce(a.started_at, a.created_at))::numeric, 3)
         FROM created AS a
         LEFT JOIN firsts AS f USING (order_id, activity_key)
-    $query$ USING since, until;
+    $query$ USING since, until, horizon;
 END
 $$
 $definition$);
 
 SELECT migration_123_define($definition$
-CREATE FUNCTION @schema@.report_live_alerts_per_activity(since timestamptz, until timestamptz)
+CREATE FUNCTION @schema@.report_live_alerts_per_activity(since timestamptz, until timestamptz,
+                                                         horizon timestamptz DEFAULT 'infinity')
 RETURNS SETOF @schema@.report_alerts_per_activity_rollup
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, @schema@, pg_temp SET work_mem = '64MB' SET jit = off AS $$
 BEGIN
@@ -237,7 +241,7 @@ BEGIN
                    min(at) FILTER (WHERE code IN ('alert', 'alert_eta_slip'))                           AS first_alert_at,
                    max(at) FILTER (WHERE code IN ('alert', 'alert_eta_slip'))                           AS last_alert_at
             FROM @schema@.timeline_decisions AS tl
-            WHERE tl.at >= $1 AND tl.order_id IN (SELECT order_id FROM created)
+            WHERE tl.at >= $1 AND tl.at < $3 AND tl.order_id IN (SELECT order_id FROM created)
               AND (tl.order_id, tl.activity_key) IN (SELECT order_id, activity_key FROM created)
             GROUP BY tl.order_id, tl.activity_key
         ),
@@ -246,7 +250,7 @@ BEGIN
                    count(*) FILTER (WHERE outcome = 'delivered')                   AS delivered,
                    count(*) FILTER (WHERE outcome = 'delivered' AND priority = 10) AS high_priority_delivered
             FROM @schema@.push_attempts AS q
-            WHERE q.attempted_at >= $1 AND (q.order_id, q.activity_key) IN (SELECT order_id, activity_key FROM created)
+            WHERE q.attempted_at >= $1 AND q.attempted_at < $3 AND (q.order_id, q.activity_key) IN (SELECT order_id, activity_key FROM created)
             GROUP BY q.order_id, q.activity_key
         )
         SELECT a.created_at, a.order_id, a.activity_key, coalesce(a.bundle_id, '(none)'), a.state, a.alert_count,
@@ -256,7 +260,7 @@ BEGIN
         FROM created AS a
         LEFT JOIN decisions AS t USING (order_id, activity_key)
         LEFT JOIN pushes AS p USING (order_id, activity_key)
-    $query$ USING since, until;
+    $query$ USING since, until, horizon;
 END
 $$
 $definition$);
@@ -372,11 +376,11 @@ BEGIN
     IF upto <= done THEN
         RETURN 0;
     END IF;
-    INSERT INTO @schema@.report_activity_timings_rollup SELECT * FROM @schema@.report_live_activity_timings(done, upto);
+    INSERT INTO @schema@.report_activity_timings_rollup SELECT * FROM @schema@.report_live_activity_timings(done, upto, upto + interval '12 hours 5 minutes');
     INSERT INTO @schema@.report_activity_timings_by_app_rollup
     SELECT * FROM @schema@.report_timings_by_hour('rollup', done, upto);
     INSERT INTO @schema@.report_alerts_per_activity_rollup
-    SELECT * FROM @schema@.report_live_alerts_per_activity(done, upto);
+    SELECT * FROM @schema@.report_live_alerts_per_activity(done, upto, upto + interval '12 hours 5 minutes');
     INSERT INTO @schema@.report_failed_pushes_rollup SELECT * FROM @schema@.report_live_failed_pushes(done, upto);
     INSERT INTO @schema@.report_duplicate_starts_rollup
     SELECT date_trunc('hour', p.attempted_at, 'UTC'), p.bundle_id, count(*)
@@ -671,8 +675,8 @@ END
 $$
 $definition$);
 
-REVOKE EXECUTE ON FUNCTION report_live_activity_timings(timestamptz, timestamptz),
-    report_live_alerts_per_activity(timestamptz, timestamptz), report_live_failed_pushes(timestamptz, timestamptz),
+REVOKE EXECUTE ON FUNCTION report_live_activity_timings(timestamptz, timestamptz, timestamptz),
+    report_live_alerts_per_activity(timestamptz, timestamptz, timestamptz), report_live_failed_pushes(timestamptz, timestamptz),
     report_timings_by_hour(text, timestamptz, timestamptz), report_rollup_activity_hours(timestamptz, integer)
     FROM PUBLIC;
 
