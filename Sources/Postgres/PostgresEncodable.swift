@@ -168,6 +168,75 @@ package struct PostgresNullableArray<Element: PostgresArrayElement>: PostgresEnc
     }
 }
 
+/// Strings bound as `text[]`, for statements that read the parameter as `text[]` (`unnest(\(…)::text[], …)`,
+/// `= ANY(\(…)::text[])`). Typed, so sent as a binary array: each element's bytes as they are, with none of
+/// the text form's quoting and escaping (a batch binds thousands of identifiers).
+package struct PostgresTextArray: PostgresEncodable {
+    private enum Elements: Sendable {
+        case strings([String])
+        case optionals([String?])
+    }
+    private let elements: Elements
+    package init(_ elements: [String?]) { self.elements = .optionals(elements) }
+    package init(_ elements: [String]) { self.elements = .strings(elements) }
+    package static var postgresType: PostgresDataType { .textArray }
+
+    package var postgresText: String {
+        switch elements {
+        case .strings(let strings): PostgresArrayText.make(strings)
+        case .optionals(let strings): PostgresArrayText.make(strings)
+        }
+    }
+
+    package var postgresParameter: PostgresParameterValue {
+        switch elements {
+        case .strings(let strings): .binary(Self.binary(strings) { $0 })
+        case .optionals(let strings): .binary(Self.binary(strings) { $0 })
+        }
+    }
+
+    /// `array_recv`'s form, written in place: appending each 4-byte length through `append(contentsOf:)`
+    /// cost more than the whole text form.
+    private static func binary<Item>(_ items: [Item], _ text: (Item) -> String?) -> [UInt8] {
+        var size = 20
+        var hasNull = false
+        for item in items {
+            let element = text(item)
+            size += 4 + (element?.utf8.count ?? 0)
+            hasNull = hasNull || element == nil
+        }
+        return [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            var offset = 0
+            func put(_ value: Int32) {
+                raw.storeBytes(of: value.bigEndian, toByteOffset: offset, as: Int32.self)
+                offset += 4
+            }
+            put(items.isEmpty ? 0 : 1)  // dimensions
+            put(hasNull ? 1 : 0)
+            put(Int32(bitPattern: PostgresDataType.text.rawValue))
+            if !items.isEmpty {
+                put(Int32(items.count))
+                put(1)  // lower bound
+            }
+            for item in items {
+                guard var element = text(item) else {
+                    put(-1)
+                    continue
+                }
+                element.withUTF8 { utf8 in
+                    put(Int32(utf8.count))
+                    if let base = utf8.baseAddress, let target = raw.baseAddress {
+                        (target + offset).copyMemory(from: base, byteCount: utf8.count)
+                    }
+                    offset += utf8.count
+                }
+            }
+            initialized = offset
+        }
+    }
+}
+
 /// PostgreSQL's binary forms (network byte order), as its `*_recv` functions read them.
 enum PostgresBinary {
     static func append<Integer: FixedWidthInteger>(_ value: Integer, to bytes: inout [UInt8]) {
@@ -269,7 +338,7 @@ enum PostgresArrayText {
     }
 }
 
-/// Bytes bound as `bytea` (`\x` hex text form); in an array, as they are (a binary array).
+/// Bytes bound as `bytea`, sent as they are (its binary form), alone or in an array.
 package struct PostgresBytes: PostgresArrayElement, Hashable {
     package var bytes: [UInt8]
     package init(_ bytes: [UInt8]) { self.bytes = bytes }
@@ -277,6 +346,7 @@ package struct PostgresBytes: PostgresArrayElement, Hashable {
     package static var postgresArrayType: PostgresDataType { .byteaArray }
     package static var postgresBinaryElementType: PostgresDataType? { .bytea }
     package var postgresText: String { PostgresHex.encode(bytes) }
+    package var postgresParameter: PostgresParameterValue { .binary(bytes) }
     package func appendPostgresBinary(to bytes: inout [UInt8]) { bytes.append(contentsOf: self.bytes) }
 }
 

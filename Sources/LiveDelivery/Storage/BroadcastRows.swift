@@ -22,9 +22,9 @@ enum BroadcastRows {
                     """
                     WITH gone AS (
                         DELETE FROM order_followers
-                        WHERE order_id = \(orderID) AND NOT (user_id = ANY(\(followers)::text[])))
+                        WHERE order_id = \(orderID) AND NOT (user_id = ANY(\(PostgresTextArray(followers))::text[])))
                     INSERT INTO order_followers (order_id, user_id)
-                    SELECT \(orderID), u FROM unnest(\(followers)::text[]) AS u
+                    SELECT \(orderID), u FROM unnest(\(PostgresTextArray(followers))::text[]) AS u
                     ON CONFLICT DO NOTHING
                     """)
             }

@@ -12,7 +12,7 @@ enum DeviceSettingsRows {
     static func query(users: [String]) -> PostgresQuery {
         """
         SELECT user_id, device_id, activities_enabled, frequent_pushes_enabled, occurred_at, event_id
-        FROM device_settings WHERE user_id = ANY(\(Array(Set(users)).sorted())::text[])
+        FROM device_settings WHERE user_id = ANY(\(PostgresTextArray(Array(Set(users)).sorted()))::text[])
         """
     }
 

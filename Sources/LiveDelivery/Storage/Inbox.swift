@@ -11,8 +11,8 @@ enum Inbox {
         """
         INSERT INTO inbox (event_id, event_type, order_id, user_id, occurred_at)
         SELECT e, t, NULLIF(o, ''), NULLIF(u, ''), a
-        FROM unnest(\(events.map(\.eventID))::text[], \(events.map(\.type.rawValue))::text[],
-                    \(events.map { $0.orderID ?? "" })::text[], \(events.map { $0.userID ?? "" })::text[],
+        FROM unnest(\(PostgresTextArray(events.map(\.eventID)))::text[], \(PostgresTextArray(events.map(\.type.rawValue)))::text[],
+                    \(PostgresTextArray(events.map { $0.orderID ?? "" }))::text[], \(PostgresTextArray(events.map { $0.userID ?? "" }))::text[],
                     \(events.map(\.occurredAt))::timestamptz[]) AS i(e, t, o, u, a)
         ORDER BY e COLLATE "C"
         ON CONFLICT (event_id, occurred_at) DO NOTHING

@@ -112,7 +112,7 @@ enum OrderStore {
     static func createQuery(_ sorted: [String]) -> PostgresQuery {
         """
         INSERT INTO orders (order_id)
-        SELECT id FROM unnest(\(sorted)::text[]) AS id ORDER BY id COLLATE "C"
+        SELECT id FROM unnest(\(PostgresTextArray(sorted))::text[]) AS id ORDER BY id COLLATE "C"
         ON CONFLICT (order_id) DO NOTHING
         """
     }
@@ -149,7 +149,7 @@ enum OrderStore {
             """
             SELECT o.order_id, o.xmin::text::bigint AS version, o.xmin::text::bigint = k.known AS held,
                    CASE WHEN o.xmin::text::bigint = k.known THEN NULL ELSE o.state END AS state
-            FROM unnest(\(ids)::text[], \(PostgresNullableArray(ids.map { held[$0]?.version }))::bigint[])
+            FROM unnest(\(PostgresTextArray(ids))::text[], \(PostgresNullableArray(ids.map { held[$0]?.version }))::bigint[])
                 AS k(order_id, known)
             JOIN orders AS o ON o.order_id = k.order_id
             ORDER BY o.order_id FOR UPDATE OF o
@@ -203,7 +203,7 @@ enum OrderStore {
     static func acceptedQuery(_ orderIDs: [String]) -> PostgresQuery {
         """
         SELECT a.order_id, a.delivered_apns_id::text AS apns_id
-        FROM unnest(\(orderIDs)::text[]) AS k(order_id)
+        FROM unnest(\(PostgresTextArray(orderIDs))::text[]) AS k(order_id)
         CROSS JOIN LATERAL (
             SELECT d.order_id, d.delivered_apns_id FROM activities AS d
             WHERE d.order_id = k.order_id AND d.delivered_apns_id IS NOT NULL
@@ -256,7 +256,7 @@ enum OrderStore {
             try await connection.query(
                 """
                 UPDATE orders AS o SET next_sweep_at = r.at
-                FROM unnest(\(notYet.map(\.orderID))::text[], \(notYet.map(\.at))::timestamptz[]) AS r(order_id, at)
+                FROM unnest(\(PostgresTextArray(notYet.map(\.orderID)))::text[], \(notYet.map(\.at))::timestamptz[]) AS r(order_id, at)
                 WHERE o.order_id = r.order_id
                 """)
         }
@@ -284,7 +284,7 @@ enum OrderStore {
     static func pushToStartTokensQuery(users: [String]) -> PostgresQuery {
         """
         SELECT user_id, registration FROM push_to_start_tokens
-        WHERE user_id = ANY(\(Array(Set(users)).sorted())::text[]) AND invalidated_at IS NULL
+        WHERE user_id = ANY(\(PostgresTextArray(Array(Set(users)).sorted()))::text[]) AND invalidated_at IS NULL
         ORDER BY user_id, device_id
         """
     }
@@ -317,10 +317,10 @@ enum OrderStore {
     {
         let rows = try await connection.query(
             """
-            SELECT order_id, user_id FROM orders WHERE user_id = ANY(\(users)::text[]) AND NOT settled
+            SELECT order_id, user_id FROM orders WHERE user_id = ANY(\(PostgresTextArray(users))::text[]) AND NOT settled
             UNION ALL
             SELECT f.order_id, f.user_id FROM order_followers AS f JOIN orders AS o USING (order_id)
-            WHERE f.user_id = ANY(\(users)::text[]) AND NOT o.settled
+            WHERE f.user_id = ANY(\(PostgresTextArray(users))::text[]) AND NOT o.settled
             """)
         var orders: [String: Set<String>] = [:]
         for row in rows {
@@ -524,12 +524,12 @@ enum OrderStore {
             next_sweep_at = CASE WHEN \(sweepColumn == .keepEarlier)::boolean AND r.next_sweep_at >= o.next_sweep_at
                                  THEN o.next_sweep_at ELSE r.next_sweep_at END,
             updated_at = now()
-        FROM unnest(\(rows.map(\.orderID))::text[], \(rows.map(\.state))::bytea[],
-                    \(PostgresNullableArray(rows.map(\.userID)))::text[],
-                    \(PostgresNullableArray(rows.map(\.status)))::text[], \(rows.map(\.terminal))::boolean[],
+        FROM unnest(\(PostgresTextArray(rows.map(\.orderID)))::text[], \(rows.map(\.state))::bytea[],
+                    \(PostgresTextArray(rows.map(\.userID)))::text[],
+                    \(PostgresTextArray(rows.map(\.status)))::text[], \(rows.map(\.terminal))::boolean[],
                     \(rows.map(\.settled))::boolean[], \(PostgresNullableArray(rows.map(\.lastSequence)))::bigint[],
                     \(PostgresNullableArray(rows.map(\.lastOccurredAt)))::timestamptz[],
-                    \(PostgresNullableArray(rows.map(\.lastEventID)))::text[],
+                    \(PostgresTextArray(rows.map(\.lastEventID)))::text[],
                     \(PostgresNullableArray(rows.map(\.nextSweepAt)))::timestamptz[])
             AS r(order_id, state, user_id, status, terminal, settled, last_sequence, last_occurred_at,
                  last_event_id, next_sweep_at)
@@ -597,7 +597,7 @@ struct StartLimit: Sendable {
                        WHERE a.activity_key = k AND a.kind = 'start' AND a.outcome = 'delivered'
                          AND a.attempted_at > \(since))
                     + (SELECT count(*) FROM outbox o WHERE o.activity_key = k AND o.kind = 'start') AS n
-            FROM unnest(\(keys)::text[]) AS k
+            FROM unnest(\(PostgresTextArray(keys))::text[]) AS k
             """
         for row in try await connection.query(query.planned(.everyRun)) {
             let key = try row.decode(String.self, "k")

@@ -86,11 +86,11 @@ enum Outbox {
                        CASE WHEN l.leased
                             THEN statement_timestamp() + make_interval(secs => \(leaseSeconds)) END,
                        CASE WHEN l.leased THEN 1 ELSE 0 END
-                FROM unnest(\(pushes.map(\.orderID))::text[], \(pushes.map(\.activityKey))::text[],
-                            \(pushes.map(\.kind))::text[], \(pushes.map(\.bundleID))::text[],
-                            \(pushes.map(\.environment))::text[], \(pushes.map(\.priority))::integer[],
-                            \(pushes.map(\.apnsID))::text[], \(pushes.map(\.push))::bytea[],
-                            \(pushes.map(\.reason))::text[], \(pushes.map(\.notBefore))::timestamptz[],
+                FROM unnest(\(PostgresTextArray(pushes.map(\.orderID)))::text[], \(PostgresTextArray(pushes.map(\.activityKey)))::text[],
+                            \(PostgresTextArray(pushes.map(\.kind)))::text[], \(PostgresTextArray(pushes.map(\.bundleID)))::text[],
+                            \(PostgresTextArray(pushes.map(\.environment)))::text[], \(pushes.map(\.priority))::integer[],
+                            \(PostgresTextArray(pushes.map(\.apnsID)))::text[], \(pushes.map(\.push))::bytea[],
+                            \(PostgresTextArray(pushes.map(\.reason)))::text[], \(pushes.map(\.notBefore))::timestamptz[],
                             \(lease)::boolean[])
                     AS r(order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push, reason,
                          not_before, lease)
@@ -141,7 +141,7 @@ enum Outbox {
     static func lockQuery(_ keys: [Key]) -> PostgresQuery {
         let query: PostgresQuery = """
             SELECT o.order_id, o.activity_key, o.generation, o.ctid::text AS row
-            FROM unnest(\(keys.map(\.orderID))::text[], \(keys.map(\.activityKey))::text[]) AS k(order_id, activity_key)
+            FROM unnest(\(PostgresTextArray(keys.map(\.orderID)))::text[], \(PostgresTextArray(keys.map(\.activityKey)))::text[]) AS k(order_id, activity_key)
             CROSS JOIN LATERAL (
                 SELECT d.order_id, d.activity_key, d.generation, d.ctid FROM outbox AS d
                 WHERE d.order_id = k.order_id AND d.activity_key = k.activity_key
@@ -157,7 +157,7 @@ enum Outbox {
     }
 
     static func deleteQuery(_ rows: [String]) -> PostgresQuery {
-        let query: PostgresQuery = "DELETE FROM outbox WHERE ctid = ANY (\(rows)::text[]::tid[])"
+        let query: PostgresQuery = "DELETE FROM outbox WHERE ctid = ANY (\(PostgresTextArray(rows))::text[]::tid[])"
         return query.planned(.everyRun)
     }
 
@@ -238,9 +238,9 @@ enum Outbox {
                 attempts = CASE WHEN k.replaced THEN 0
                                 WHEN k.uncounted THEN greatest(o.attempts - 1, 0)
                                 ELSE o.attempts END
-            FROM unnest(\(rows)::text[]::tid[], \(released.map(\.replaced))::boolean[],
+            FROM unnest(\(PostgresTextArray(rows))::text[]::tid[], \(released.map(\.replaced))::boolean[],
                         \(released.map(\.uncounted))::boolean[]) AS k(row, replaced, uncounted)
-            WHERE o.ctid = ANY (\(rows)::text[]::tid[]) AND o.ctid = k.row
+            WHERE o.ctid = ANY (\(PostgresTextArray(rows))::text[]::tid[]) AND o.ctid = k.row
             """
         return release.planned(.everyRun)
     }

@@ -44,11 +44,11 @@ enum PushAttempts {
                                    status, outcome, reason, latency_ms, worker_id)
         SELECT r.order_id, r.activity_key, r.kind, r.bundle_id, r.priority, r.generation, r.apns_id::uuid,
                r.status, r.outcome, r.reason, r.latency_ms, \(workerID)
-        FROM unnest(\(attempts.map(\.order_id))::text[], \(attempts.map(\.activity_key))::text[],
-                    \(attempts.map(\.kind))::text[], \(attempts.map(\.bundle_id))::text[],
+        FROM unnest(\(PostgresTextArray(attempts.map(\.order_id)))::text[], \(PostgresTextArray(attempts.map(\.activity_key)))::text[],
+                    \(PostgresTextArray(attempts.map(\.kind)))::text[], \(PostgresTextArray(attempts.map(\.bundle_id)))::text[],
                     \(attempts.map(\.priority))::integer[], \(attempts.map(\.generation))::bigint[],
-                    \(attempts.map(\.apns_id))::text[], \(PostgresNullableArray(attempts.map(\.status)))::integer[],
-                    \(attempts.map(\.outcome))::text[], \(PostgresNullableArray(attempts.map(\.reason)))::text[],
+                    \(PostgresTextArray(attempts.map(\.apns_id)))::text[], \(PostgresNullableArray(attempts.map(\.status)))::integer[],
+                    \(PostgresTextArray(attempts.map(\.outcome)))::text[], \(PostgresTextArray(attempts.map(\.reason)))::text[],
                     \(attempts.map(\.latency_ms))::double precision[])
             AS r(order_id, activity_key, kind, bundle_id, priority, generation, apns_id, status, outcome, reason,
                  latency_ms)

@@ -68,7 +68,7 @@ enum SchemaMigrations {
             """
             SELECT coalesce(array_to_string(array_agg(name ORDER BY name), ','), '') AS missing,
                    (SELECT rolsuper OR rolcreaterole FROM pg_catalog.pg_roles WHERE rolname = current_user) AS may_create
-            FROM unnest(\(roles)::text[]) AS name
+            FROM unnest(\(PostgresTextArray(roles))::text[]) AS name
             WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = name)
             """
         )[0]

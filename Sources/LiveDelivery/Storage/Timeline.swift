@@ -13,9 +13,9 @@ enum Timeline {
         return """
             INSERT INTO timeline (order_id, kind, activity_keys, codes, messages)
             SELECT o, \(kind), array_agg(NULLIF(k, '') ORDER BY n), array_agg(c ORDER BY n), array_agg(m ORDER BY n)
-            FROM unnest(\(decisions.map(\.orderID))::text[], \(decisions.map { $0.decision.activityKey ?? "" })::text[],
-                        \(decisions.map(\.decision.code.rawValue))::text[],
-                        \(decisions.map(\.decision.message))::text[]) WITH ORDINALITY AS t(o, k, c, m, n)
+            FROM unnest(\(PostgresTextArray(decisions.map(\.orderID)))::text[], \(PostgresTextArray(decisions.map { $0.decision.activityKey ?? "" }))::text[],
+                        \(PostgresTextArray(decisions.map(\.decision.code.rawValue)))::text[],
+                        \(PostgresTextArray(decisions.map(\.decision.message)))::text[]) WITH ORDINALITY AS t(o, k, c, m, n)
             GROUP BY o
             ORDER BY min(n)
             """

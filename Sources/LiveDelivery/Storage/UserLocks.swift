@@ -9,7 +9,7 @@ enum UserLocks {
         """
         SELECT pg_advisory_xact_lock(k) FROM (
             SELECT hashtextextended('user:' || u, 0) AS k
-            FROM unnest(\(users)::text[]) AS u ORDER BY u COLLATE "C"
+            FROM unnest(\(PostgresTextArray(users))::text[]) AS u ORDER BY u COLLATE "C"
         ) AS s
         """
     }
@@ -22,7 +22,7 @@ enum UserLocks {
         let locks = try await connection.query(
             """
             SELECT u, pg_try_advisory_xact_lock(hashtextextended('user:' || u, 0)) AS locked
-            FROM unnest(\(users)::text[]) AS u ORDER BY u COLLATE "C"
+            FROM unnest(\(PostgresTextArray(users))::text[]) AS u ORDER BY u COLLATE "C"
             """)
         var locked = Set<String>()
         for lock in locks where try lock.decode(Bool.self, "locked") {

@@ -81,15 +81,36 @@ struct FieldReader {
     }
 
     private func checked(_ text: String, _ key: String, length: ClosedRange<Int>) throws(EventRejection) -> String {
-        guard length.contains(text.count), text.utf8.count <= length.upperBound * Self.bytesPerCharacter else {
+        let bytes = Self.scan(text)
+        // ASCII, as nearly every identifier is: a character per byte, without breaking graphemes.
+        let count = bytes.ascii ? text.utf8.count : text.count
+        guard length.contains(count), text.utf8.count <= length.upperBound * Self.bytesPerCharacter else {
             throw invalid(
                 key,
                 "must be \(length.lowerBound)–\(length.upperBound) characters of at most "
-                    + "\(length.upperBound * Self.bytesPerCharacter) bytes (has \(text.count), \(text.utf8.count) bytes)"
+                    + "\(length.upperBound * Self.bytesPerCharacter) bytes (has \(count), \(text.utf8.count) bytes)"
             )
         }
-        try storable(text, key)
+        guard !bytes.nul else { throw unstorable(key) }
         return text
+    }
+
+    /// Whether the text is all ASCII, and whether it holds U+0000, in one pass over its bytes.
+    private static func scan(_ text: String) -> (ascii: Bool, nul: Bool) {
+        var text = text
+        return text.withUTF8 { bytes in
+            var high: UInt8 = 0
+            var nul = false
+            for byte in bytes {
+                high |= byte
+                nul = nul || byte == 0
+            }
+            return (high < 0x80, nul)
+        }
+    }
+
+    private func unstorable(_ key: String) -> EventRejection {
+        invalid(key, "must not contain U+0000 (NUL), which cannot be stored")
     }
 
     /// At most this many UTF-8 bytes per character of an identifier (every required text is one): a
@@ -99,9 +120,7 @@ struct FieldReader {
 
     /// Refuses what PostgreSQL's `text` cannot store: U+0000.
     private func storable(_ text: String, _ key: String) throws(EventRejection) {
-        guard !text.utf8.contains(0) else {
-            throw invalid(key, "must not contain U+0000 (NUL), which cannot be stored")
-        }
+        guard !Self.scan(text).nul else { throw unstorable(key) }
     }
 
     /// nil when absent, `null`, empty or whitespace only. An `identifier` (a key of an index) is held to
