@@ -82,7 +82,7 @@ let package = Package(
         .target(
             name: "APNs",
             dependencies: [
-                "HTTP2",
+                "APNsModel", "HTTP2",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -117,7 +117,9 @@ let package = Package(
         // MARK: Product modules
         // The one JSON value, parser (a token tape), writer and string escaper: core, worker, apns-sim, logs.
         .target(name: "LiveDeliveryJSON", exclude: ["README.md"]),
-        .target(name: "LiveDeliveryCore", dependencies: ["LiveDeliveryJSON"]),
+        // An APNs request without its transport: built by the core's planner, sent by the APNs client.
+        .target(name: "APNsModel"),
+        .target(name: "LiveDeliveryCore", dependencies: ["APNsModel", "LiveDeliveryJSON"]),
         // The app's side of the contract, Foundation only (ActivityKit where it exists): nothing an app would not want.
         .target(name: "LiveDeliveryActivity"),
         .target(

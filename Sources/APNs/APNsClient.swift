@@ -1,3 +1,4 @@
+package import APNsModel
 package import Foundation
 package import HTTP2
 package import Logging
@@ -104,8 +105,16 @@ package final class APNsClient: Sendable {
     /// Provider tokens signed so far.
     package var providerTokensSigned: Int { get async { tokens.tokensMinted } }
 
-    /// Sends one push for the app with this bundle id and tells what to do next.
+    /// Sends one push for the app with this bundle id and tells what to do next (``send(_:app:)-(APNsRequest,_)``).
     package func send(_ notification: APNsNotification, app bundleID: String) async -> APNsOutcome {
+        await send(notification.request, app: bundleID)
+    }
+
+    /// Sends one request for the app with this bundle id, as planned, and tells what to do next: a push to a
+    /// device, a broadcast, or a channel's creation or deletion (iOS 18). Never throws; one request, never
+    /// retried here. A creation's 201 is ``APNsOutcome/channelCreated(channelID:)``, `ChannelNotRegistered`
+    /// is ``APNsOutcome/tokenGone(reason:unregisteredAt:)``.
+    package func send(_ request: APNsRequest, app bundleID: String) async -> APNsOutcome {
         guard let target = targets[bundleID] else {
             return .configurationFault(reason: .unknownApp, status: nil)
         }
@@ -113,63 +122,62 @@ package final class APNsClient: Sendable {
         // classifying the answer.
         var logger = self.logger
         if logger.logLevel <= .debug {
-            logger[metadataKey: APNsLoggingKeys.apnsID] = "\(UUIDText.lowercased(notification.apnsID))"
-            logger[metadataKey: APNsLoggingKeys.bundleID] = "\(bundleID)"
-            logger[metadataKey: APNsLoggingKeys.tokenPrefix] = "\(notification.deviceToken.prefix(8))"
-        }
-        return await exchange(target, client: target.client, logger: logger) { authorization in
-            Self.request(
-                notification, devicePath: target.devicePath, authorization: authorization,
-                timeout: configuration.requestTimeout)
-        } classify: { response in
-            APNsOutcome.classify(
-                status: response.status,
-                body: response.body,
-                apnsID: response.header("apns-id").flatMap(UUIDText.parse) ?? notification.apnsID,
-                retryAfter: response.header("retry-after").flatMap { Int($0) }.map { .seconds($0) },
-                delays: configuration.retryDelays)
-        }
-    }
-
-    /// Sends one request of an app's broadcast channels (iOS 18): a broadcast, or a channel's creation or
-    /// deletion. As ``send(_:app:)``: never throws, one request; a creation's 201 is
-    /// ``APNsOutcome/channelCreated(channelID:)``, `ChannelNotRegistered` is ``APNsOutcome/tokenGone(reason:unregisteredAt:)``.
-    package func send(_ request: APNsChannelRequest, app bundleID: String) async -> APNsOutcome {
-        guard let target = targets[bundleID] else {
-            return .configurationFault(reason: .unknownApp, status: nil)
-        }
-        var logger = self.logger
-        if logger.logLevel <= .debug {
             logger[metadataKey: APNsLoggingKeys.apnsID] = "\(UUIDText.lowercased(request.requestID))"
             logger[metadataKey: APNsLoggingKeys.bundleID] = "\(bundleID)"
+            if case .device(let token) = request.kind {
+                logger[metadataKey: APNsLoggingKeys.tokenPrefix] = "\(token.prefix(8))"
+            }
         }
         let (client, url, method): (HTTP2Client, String, String) =
             switch request.kind {
+            case .device(let token): (target.client, target.devicePath + token, "POST")
             case .broadcast: (target.broadcastClient, target.broadcastPath, "POST")
             case .createChannel: (target.channelsClient, target.channelsPath, "POST")
             case .deleteChannel: (target.channelsClient, target.channelsPath, "DELETE")
             }
         return await exchange(target, client: client, logger: logger) { authorization in
-            var headers: [(name: String, value: String)] = [("authorization", authorization)]
-            headers += request.headers
-            if !request.body.isEmpty { headers.append(("content-type", "application/json")) }
-            return HTTP2Request(
-                method: method, url: url, headers: headers, body: request.body, timeout: configuration.requestTimeout)
+            Self.http2Request(
+                request, url: url, method: method, authorization: authorization,
+                timeout: configuration.requestTimeout)
         } classify: { response in
-            switch (request.kind, response.status) {
-            case (.createChannel, 200...299):
-                guard let channelID = response.header("apns-channel-id"), !channelID.isEmpty else {
-                    return .payloadFault(reason: .unexpectedStatus, status: response.status)
-                }
-                return .channelCreated(channelID: channelID)
-            case (_, 200...299):
-                return .delivered(apnsID: request.requestID)
-            default:
-                return APNsOutcome.classify(
-                    status: response.status, body: response.body, apnsID: request.requestID,
-                    retryAfter: response.header("retry-after").flatMap { Int($0) }.map { .seconds($0) },
-                    delays: configuration.retryDelays)
+            Self.classify(response, of: request, delays: configuration.retryDelays)
+        }
+    }
+
+    /// The HTTP/2 request: the planned headers behind the provider token, and `content-type` with a body.
+    package static func http2Request(
+        _ request: APNsRequest, url: String, method: String = "POST", authorization: String, timeout: Duration
+    ) -> HTTP2Request {
+        var headers: [(name: String, value: String)] = []
+        headers.reserveCapacity(request.headers.count + 2)
+        headers.append(("authorization", authorization))
+        for header in request.headers { headers.append((header.name, header.value)) }
+        if !request.body.isEmpty { headers.append(("content-type", "application/json")) }
+        return HTTP2Request(method: method, url: url, headers: headers, body: request.body, timeout: timeout)
+    }
+
+    /// What APNs' answer to the request says to do, read once from the response.
+    static func classify(
+        _ response: HTTP2Response, of request: APNsRequest, delays: APNsRetryDelays
+    ) -> APNsOutcome {
+        let retryAfter = response.header("retry-after").flatMap { Int($0) }.map { Duration.seconds($0) }
+        switch (request.kind, response.status) {
+        case (.device, _):
+            return APNsOutcome.classify(
+                status: response.status, body: response.body,
+                apnsID: response.header("apns-id").flatMap(UUIDText.parse) ?? request.requestID,
+                retryAfter: retryAfter, delays: delays)
+        case (.createChannel, 200...299):
+            guard let channelID = response.header("apns-channel-id"), !channelID.isEmpty else {
+                return .payloadFault(reason: .unexpectedStatus, status: response.status)
             }
+            return .channelCreated(channelID: channelID)
+        case (_, 200...299):
+            return .delivered(apnsID: request.requestID)
+        default:
+            return APNsOutcome.classify(
+                status: response.status, body: response.body, apnsID: request.requestID, retryAfter: retryAfter,
+                delays: delays)
         }
     }
 
@@ -211,30 +219,6 @@ package final class APNsClient: Sendable {
                 ])
             return outcome
         }
-    }
-
-    /// The HTTP/2 request of a push to `devicePath` (`<base URL>/3/device/`).
-    package static func request(
-        _ notification: APNsNotification, devicePath: String, authorization: String, timeout: Duration
-    ) -> HTTP2Request {
-        var headers: [(name: String, value: String)] = []
-        headers.reserveCapacity(8)
-        headers += [
-            ("authorization", authorization),
-            ("apns-push-type", notification.pushType.rawValue),
-            ("apns-topic", notification.topic),
-            ("apns-priority", String(notification.priority.rawValue)),
-            ("apns-id", UUIDText.lowercased(notification.apnsID)),
-            ("content-type", "application/json"),
-        ]
-        if let expiration = notification.expiration.headerValue { headers.append(("apns-expiration", expiration)) }
-        if let collapseID = notification.collapseID { headers.append(("apns-collapse-id", collapseID)) }
-        return HTTP2Request(
-            method: "POST",
-            url: devicePath + notification.deviceToken,
-            headers: headers,
-            body: notification.payload,
-            timeout: timeout)
     }
 
     private func transportOutcome(_ error: HTTP2Error) -> APNsOutcome {

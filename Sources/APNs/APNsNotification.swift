@@ -1,3 +1,4 @@
+package import APNsModel
 package import Foundation
 
 /// One push, ready to send: everything APNs needs besides the app's credentials.
@@ -42,6 +43,16 @@ package struct APNsNotification: Sendable, Hashable, CustomStringConvertible {
         self.payload = payload
     }
 
+    /// The request it is, its headers built by the request model as a planned push's are.
+    package var request: APNsRequest {
+        APNsRequest(
+            kind: .device(token: deviceToken),
+            headers: APNsRequest.deviceHeaders(
+                topic: topic, pushType: pushType.rawValue, priority: priority.rawValue,
+                expiration: expiration.unixSeconds, apnsID: UUIDText.lowercased(apnsID), collapseID: collapseID),
+            body: payload, requestID: apnsID)
+    }
+
     /// Never the whole token, never the payload.
     package var description: String {
         "APNsNotification(token: \(APNsRedaction.tokenPrefix(deviceToken)), topic: \(topic), "
@@ -84,11 +95,12 @@ package enum APNsExpiration: Hashable, Sendable {
     /// Store and retry until this Unix time (seconds).
     case at(unixSeconds: Int)
 
-    var headerValue: String? {
+    /// The header's value in seconds; nil for no header.
+    var unixSeconds: Int? {
         switch self {
         case .none: nil
-        case .immediately: "0"
-        case .at(let seconds): String(seconds)
+        case .immediately: 0
+        case .at(let seconds): seconds
         }
     }
 }

@@ -1,3 +1,4 @@
+import APNsModel
 import ArgumentParser
 import Foundation
 import LiveDeliveryCore

@@ -1,4 +1,5 @@
 import APNs
+import APNsModel
 import ArgumentParser
 import Foundation
 import HTTP2
@@ -148,12 +149,12 @@ struct EventStream: ParsableCommand {
         let authorization = "bearer " + String(repeating: "j", count: 180)
         let devicePath = "https://api.push.apple.com/3/device/"
         let send = { @Sendable (push: PlannedPush) -> APNsOutcome in
-            guard let notification = APNsPushSender.notification(push) else {
+            guard let request = APNsPushSender.request(push), case .device(let token) = request.kind else {
                 return .payloadFault(reason: .missingDeviceToken, status: 400)
             }
-            let request = APNsClient.request(
-                notification, devicePath: devicePath, authorization: authorization, timeout: .seconds(15))
-            let apnsID = request.headers.first { $0.name == "apns-id" }.flatMap { UUIDText.parse($0.value) } ?? UUID()
+            let http2 = APNsClient.http2Request(
+                request, url: devicePath + token, authorization: authorization, timeout: .seconds(15))
+            let apnsID = http2.headers.first { $0.name == "apns-id" }.flatMap { UUIDText.parse($0.value) } ?? UUID()
             return APNsOutcome.classify(status: 200, body: [], apnsID: apnsID, retryAfter: nil, delays: .init())
         }
         let clock = ContinuousClock()

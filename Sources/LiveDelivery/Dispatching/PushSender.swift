@@ -1,4 +1,5 @@
 package import APNs
+package import APNsModel
 import Foundation
 package import LiveDeliveryCore
 package import Logging
@@ -50,39 +51,29 @@ package final class APNsPushSender: PushSending {
         guard let client = clients[push.environment.rawValue] else {
             return .configurationFault(reason: .unknownApp, status: nil)
         }
-        if let request = Self.channelRequest(push) { return await client.send(request, app: push.bundleID) }
-        guard let notification = Self.notification(push) else {
+        guard let request = Self.request(push) else {
             return .payloadFault(reason: .missingDeviceToken, status: 400)
         }
-        return await client.send(notification, app: push.bundleID)
+        return await client.send(request, app: push.bundleID)
     }
 
-    /// The APNs request of a broadcast channel's push (a broadcast, a channel's creation or deletion), with
-    /// the headers the core planned; nil for a push to a device.
-    package static func channelRequest(_ push: PlannedPush) -> APNsChannelRequest? {
-        guard push.isChannelRequest else { return nil }
-        let kind: APNsChannelRequest.Kind =
-            switch push.kind {
-            case .openChannel: .createChannel
-            case .closeChannel: .deleteChannel
-            case .start, .update, .end: .broadcast
-            }
-        return APNsChannelRequest(
-            kind: kind, headers: push.headers.map { ($0.name, $0.value) }, body: push.payload,
-            requestID: UUIDText.parse(push.apnsID) ?? UUID())
-    }
-
-    /// The APNs request of a planned push.
-    package static func notification(_ push: PlannedPush) -> APNsNotification? {
-        guard let token = push.deviceToken else { return nil }
-        return APNsNotification(
-            deviceToken: token.hex,
-            topic: push.topic,
-            pushType: .liveActivity,
-            priority: APNsPriority(rawValue: push.priority),
-            expiration: .at(unixSeconds: push.expiration),
-            apnsID: UUIDText.parse(push.apnsID) ?? UUID(),
-            payload: push.payload)
+    /// The APNs request of a planned push, with the headers the core planned: to a device, or a broadcast
+    /// channel's broadcast, creation or deletion; nil for a push to a device without a token.
+    package static func request(_ push: PlannedPush) -> APNsRequest? {
+        let kind: APNsRequest.Kind
+        if push.isChannelRequest {
+            kind =
+                switch push.kind {
+                case .openChannel: .createChannel
+                case .closeChannel: .deleteChannel
+                case .start, .update, .end: .broadcast
+                }
+        } else {
+            guard let token = push.deviceToken else { return nil }
+            kind = .device(token: token.hex)
+        }
+        return APNsRequest(
+            kind: kind, headers: push.headers, body: push.payload, requestID: UUIDText.parse(push.apnsID) ?? UUID())
     }
 
     package func shutdown() async {

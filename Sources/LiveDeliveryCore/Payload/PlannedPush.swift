@@ -1,3 +1,4 @@
+package import APNsModel
 package import Foundation
 
 /// Exactly what to send to APNs for ``environment``: a push to `/3/device/<token>`, or for an order's
@@ -15,15 +16,8 @@ package struct PlannedPush: Hashable, Sendable, Codable, CustomStringConvertible
         case closeChannel = "close_channel"
     }
 
-    package struct Header: Hashable, Sendable, Codable {
-        package var name: String
-        package var value: String
-
-        package init(name: String, value: String) {
-            self.name = name
-            self.value = value
-        }
-    }
+    /// A planned header, as the request model builds it.
+    package typealias Header = APNsRequest.Header
 
     package var orderID: String
     /// The activity's stable key in ``OrderState`` (the outbox key: one pending push per activity).

@@ -1,3 +1,4 @@
+import APNsModel
 import Foundation
 import LiveDeliveryJSON
 
@@ -101,7 +102,7 @@ extension OrderTracker {
         let storage = broadcast.storesMostRecent ? "the most recent message stored" : "no message stored"
         plan(
             .openChannel, &channel, &step, record: record, mark: mark, now: now, apnsID: apnsID,
-            headers: [.init(name: "apns-request-id", value: apnsID)], payload: body.serialized(),
+            headers: APNsRequest.channelCreationHeaders(requestID: apnsID), payload: body.serialized(),
             reason: "\(followers) followers: a broadcast channel for \(broadcast.app), \(storage)")
     }
 
@@ -116,10 +117,8 @@ extension OrderTracker {
         channel = machine.state
         plan(
             .closeChannel, &channel, &step, record: record, mark: mark, now: now, apnsID: apnsID,
-            headers: [
-                .init(name: "apns-channel-id", value: channelID), .init(name: "apns-request-id", value: apnsID),
-            ],
-            payload: [], reason: "the order's activities in it have ended: delete channel \(channelID)")
+            headers: APNsRequest.channelDeletionHeaders(channelID: channelID, requestID: apnsID), payload: [],
+            reason: "the order's activities in it have ended: delete channel \(channelID)")
     }
 
     /// Plans one of the channel's management requests (create, delete) as its pending push.

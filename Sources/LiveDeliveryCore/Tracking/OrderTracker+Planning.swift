@@ -1,3 +1,4 @@
+import APNsModel
 import Foundation
 import LiveDeliveryJSON
 
@@ -494,7 +495,7 @@ extension OrderTracker {
             deviceToken: target.token, channelID: channelID, environment: target.environment,
             bundleID: target.bundleID, apnsID: apnsID, priority: draft.priority, timestamp: dates.timestamp,
             notBefore: Date(timeIntervalSince1970: Double(dates.timestamp)), expiration: dates.expiration,
-            headers: Self.headers(
+            headers: APNsRequest.liveActivityHeaders(
                 channelID: channelID, topic: target.bundleID, priority: draft.priority,
                 expiration: dates.expiration, apnsID: apnsID),
             payload: payload, alert: finalAlert, step: mark.step, status: record.status,
@@ -580,28 +581,6 @@ extension OrderTracker {
             for note in trimNotes { decisions.append(Decision(.payloadTrimmed, activity: activity.key, note)) }
             return (bytes, kept)
         }
-    }
-
-    /// A Live Activity push's APNs headers: to a device token (by topic), or as a broadcast on a channel.
-    static func headers(
-        channelID: String?, topic bundleID: String, priority: Int, expiration: Int, apnsID: String
-    ) -> [PlannedPush.Header] {
-        if let channelID {
-            return [
-                .init(name: "apns-push-type", value: "liveactivity"),
-                .init(name: "apns-channel-id", value: channelID),
-                .init(name: "apns-priority", value: String(priority)),
-                .init(name: "apns-expiration", value: String(expiration)),
-                .init(name: "apns-request-id", value: apnsID),
-            ]
-        }
-        return [
-            .init(name: "apns-push-type", value: "liveactivity"),
-            .init(name: "apns-topic", value: "\(bundleID).push-type.liveactivity"),
-            .init(name: "apns-priority", value: String(priority)),
-            .init(name: "apns-expiration", value: String(expiration)),
-            .init(name: "apns-id", value: apnsID),
-        ]
     }
 }
 
