@@ -80,7 +80,7 @@ package struct HotPath: Sendable {
             tracker: tracker, now: now)
         let written = plan.written
         let writes = try OrderStore.Writes(
-            written, kind: "event", handover: nil, delivered: [], leading: [], sweepColumn: .keepEarlier, now: now)
+            written, kind: "event", lease: .none, delivered: [], leading: [], sweepColumn: .keepEarlier, now: now)
         statements += writes.statements
         for (orderID, document) in writes.documents { orders[orderID] = StoredOrder(document: document) }
 
@@ -119,7 +119,7 @@ package struct HotPath: Sendable {
             sent, stored: states, versions: versions, outbox: outbox, tracker: tracker, rules: rules,
             jitter: { 0.75 }, now: now)
         let recording = try OrderStore.Writes(
-            Array(answers.changes.values), kind: "outcome", handover: nil, delivered: answers.delivered,
+            Array(answers.changes.values), kind: "outcome", lease: .none, delivered: answers.delivered,
             leading: answers.outboxWrites, sweepColumn: .keepEarlier, now: now)
         statements += recording.statements
         for (orderID, document) in recording.documents { orders[orderID] = StoredOrder(document: document) }

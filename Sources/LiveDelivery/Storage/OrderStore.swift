@@ -386,9 +386,13 @@ enum OrderStore {
         leading: [PostgresQuery] = [], sweepColumn: SweepColumn = .keepEarlier, now: Date,
         on connection: PostgresConnection
     ) async throws -> [OrderStateCache.Written] {
+        // The dispatcher's slots, reserved before the statements are built and given to them as a count.
+        let lease = Writes.Lease(
+            slots: handover?.reserve(upTo: Writes.duePushes(changes, now: now)) ?? 0,
+            owner: handover?.workerID ?? "", seconds: handover?.leaseSeconds ?? 0)
         let writes = try Writes(
-            changes, kind: kind, handover: handover, delivered: delivered, leading: leading,
-            sweepColumn: sweepColumn, now: now)
+            changes, kind: kind, lease: lease, delivered: delivered, leading: leading, sweepColumn: sweepColumn,
+            now: now)
         // Withdrawn pushes first (the order rows are locked already, so this waits on no one new).
         if !writes.withdrawn.isEmpty {
             try await Outbox.delete(
@@ -415,8 +419,27 @@ enum OrderStore {
         /// Dispatcher slots reserved for the rows the outbox statement leases.
         private var slots = 0
 
+        /// How many of the new outbox rows the statement may lease to this process's dispatcher (the slots
+        /// it reserved), for whom and how long; ``none`` announces every row for any dispatcher to claim.
+        struct Lease {
+            var slots: Int
+            var owner: String
+            var seconds: Double
+            static let none = Lease(slots: 0, owner: "", seconds: 0)
+        }
+
+        /// The new pushes of `changes` due at `now`: as many slots as a lease can use.
+        static func duePushes(_ changes: [OrderChange], now: Date) -> Int {
+            changes.reduce(0) { count, change in
+                count
+                    + change.orderedPushes.count {
+                        max($0.notBefore, change.notBefore[$0.activityKey] ?? $0.notBefore) <= now
+                    }
+            }
+        }
+
         init(
-            _ changes: [OrderChange], kind: String, handover: Handover?, delivered: [Delivered],
+            _ changes: [OrderChange], kind: String, lease: Lease, delivered: [Delivered],
             leading: [PostgresQuery], sweepColumn: SweepColumn, now: Date
         ) throws {
             let changes = changes.sorted { $0.state.orderID < $1.state.orderID }
@@ -447,17 +470,15 @@ enum OrderStore {
             if !pushes.isEmpty {
                 // Due pushes first: a slot reserved for a push that must wait is only given back.
                 let due = pushes.indices.filter { pushes[$0].notBefore <= now }
-                slots = handover?.reserve(upTo: due.count) ?? 0
-                var lease = [Bool](repeating: false, count: pushes.count)
-                for index in due.prefix(slots) { lease[index] = true }
+                slots = min(lease.slots, due.count)
+                var leased = [Bool](repeating: false, count: pushes.count)
+                for index in due.prefix(slots) { leased[index] = true }
                 // Only an inserted row is leased (generation 1: no push of the activity in flight), and only
                 // if due and its app is not paused, as a claim would. The NOTIFY (delivered at commit) for
                 // the rows left to claim rides in the same statement: one round trip fewer.
                 outboxIndex = statements.count
                 statements.append(
-                    Outbox.writeQuery(
-                        pushes, lease: lease, owner: handover?.workerID ?? "", leaseSeconds: handover?.leaseSeconds ?? 0
-                    ))
+                    Outbox.writeQuery(pushes, lease: leased, owner: lease.owner, leaseSeconds: lease.seconds))
             }
             for registration in changes.flatMap(\.retired) {
                 statements.append(
