@@ -116,17 +116,24 @@ package final class PostgresClient: Sendable {
 
     /// Closes idle connections, fails waiting tasks with `.poolShutdown`, ends notification sequences, and makes
     /// later calls fail. Connections in use are closed when they come back.
+    ///
+    /// Returns once every listener's thread has closed its connection and exited: a process that exits
+    /// while a thread is still in libpq (in OpenSSL, on a TLS link) runs its exit handlers, OpenSSL's
+    /// clean-up among them, under that thread, which can crash it.
     package func shutdown() async {
         let (close, fail, listeners) = state.withLock { state in
             let (close, fail) = state.pool.shutdown()
-            let listeners = Array(state.listeners.values)
-            state.listeners = [:]
-            return (close, fail, listeners)
+            return (close, fail, Array(state.listeners.values))
         }
         for waiter in fail { waiter.resume(throwing: PostgresError(code: .poolShutdown)) }
         for listener in listeners { listener.stop() }
         for connection in close { await connection.close() }
+        // Each unregisters itself as its thread exits.
+        for listener in listeners { await listener.waitUntilExited() }
     }
+
+    /// Listener threads still running (each ends its notification sequence's connection as it exits).
+    package var listenersRunning: Int { state.withLock { $0.listeners.count } }
 
     // MARK: Leasing
 

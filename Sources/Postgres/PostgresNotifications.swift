@@ -105,6 +105,8 @@ final class PostgresListener: Sendable {
     private let stopped = Atomic<Bool>(false)
     private let wakeRead: Int32
     private let wakeWrite: Int32
+    /// Whether the thread has exited (its connection closed), and who waits for that.
+    private let exit = Mutex<(exited: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     init(
         configuration: PostgresConfiguration,
@@ -138,6 +140,12 @@ final class PostgresListener: Sendable {
         let thread = Thread { [self] in
             run()
             onExit()
+            let waiters = exit.withLock { exit in
+                exit.exited = true
+                defer { exit.waiters = [] }
+                return exit.waiters
+            }
+            for waiter in waiters { waiter.resume() }
         }
         thread.name = "postgres.listener"
         thread.start()
@@ -148,6 +156,18 @@ final class PostgresListener: Sendable {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         var byte: UInt8 = 1
         _ = write(wakeWrite, &byte, 1)
+    }
+
+    /// Returns once the thread has closed its connection and exited (after ``stop()``, soon; a connection
+    /// being opened first waits out its `connect_timeout`). Only for a listener that was started.
+    func waitUntilExited() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let exited = exit.withLock { exit in
+                if !exit.exited { exit.waiters.append(continuation) }
+                return exit.exited
+            }
+            if exited { continuation.resume() }
+        }
     }
 
     private var isStopped: Bool { stopped.load(ordering: .acquiring) }

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import TestSupport
 import Testing
 
@@ -340,6 +341,36 @@ struct PostgresIntegrationTests {
             #expect(first.channel == channel)
             #expect([first.payload, second.payload] == ["first", "second ✓"])
         }
+    }
+
+    /// `shutdown()` returns only once each listener's thread has closed its connection and exited: a worker
+    /// exits right after, and a thread still in libpq (OpenSSL, on a TLS link) while the process runs its exit
+    /// handlers could crash it. The listener here is held in libpq's connect by a server that accepts and
+    /// never answers, until `connect_timeout`, well after `shutdown()` was called.
+    @Test func shutdownWaitsForEveryListenersThread() async throws {
+        let server = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(server >= 0)
+        defer { Glibc.close(server) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.bind(server, $0, length) == 0 && Glibc.listen(server, 4) == 0
+                    && getsockname(server, $0, &length) == 0
+            }
+        }
+        try #require(bound)
+        let port = UInt16(bigEndian: address.sin_port)
+        let configuration = try PostgresConfiguration(
+            "postgresql://nobody@127.0.0.1:\(port)/none?connect_timeout=2&sslmode=disable")
+        let client = PostgresClient(configuration: configuration, logger: PostgresTestSupport.logger)
+        let listening = client.notifications(channel: "silent").makeAsyncIterator()  // starts its thread
+        #expect(client.listenersRunning == 1)
+        await client.shutdown()
+        #expect(client.listenersRunning == 0)
+        withExtendedLifetime(listening) {}
     }
 
     @Test func badPasswordFailsToConnectWithoutLeakingIt() async throws {
