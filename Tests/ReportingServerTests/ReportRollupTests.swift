@@ -4,7 +4,8 @@ import TestSupport
 import Testing
 
 /// The report rollups (sql/123): every report over history gives the same rows read from the rollups as read
-/// from the history alone, for windows that cut hours and days, over four days of generated history.
+/// from the history alone, for windows that cut hours and days, over four days of generated history. An
+/// activity is rolled up by the first round that sees it final; one still live is read live.
 @Suite("Report rollups equal the history they were made from", .serialized, .timeLimit(.minutes(3)))
 struct ReportRollupTests {
     static let reports = [
@@ -99,20 +100,30 @@ struct ReportRollupTests {
         try await TestDatabase.with { database in
             try await database.owner.withConnection { try await $0.execute(unsafeSQL: Self.history) }
             // Nothing rolled up yet: every window is read from the history.
-            #expect(try await database.count("SELECT count(*) FROM report_rollups WHERE name = 'activity_hours'") == 0)
+            #expect(try await database.count("SELECT count(*) FROM report_rollups WHERE name = 'activities'") == 0)
             let fromHistory = try await Self.read(database)
             for (index, answer) in fromHistory.enumerated() where index % Self.windows.count == 3 {
                 #expect(!answer.isEmpty, "\(Self.reports[index / Self.windows.count]) has rows over two days")
             }
 
-            // The workers' round, through the worker's login (bounded: at most 168 hours a call).
-            _ = try await database.client.query("SELECT report_rollup_push_outcomes(now(), 168)")
-            let held = try await database.strings(
+            // The workers' round, through the worker's login (bounded: at most 168 hours a call, so three calls).
+            for _ in 0..<3 { _ = try await database.client.query("SELECT report_rollup_push_outcomes(now(), 168)") }
+            let bound = try await database.strings(
                 """
-                SELECT (complete_until > now() - interval '14 hours' AND complete_until <= now() - interval '12 hours')::text
-                FROM report_rollups WHERE name = 'activity_hours'
+                SELECT (complete_until > now() - interval '6 minutes' AND complete_until <= now() - interval '5 minutes')::text
+                FROM report_rollups WHERE name = 'activities'
                 """)
-            #expect(held == ["true"], "final hours are those that ended 12 h 5 min ago")
+            #expect(bound == ["true"], "every activity created until five minutes ago is rolled up or pending")
+            #expect(
+                try await database.count(
+                    """
+                    SELECT count(*) FROM activities AS a
+                    WHERE a.created_at < (SELECT complete_until FROM report_rollups WHERE name = 'activities')
+                      AND (a.state IN ('ended', 'expired', 'failed')) = EXISTS (
+                          SELECT 1 FROM report_activities_pending AS p
+                          WHERE p.order_id = a.order_id AND p.activity_key = a.activity_key)
+                    """) == 0, "the final activities are rolled up, the live ones pending")
+            #expect(try await database.count("SELECT count(*) FROM report_activities_pending") > 0)
             for table in [
                 "report_activity_timings_rollup", "report_alerts_per_activity_rollup", "report_failed_pushes_rollup",
                 "report_activity_timings_by_app_rollup", "report_duplicate_starts_rollup",
@@ -146,37 +157,58 @@ struct ReportRollupTests {
         }
     }
 
-    @Test("an activity still live holds the rollup back at its hour; once it ends, the rollup goes on")
-    func liveActivityHoldsTheRollup() async throws {
+    @Test("an activity that ended a minute ago is read from the rollup; one still live is read live")
+    func finalActivitiesAreRolledUp() async throws {
         try await TestDatabase.with { database in
             try await database.owner.withConnection { try await $0.execute(unsafeSQL: Self.history) }
-            try await database.owner.query(
+            // Two activities of two days ago still live: neither holds back the rest of its hour.
+            let live = try await database.strings(
                 """
-                UPDATE activities SET state = 'active', ended_at = NULL
-                WHERE order_id = (SELECT order_id FROM activities WHERE created_at < now() - interval '2 days'
-                                  ORDER BY created_at DESC LIMIT 1)
-                """)
-            _ = try await database.client.query("SELECT report_rollup_push_outcomes(now(), 168)")
-            #expect(
-                try await database.strings(
-                    """
-                    SELECT (complete_until = date_trunc('hour', (SELECT min(created_at) FROM activities
-                                                                 WHERE state = 'active'), 'UTC'))::text
-                    FROM report_rollups WHERE name = 'activity_hours'
-                    """) == ["true"])
-            try await database.owner.query(
-                "UPDATE activities SET state = 'ended' WHERE state = 'active' AND created_at < now() - interval '2 days'"
+                UPDATE activities SET state = 'active', ended_at = NULL, end_reason = NULL
+                WHERE (order_id, activity_key) IN (SELECT order_id, activity_key FROM activities
+                                                   WHERE created_at < now() - interval '2 days'
+                                                   ORDER BY created_at DESC LIMIT 2)
+                RETURNING order_id
+                """
+            ).sorted()
+            #expect(live.count == 2)
+            for _ in 0..<3 { _ = try await database.client.query("SELECT report_rollup_push_outcomes(now(), 168)") }
+            let pending = try await database.strings(
+                "SELECT order_id FROM report_activities_pending WHERE created_at < now() - interval '2 days' ORDER BY 1"
             )
-            // Meanwhile the hours after it are read live; ended, its hour is rolled up on the next round.
-            let fromHistory = try await Self.read(database)
-            _ = try await database.client.query("SELECT report_rollup_push_outcomes(now(), 168)")
+            #expect(pending == live)
             #expect(
                 try await database.count(
                     """
-                    SELECT count(*) FROM report_rollups
-                    WHERE name = 'activity_hours' AND complete_until > now() - interval '14 hours'
-                    """) == 1)
+                    SELECT count(*) FROM report_activity_timings_rollup
+                    WHERE created_at >= (SELECT min(created_at) FROM report_activities_pending) - interval '1 hour'
+                      AND created_at < (SELECT min(created_at) FROM report_activities_pending)
+                    """) > 0, "the activities of the live ones' hours are rolled up")
+
+            // The first ends a minute ago; the next round rolls it up, and the report reads it from there (a mark
+            // put in its rolled-up row shows). The second, still live, is read live: a change shows at once.
+            try await database.owner.query(
+                """
+                UPDATE activities SET state = 'ended', end_reason = 'delivered', ended_at = now() - interval '1 minute',
+                                      updated_at = now() - interval '1 minute'
+                WHERE order_id = \(live[0])
+                """)
+            let fromHistory = try await Self.read(database)
+            _ = try await database.client.query("SELECT report_rollup_push_outcomes(now(), 168)")
+            #expect(
+                try await database.strings(
+                    "SELECT order_id FROM report_activities_pending WHERE created_at < now() - interval '2 days'")
+                    == [live[1]])
             #expect(try await Self.read(database) == fromHistory)
+            try await database.owner.query(
+                "UPDATE report_activity_timings_rollup SET end_reason = 'rolled up' WHERE order_id = \(live[0])")
+            try await database.owner.query("UPDATE activities SET end_reason = 'live' WHERE order_id = \(live[1])")
+            let reasons = try await database.strings(
+                """
+                SELECT order_id || ' ' || end_reason FROM report_activity_timings(now() - interval '5 days', now())
+                WHERE order_id IN (\(live[0]), \(live[1])) ORDER BY 1
+                """)
+            #expect(reasons == ["\(live[0]) rolled up", "\(live[1]) live"])
         }
     }
 }
