@@ -139,16 +139,31 @@ struct ReportsBenchmark: AsyncParsableCommand {
                 try sizes.decode(Int.self, "inbox"), try sizes.decode(Int.self, "activities"),
                 Double(try sizes.decode(Int64.self, "bytes")) / 1e9, populated.seconds))
 
-        // What the workers' retention rounds keep, caught up at once: every final hour of the activity reports
-        // (timed apart: rolling up a day), then the push outcomes' closed hours.
-        let rolling = ContinuousClock.now
-        let activityHours = try await database.query(
-            "SELECT report_rollup_activity_hours(now(), 100000) AS hours")[0].decode(Int.self, "hours")
-        let rolled = (ContinuousClock.now - rolling).seconds
+        // What the workers' retention rounds keep, caught up a day per round as after an upgrade: every
+        // activity already final rolled up, the live ones pending (timed apart: the newest day's round is what
+        // rolling up a day costs once history is caught up), then the push outcomes' closed hours.
+        var rounds: [(activities: Int, seconds: Double)] = []
+        while true {
+            let rolling = ContinuousClock.now
+            let activities = try await database.query(
+                "SELECT report_rollup_activities(now(), 24) AS activities")[0].decode(Int.self, "activities")
+            rounds.append((activities, (ContinuousClock.now - rolling).seconds))
+            let behind = try await database.query(
+                """
+                SELECT (complete_until < now() - interval '6 minutes') AS behind FROM report_rollups
+                WHERE name = 'activities'
+                """)[0].decode(Bool.self, "behind")
+            if !behind { break }
+        }
+        let pending = try await database.query("SELECT count(*) AS n FROM report_activities_pending")[0]
+            .decode(Int.self, "n")
+        let newestDay = rounds.count > 1 ? rounds[rounds.count - 2] : rounds[rounds.count - 1]
         say(
             String(
-                format: "activity reports rollup: %d hours in %.1f s (%.0f ms per day of %d attempts, once a day)",
-                activityHours, rolled, rolled / Double(max(activityHours, 1)) * 24_000, attempts / days))
+                format:
+                    "activity reports rollup: %d activities in %d rounds, %.1f s; the newest whole day's round %d activities in %.0f ms (aim ≤ 1 s); %d pending (live)",
+                rounds.map(\.activities).reduce(0, +), rounds.count, rounds.map(\.seconds).reduce(0, +),
+                newestDay.activities, newestDay.seconds * 1000, pending))
         let outcomesRolling = ContinuousClock.now
         let outcomeHours = try await database.query("SELECT report_rollup_push_outcomes(now(), 100000) AS hours")[0]
             .decode(Int.self, "hours")
@@ -163,18 +178,23 @@ struct ReportsBenchmark: AsyncParsableCommand {
         say("report (window ending at the newest row)     last hour    last day   last week")
         for report in Report.all where report.hasWindowFunction {
             var times: [Double] = []
+            var rows: [Int] = []
             for (_, window) in Self.windows {
                 // Every row as text, as a client reads it: a count alone would let the planner skip the
                 // joins whose columns it does not need.
                 let function = PostgresQuery(
-                    unsafeSQL: "SELECT sum(length(r::text)) FROM \(report.view)($1, $2) AS r",
+                    unsafeSQL: "SELECT count(*) AS n, sum(length(r::text)) FROM \(report.view)($1, $2) AS r",
                     binds: bindings(end.addingTimeInterval(-window), end))
-                times.append(try await median { try await database.query(function) })
+                var count = 0
+                times.append(
+                    try await median { count = try await database.query(function)[0].decode(Int.self, "n") })
+                rows.append(count)
             }
             figures.times.append((report.name, times))
             say(
                 report.name.padding(toLength: 43, withPad: " ", startingAt: 0)
-                    + times.map { String(format: "%9.1f ms", $0 * 1000) }.joined(separator: "  "))
+                    + times.map { String(format: "%9.1f ms", $0 * 1000) }.joined(separator: "  ")
+                    + "   rows " + rows.map(String.init).joined(separator: " / "))
         }
 
         // Retention of the oldest day: its partitions dropped, right after a checkpoint (every page first
@@ -246,7 +266,9 @@ struct ReportsBenchmark: AsyncParsableCommand {
 
     /// Synthetic history ending now, evenly over `days`: per activity six attempts (start, four
     /// updates, end; 95 % delivered, 3 % retried, 1 % token gone, 0.5 % payload faults), each with a
-    /// timeline row for its event and one for its outcome, and an inbox row; one activity in 200 swept. In chunks of a
+    /// timeline row for its event and one for its outcome, and an inbox row; one activity in 200 swept.
+    /// An activity ends 40 minutes after its creation: those of the last 40 minutes are still live, and so
+    /// is one in 500 of the last 12 hours (the sweeper ends an activity at 12 hours). In chunks of a
     /// million attempts, each its own transaction. Returns the end of the history.
     func populate(_ client: PostgresClient, attempts: Int) async throws -> Date {
         let end = Date()
@@ -288,9 +310,16 @@ struct ReportsBenchmark: AsyncParsableCommand {
             SELECT 'o-' || a, 'u-' || (a % 100000), 'delivered', true, true, t, t FROM (\(series)) AS g WHERE i % 6 = 0;
             INSERT INTO activities (order_id, activity_key, bundle_id, environment, state, end_reason, alert_count,
                                     started_at, ended_at, created_at, updated_at)
-            SELECT 'o-' || a, 'device:d' || a, 'com.example.app' || (a % 3), 'production', 'ended', 'delivered', 1,
-                   t + interval '1 second', t + interval '40 minutes', t, t + interval '40 minutes'
-            FROM (\(series)) AS g WHERE i % 6 = 0;
+            SELECT 'o-' || a, 'device:d' || a, 'com.example.app' || (a % 3), 'production',
+                   CASE WHEN live THEN 'active' ELSE 'ended' END, CASE WHEN live THEN NULL ELSE 'delivered' END, 1,
+                   t + interval '1 second', CASE WHEN live THEN NULL ELSE t + interval '40 minutes' END, t,
+                   CASE WHEN live THEN t ELSE t + interval '40 minutes' END
+            FROM (\(series)) AS g
+            CROSS JOIN LATERAL (
+                SELECT t + interval '40 minutes' > '\(endText)'::timestamptz
+                       OR (t > '\(endText)'::timestamptz - interval '12 hours' AND a % 500 = 7) AS live
+            ) AS l
+            WHERE i % 6 = 0;
             INSERT INTO push_attempts (id, order_id, activity_key, kind, bundle_id, priority, generation, apns_id, status,
                                        outcome, reason, latency_ms, worker_id, attempted_at)
             SELECT i + 1, 'o-' || a, 'device:d' || a,
