@@ -176,8 +176,8 @@ COMMENT ON TABLE report_activity_timings_by_app_rollup IS
 -- The activities not rolled up although created before report_rollups 'activities'.complete_until: those
 -- still live when the last round saw them.
 CREATE TABLE report_activities_pending (
-    order_id     text NOT NULL,
-    activity_key text NOT NULL,
+    order_id     text COLLATE "C" NOT NULL,
+    activity_key text COLLATE "C" NOT NULL,
     created_at   timestamptz NOT NULL,
     PRIMARY KEY (order_id, activity_key)
 );
