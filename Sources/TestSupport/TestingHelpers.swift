@@ -25,7 +25,7 @@ extension Trait where Self == ExclusiveFaultServers {
 /// with short pauses between, and records an issue and throws after `limit`. Waiting for a
 /// condition, never for time: the pauses only pace the checks.
 package func eventually(
-    _ what: String, limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation,
+    _ what: String, limit: Duration = .seconds(120), sourceLocation: SourceLocation = #_sourceLocation,
     _ condition: () async throws -> Bool
 ) async throws {
     let deadline = ContinuousClock.now + limit

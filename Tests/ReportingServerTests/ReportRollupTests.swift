@@ -80,10 +80,15 @@ struct ReportRollupTests {
         """
 
     /// Every report over every window, each row as JSON, sorted: read as the owner, who is not bound.
-    static func read(_ database: TestDatabase) async throws -> [[String]] {
+    /// Every report over every window, the windows' `now()` read as `reference` (both readings must see the
+    /// same windows, however long the rollup rounds between them take).
+    static func read(_ database: TestDatabase, at reference: String) async throws -> [[String]] {
         var answers: [[String]] = []
+        let now = "'\(reference)'::timestamptz"
         for report in reports {
-            for (since, until) in windows {
+            for (since, until) in windows.map({
+                ($0.0.replacingOccurrences(of: "now()", with: now), $0.1.replacingOccurrences(of: "now()", with: now))
+            }) {
                 answers.append(
                     try await database.strings(
                         PostgresQuery(
@@ -101,7 +106,8 @@ struct ReportRollupTests {
             try await database.owner.withConnection { try await $0.execute(unsafeSQL: Self.history) }
             // Nothing rolled up yet: every window is read from the history.
             #expect(try await database.count("SELECT count(*) FROM report_rollups WHERE name = 'activities'") == 0)
-            let fromHistory = try await Self.read(database)
+            let reference = try #require(try await database.strings("SELECT now()::text").first)
+            let fromHistory = try await Self.read(database, at: reference)
             for (index, answer) in fromHistory.enumerated() where index % Self.windows.count == 3 {
                 #expect(!answer.isEmpty, "\(Self.reports[index / Self.windows.count]) has rows over two days")
             }
@@ -132,7 +138,7 @@ struct ReportRollupTests {
                 #expect(
                     try await database.count(PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table)")) > 0, "\(table)")
             }
-            let fromRollups = try await Self.read(database)
+            let fromRollups = try await Self.read(database, at: reference)
             for (index, answer) in fromRollups.enumerated() {
                 let report = Self.reports[index / Self.windows.count]
                 let window = Self.windows[index % Self.windows.count]
@@ -193,13 +199,14 @@ struct ReportRollupTests {
                                       updated_at = now() - interval '1 minute'
                 WHERE order_id = \(live[0])
                 """)
-            let fromHistory = try await Self.read(database)
+            let reference = try #require(try await database.strings("SELECT now()::text").first)
+            let fromHistory = try await Self.read(database, at: reference)
             _ = try await database.client.query("SELECT report_rollup_push_outcomes(now(), 168)")
             #expect(
                 try await database.strings(
                     "SELECT order_id FROM report_activities_pending WHERE created_at < now() - interval '2 days'")
                     == [live[1]])
-            #expect(try await Self.read(database) == fromHistory)
+            #expect(try await Self.read(database, at: reference) == fromHistory)
             try await database.owner.query(
                 "UPDATE report_activity_timings_rollup SET end_reason = 'rolled up' WHERE order_id = \(live[0])")
             try await database.owner.query("UPDATE activities SET end_reason = 'live' WHERE order_id = \(live[1])")

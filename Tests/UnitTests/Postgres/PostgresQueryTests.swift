@@ -60,10 +60,11 @@ import Testing
         #expect(query.binds.values == [nil, "x"])
     }
 
-    @Test func bytesAreHex() {
+    @Test func bytesGoAsTheyAreAndReadBackFromHex() {
         let query: PostgresQuery = "SELECT \([0x00, 0xff, 0x10] as [UInt8])"
-        #expect(query.binds.values == [#"\x00ff10"#])
+        #expect(query.binds.parameters == [.binary([0x00, 0xff, 0x10])])
         #expect(query.binds.types == [.bytea])
+        #expect(PostgresBytes([0x00, 0xff, 0x10]).postgresText == #"\x00ff10"#)
         #expect(PostgresHex.decode(#"\x00ff10"#) == [0x00, 0xff, 0x10])
         #expect(PostgresHex.decode(#"\x0"#) == nil)
     }
