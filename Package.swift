@@ -178,7 +178,9 @@ let package = Package(
         // What the test targets share: the servers' addresses, fresh databases, event bodies, traits.
         .target(
             name: "TestSupport",
-            dependencies: ["LiveDelivery", "Postgres", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "LiveDelivery", "LiveDeliveryCore", "Postgres", .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         // Child processes with a clean signal mask, for the end-to-end tests and the benchmarks.
         .target(name: "ChildProcesses"),

@@ -300,6 +300,7 @@ struct CellsTests {
             {"type":"order.status","version":1,"event_id":"\(orderID)-s1","occurred_at":"2026-11-21T10:00:00Z",\
             "order_id":"\(orderID)","user_id":"u-1","sequence":1,"status":"placed"}
             """
+        PublishedEvents.record(routingKey: "order.status", body: Array(body.utf8), messageID: "\(orderID)-s1")
         try await publisher.publish(
             exchange: fixture.exchange, routingKey: "order.status", body: Array(body.utf8),
             properties: RabbitMQMessageProperties(contentType: "application/json", messageID: "\(orderID)-s1"))

@@ -76,6 +76,7 @@ struct DeadLetterReplayTests {
                 try await database.client.query("DELETE FROM dead_letters WHERE id = \(partial)")
                 // A later event on the same queue: once it is applied, the second replay was handled.
                 let sentinel = Events.status(TestEnvironment.uniqueName("S"), "confirmed", sequence: 1)
+                PublishedEvents.record([sentinel])
                 try await publisher.publish(
                     exchange: amqp.exchange, routingKey: sentinel.routingKey, body: sentinel.body,
                     properties: RabbitMQMessageProperties(

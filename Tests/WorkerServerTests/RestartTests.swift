@@ -9,6 +9,7 @@ import Testing
 
 /// Publishes events with confirms, retrying while the broker is away.
 func publish(_ messages: [InboundMessage], exchange: String, url: String) async throws {
+    PublishedEvents.record(messages)
     let deadline = ContinuousClock.now + .seconds(60)
     while true {
         do {

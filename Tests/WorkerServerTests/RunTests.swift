@@ -38,6 +38,7 @@ struct RunTests {
                     Events.status(order, "out_for_delivery", sequence: 2, courier: "Sam"),
                     InboundMessage(body: Array("[]".utf8), routingKey: "order.status", messageID: "bad-run"),
                 ]
+                PublishedEvents.record(messages + [messages[2]])
                 for message in messages + [messages[2]] {
                     var properties = RabbitMQMessageProperties()
                     properties.messageID = message.messageID

@@ -46,6 +46,7 @@ struct ScheduledStartSweepTests {
                 let publisher = try await RabbitMQPublisher.connect(
                     try AMQPConfiguration(url: TestEnvironment.amqpURL), logger: quietLogger)
                 func publish(_ messages: [InboundMessage]) async throws {
+                    PublishedEvents.record(messages)
                     for message in messages {
                         var properties = RabbitMQMessageProperties()
                         properties.messageID = message.messageID

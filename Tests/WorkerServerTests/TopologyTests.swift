@@ -45,6 +45,7 @@ struct TopologyTests {
             ])
         #expect(declared[amqp.deadLetterQueue] == ["x-queue-type": "quorum"])
         // And in use: the exchange now routes events to the queue.
+        PublishedEvents.record(routingKey: "order.status", body: Array("{}".utf8), messageID: nil)
         try await publisher.publish(exchange: amqp.exchange, routingKey: "order.status", body: Array("{}".utf8))
         await publisher.close()
         #expect(try await connection.declareQueue(amqp.queue, passive: true).messageCount == 2)

@@ -147,6 +147,9 @@ struct TraceContextTests {
                         "traceparent": .string(traceParent), InMemoryTracer.traceIDKey: .string("upstream-trace"),
                         InMemoryTracer.spanIDKey: .string("upstream-span"),
                     ]
+                    PublishedEvents.record(
+                        routingKey: message.routingKey, body: message.body, messageID: message.messageID,
+                        headers: properties.headers.compactMapValues(\.stringValue))
                     try await publisher.publish(
                         exchange: harness.configuration.amqp.exchange, routingKey: message.routingKey,
                         body: message.body,

@@ -118,6 +118,12 @@ final class Fixture: Sendable {
         _ messages: [(routingKey: String, body: [UInt8], messageID: String?)], window: Int = 500,
         traceParents: [String: String] = [:]
     ) async throws {
+        for message in messages {
+            let headers = Self.headers(message.body, traceParent: message.messageID.flatMap { traceParents[$0] })
+            PublishedEvents.record(
+                routingKey: message.routingKey, body: message.body, messageID: message.messageID,
+                headers: headers.compactMapValues(\.stringValue))
+        }
         let endpoints = try AMQPEndpoints(urls: amqpURL)
         var remaining = messages[...]
         var attempts = 0
