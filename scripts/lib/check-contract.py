@@ -9,10 +9,19 @@
    (`livedelivery validate --format json`): they must agree on every event, and for every refusal the field the
    decoder names must be among those the schema names.
 
+With --published FILE, only this instead: the events the tests published (LIVEDELIVERY_RECORD_EVENTS, recorded by
+Sources/TestSupport/PublishedEvents.swift with the decoder's verdict given that message's routing key and
+message_id). Each body goes to the schema of the channel its routing key names; the schemas' verdict must equal the
+decoder's, as above (the tests publish bad events on purpose); each `traceparent` header is read by the worker
+exactly when the TraceParent schema accepts it; and where the routing key and message_id do not decide,
+`livedelivery validate` must give the recorded verdict.
+
     python3 scripts/lib/check-contract.py LIVEDELIVERY_BINARY [--events N] [--seed S] [--keep FILE]
+    python3 scripts/lib/check-contract.py LIVEDELIVERY_BINARY --published FILE
 """
 
 import argparse
+import base64
 import collections
 import json
 import math
@@ -473,15 +482,107 @@ def report(disagreements, label):
               f"decoder {'accepts' if decoded else f'refuses {reason} ({field})'}: {body[:300]!r}", file=sys.stderr)
 
 
+# MARK: - The events the tests published
+
+def published_verdict(document, validators, record, body):
+    """The contract's verdict on one published message: (accepted, fields), as schema_verdict gives."""
+    channels = {c["address"]: c for c in document["channels"].values()}
+    channel = channels.get(record["routing_key"])
+    if channel is None:
+        # No channel has this address; the body's `type`, which must equal it, is wrong.
+        accepted, fields = schema_verdict(validators["Event"], body)
+        return False, (fields | {"type"}) - ({""} if accepted else set())
+    message = document["components"]["messages"][next(iter(channel["messages"].values()))["$ref"].rsplit("/", 1)[1]]
+    name = message["payload"]["$ref"].rsplit("/", 1)[1]
+    validators.setdefault(name, validator_for(document, name))
+    accepted, fields = schema_verdict(validators[name], body)
+    # The AMQP message_id, when set, equals event_id (the document's info; no JSON Schema keyword reaches it).
+    message_id = record.get("message_id")
+    if message_id and (accepted or "" not in fields):
+        instance = json.loads(body)
+        if isinstance(instance, dict) and instance.get("event_id") != message_id:
+            accepted, fields = False, fields | {"event_id"}
+    return accepted, fields
+
+
+def check_published(binary, document, path):
+    if not path.is_file() or not path.stat().st_size:
+        fail(f"{path}: no published events were recorded (LIVEDELIVERY_RECORD_EVENTS)")
+    records = [json.loads(line) for line in path.read_bytes().split(b"\n") if line.strip()]
+    bodies = [base64.b64decode(record["body"]) for record in records]
+    validators = {"Event": validator_for(document, "Event"), "TraceParent": validator_for(document, "TraceParent")}
+    disagreements, traces, counts = [], [], collections.Counter()
+    for number, (record, body) in enumerate(zip(records, bodies), start=1):
+        accepted, fields = published_verdict(document, validators, record, body)
+        decoder = record["decoder"]
+        counts["valid" if accepted else "invalid"] += 1
+        if accepted != decoder["accepted"] or (not accepted and (decoder.get("field") or "") not in fields):
+            disagreements.append((number, body, accepted, fields, decoder["accepted"], decoder.get("field") or "",
+                                  f"{decoder.get('reason')}, routing key {record['routing_key']!r}"))
+        header = record["headers"].get("traceparent")
+        if header is not None:
+            read = not list(validators["TraceParent"].iter_errors(header))
+            counts["traceparent read" if read else "traceparent not read"] += 1
+            if read != record["traceparent_read"]:
+                traces.append(f"  published line {number}: the TraceParent schema {'accepts' if read else 'refuses'} "
+                              f"{header!r}, the worker {'reads' if record['traceparent_read'] else 'ignores'} it")
+    # The recorded verdicts are the shipped decoder's: where the routing key and message_id decide nothing,
+    # `livedelivery validate` (which takes the routing key to be `type`) gives the same.
+    plain = []
+    for record, body in zip(records, bodies):
+        try:
+            instance = json.loads(body)
+        except ValueError:
+            instance = None
+        one_line = b"\n" not in body and b"\r" not in body and body.strip(b" \t")
+        if one_line and (not isinstance(instance, dict) or (
+                instance.get("type") == record["routing_key"]
+                and record.get("message_id") in (None, "", instance.get("event_id")))):
+            plain.append((record, body))
+    verdicts = {}
+    if plain:
+        with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as file:
+            file.write(b"\n".join(body for _, body in plain) + b"\n")
+            temporary = pathlib.Path(file.name)
+        try:
+            verdicts = run_decoder(binary, temporary)
+        finally:
+            temporary.unlink()
+    differ = [(body, verdicts.get(number), record["decoder"]) for number, (record, body) in enumerate(plain, start=1)
+              if (verdicts.get(number) or (None, None))[:2] != (record["decoder"]["accepted"],
+                                                                   record["decoder"].get("field") or "")]
+    total = len(records)
+    print(f"contract: {total - len(disagreements)}/{total} published events agree "
+          f"({counts['valid']} valid, {counts['invalid']} invalid; schema and decoder, {path.name})")
+    print(f"contract: {len(plain) - len(differ)}/{len(plain)} of them (those whose routing key and message_id decide "
+          f"nothing) have the recorded decoder verdict from `livedelivery validate` too")
+    headers = counts["traceparent read"] + counts["traceparent not read"]
+    print(f"contract: {headers - len(traces)}/{headers} traceparent headers agree ({counts['traceparent read']} "
+          f"read, {counts['traceparent not read']} malformed; the TraceParent schema and the worker's parser)")
+    for body, verdict, recorded in differ[:10]:
+        print(f"  livedelivery validate {verdict}, recorded {recorded}: {body[:300]!r}", file=sys.stderr)
+    if disagreements or traces:
+        report(disagreements, "published")
+        if traces:
+            print("\n".join(traces[:10]), file=sys.stderr)
+        fail("the schemas and the worker disagree on events the tests published (above)")
+    if differ:
+        fail("`livedelivery validate` and the decoder the tests recorded differ (above): is the binary stale?")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("binary")
     parser.add_argument("--events", type=int, default=12000)
     parser.add_argument("--seed", type=int, default=53)
     parser.add_argument("--keep", help="also write the corpus to this file")
+    parser.add_argument("--published", type=pathlib.Path, help="check only the events the tests recorded here")
     args = parser.parse_args()
 
     document = json.loads(json.dumps(yaml.safe_load(DOCUMENT.read_text())))
+    if args.published:
+        check_published(args.binary, document, args.published)
+        return
     check_document(document)
     check_fields(document)
     validator = validator_for(document, "Event")
