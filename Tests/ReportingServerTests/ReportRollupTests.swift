@@ -1,11 +1,13 @@
 import Foundation
+import LiveDelivery
 import Postgres
 import TestSupport
 import Testing
 
-/// The report rollups (sql/123): every report over history gives the same rows read from the rollups as read
-/// from the history alone, for windows that cut hours and days, over four days of generated history. An
-/// activity is rolled up by the first round that sees it final; one still live is read live.
+/// The report rollups (sql/123, read in slices since sql/124): every report over history gives the same rows
+/// read from the rollups as read from the history alone, for windows that cut hours and days, over four days of
+/// generated history. An activity is rolled up by the first round that sees it final; one still live is read
+/// live.
 @Suite("Report rollups equal the history they were made from", .serialized, .timeLimit(.minutes(3)))
 struct ReportRollupTests {
     static let reports = [
@@ -216,6 +218,173 @@ struct ReportRollupTests {
                 WHERE order_id IN (\(live[0]), \(live[1])) ORDER BY 1
                 """)
             #expect(reasons == ["\(live[0]) rolled up", "\(live[1]) live"])
+        }
+    }
+
+    /// One activity created before a UTC midnight and ended after it, with an update delivered on each side,
+    /// and answers recorded after its end: one delivered at priority 10, one given up (with its decision).
+    static let acrossMidnight = """
+        INSERT INTO orders (order_id, user_id, status, terminal, settled, created_at, updated_at)
+        VALUES ('o-midnight', 'u-midnight', 'delivered', true, true,
+                date_trunc('day', now(), 'UTC') - interval '1 day 20 minutes', now());
+        INSERT INTO activities (order_id, activity_key, bundle_id, environment, state, end_reason, alert_count,
+                                started_at, ended_at, created_at, updated_at)
+        SELECT 'o-midnight', 'device:midnight', 'com.example.app1', 'production', 'ended', 'delivered', 2,
+               m - interval '19 minutes', m + interval '30 minutes', m - interval '20 minutes', m + interval '30 minutes'
+        FROM (SELECT date_trunc('day', now(), 'UTC') - interval '1 day' AS m) AS d;
+        INSERT INTO push_attempts (order_id, activity_key, kind, bundle_id, priority, generation, apns_id, status,
+                                   outcome, reason, latency_ms, worker_id, attempted_at)
+        SELECT 'o-midnight', 'device:midnight', k, 'com.example.app1', pr, 1, gen_random_uuid(), st, oc, re, 5, 'test',
+               m + o
+        FROM (SELECT date_trunc('day', now(), 'UTC') - interval '1 day' AS m) AS d,
+             (VALUES ('start', 10, 200, 'delivered', NULL, interval '-19 minutes'),
+                     ('update', 5, 200, 'delivered', NULL, interval '-5 minutes'),
+                     ('update', 10, 413, 'payload_fault', 'PayloadTooLarge', interval '2 minutes'),
+                     ('update', 10, 200, 'delivered', NULL, interval '10 minutes'),
+                     ('end', 10, 200, 'delivered', NULL, interval '30 minutes'),
+                     ('update', 10, 200, 'delivered', NULL, interval '31 minutes'),
+                     ('update', 5, 410, 'token_gone', 'Unregistered', interval '33 minutes'))
+             AS v(k, pr, st, oc, re, o);
+        INSERT INTO timeline (order_id, at, kind, activity_keys, codes, messages)
+        SELECT 'o-midnight', p.attempted_at, 'outcome', ARRAY[p.activity_key],
+               ARRAY[CASE p.outcome WHEN 'token_gone' THEN 'token_gone' ELSE 'push_dropped' END], ARRAY['given up']
+        FROM push_attempts AS p WHERE p.order_id = 'o-midnight' AND p.outcome IN ('token_gone', 'payload_fault');
+        INSERT INTO timeline (order_id, at, kind, activity_keys, codes, messages)
+        SELECT 'o-midnight', m + o, 'event', ARRAY['device:midnight'], ARRAY[c], ARRAY['why']
+        FROM (SELECT date_trunc('day', now(), 'UTC') - interval '1 day' AS m) AS d,
+             (VALUES ('alert', interval '-6 minutes'), ('alert_cap_reached', interval '1 minute'),
+                     ('alert_eta_slip', interval '9 minutes'), ('budget_downgrade', interval '32 minutes'))
+             AS v(c, o)
+        """
+
+    /// Calls the workers' round through the worker's login, `max_hours` at a time, until the activities are
+    /// rolled up to five minutes ago. Returns the number of calls.
+    static func catchUp(_ database: TestDatabase, maxHours: Int) async throws -> Int {
+        for call in 1...1000 {
+            _ = try await database.client.query(
+                PostgresQuery(unsafeSQL: "SELECT report_rollup_push_outcomes(now(), \(maxHours))"))
+            let behind = try await database.count(
+                """
+                SELECT count(*) FROM report_rollups
+                WHERE name = 'activities' AND complete_until < now() - interval '6 minutes'
+                """)
+            if behind == 0 { return call }
+        }
+        Issue.record("the rollup did not catch up in 1000 calls")
+        return 1000
+    }
+
+    @Test(
+        "an hour a round, as after a pause: each slice of attempts read once adds up to the same rows, for an activity across midnight and answers after its end"
+    )
+    func slicesAddUp() async throws {
+        try await TestDatabase.with { database in
+            try await database.owner.withConnection {
+                try await $0.execute(unsafeSQL: Self.history)
+                try await $0.execute(unsafeSQL: Self.acrossMidnight)
+            }
+            let reference = try #require(try await database.strings("SELECT now()::text").first)
+            let fromHistory = try await Self.read(database, at: reference)
+            let calls = try await Self.catchUp(database, maxHours: 1)
+            // About 96 hours of slices, then about 96 of activities.
+            #expect(calls > 150, "\(calls) calls")
+            #expect(
+                try await database.count(
+                    """
+                    SELECT count(*) FROM report_rollups
+                    WHERE name IN ('attempts', 'start_hours') AND complete_until < now() - interval '66 minutes'
+                    """) == 0, "the slices are caught up")
+            #expect(
+                try await database.count(
+                    """
+                    SELECT count(*) FROM report_activity_timings_rollup
+                    WHERE order_id = 'o-midnight' AND first_update_at < date_trunc('day', now(), 'UTC') - interval '1 day'
+                    """) == 1, "the activity across midnight is rolled up whole")
+            #expect(
+                try await database.strings(
+                    """
+                    SELECT pushes_delivered || ' ' || high_priority_delivered || ' ' || alerts_planned || ' '
+                           || alerts_held_back || ' ' || budget_downgrades
+                    FROM report_alerts_per_activity_rollup WHERE order_id = 'o-midnight'
+                    """) == ["5 4 2 1 1"], "the answers after its end count")
+            #expect(
+                try await database.count(
+                    "SELECT count(*) FROM report_failed_pushes_rollup WHERE order_id = 'o-midnight'") == 2)
+            // Partials are kept for the activities not rolled up only.
+            #expect(
+                try await database.count(
+                    """
+                    SELECT count(*) FROM report_activity_partials AS w
+                    WHERE NOT EXISTS (SELECT 1 FROM report_activities_pending AS p
+                                      WHERE p.order_id = w.order_id AND p.activity_key = w.activity_key)
+                      AND NOT EXISTS (SELECT 1 FROM activities AS a
+                                      WHERE a.order_id = w.order_id AND a.activity_key = w.activity_key
+                                        AND a.created_at >= (SELECT complete_until FROM report_rollups
+                                                             WHERE name = 'activities'))
+                    """) == 0)
+            let fromRollups = try await Self.read(database, at: reference)
+            for (index, answer) in fromRollups.enumerated() {
+                let report = Self.reports[index / Self.windows.count]
+                let window = Self.windows[index % Self.windows.count]
+                #expect(answer == fromHistory[index], "\(report) over \(window)")
+            }
+        }
+    }
+
+    @Test("after an upgrade from sql/123 with rollups made, the rounds go on to the same rows")
+    func upgradeFrom123() async throws {
+        let database = try await TestDatabase.create(migrate: false)
+        try await database.using {
+            let migrator = Migrator(directory: TestDatabase.migrationsDirectory)
+            try await migrator.migrate(client: database.owner, logger: quietLogger, before: 124)
+            try await database.owner.withConnection {
+                try await $0.execute(unsafeSQL: Self.history)
+                try await $0.execute(unsafeSQL: Self.acrossMidnight)
+            }
+            // Two activities of three days ago still live, pending after sql/123's rounds up to two days ago.
+            let live = try await database.strings(
+                """
+                UPDATE activities SET state = 'active', ended_at = NULL, end_reason = NULL
+                WHERE (order_id, activity_key) IN (SELECT order_id, activity_key FROM activities
+                                                   WHERE created_at < now() - interval '3 days'
+                                                   ORDER BY created_at DESC LIMIT 2)
+                RETURNING order_id
+                """
+            ).sorted()
+            for _ in 0..<2 {
+                _ = try await database.owner.query("SELECT report_rollup_push_outcomes(now() - interval '2 days', 168)")
+            }
+            #expect(
+                try await database.strings(
+                    "SELECT order_id FROM report_activities_pending WHERE created_at < now() - interval '3 days' ORDER BY 1"
+                ) == live)
+            try await migrator.migrate(client: database.owner, logger: quietLogger)
+            #expect(
+                try await database.count(
+                    """
+                    SELECT count(*) FROM report_activity_partials AS w
+                    JOIN report_activities_pending AS p USING (order_id, activity_key)
+                    WHERE w.delivered > 0
+                    """) == 2, "the activities pending got their partials from history")
+            try await database.owner.query(
+                """
+                UPDATE activities SET state = 'ended', end_reason = 'delivered', ended_at = now() - interval '1 hour',
+                                      updated_at = now() - interval '1 hour'
+                WHERE order_id = \(live[0])
+                """)
+            let reference = try #require(try await database.strings("SELECT now()::text").first)
+            let fromHistory = try await Self.read(database, at: reference)
+            _ = try await Self.catchUp(database, maxHours: 24)
+            #expect(
+                try await database.strings(
+                    "SELECT order_id FROM report_activities_pending WHERE created_at < now() - interval '3 days'")
+                    == [live[1]])
+            let fromRollups = try await Self.read(database, at: reference)
+            for (index, answer) in fromRollups.enumerated() {
+                let report = Self.reports[index / Self.windows.count]
+                let window = Self.windows[index % Self.windows.count]
+                #expect(answer == fromHistory[index], "\(report) over \(window)")
+            }
         }
     }
 }
