@@ -13,7 +13,7 @@ With --published FILE, only this instead: the events the tests published (LIVEDE
 Sources/TestSupport/PublishedEvents.swift with the decoder's verdict given that message's routing key and
 message_id). Each body goes to the schema of the channel its routing key names; the schemas' verdict must equal the
 decoder's, as above (the tests publish bad events on purpose); each `traceparent` header is read by the worker
-exactly when the TraceParent schema accepts it; and where the routing key and message_id do not decide,
+exactly when the TraceParent schema accepts it; each `order_id` header is an OrderID; and where the routing key and message_id do not decide,
 `livedelivery validate` must give the recorded verdict.
 
     python3 scripts/lib/check-contract.py LIVEDELIVERY_BINARY [--events N] [--seed S] [--keep FILE]
@@ -510,8 +510,8 @@ def check_published(binary, document, path):
         fail(f"{path}: no published events were recorded (LIVEDELIVERY_RECORD_EVENTS)")
     records = [json.loads(line) for line in path.read_bytes().split(b"\n") if line.strip()]
     bodies = [base64.b64decode(record["body"]) for record in records]
-    validators = {"Event": validator_for(document, "Event"), "TraceParent": validator_for(document, "TraceParent")}
-    disagreements, traces, counts = [], [], collections.Counter()
+    validators = {name: validator_for(document, name) for name in ("Event", "TraceParent", "OrderID")}
+    disagreements, traces, refused_headers, counts = [], [], [], collections.Counter()
     for number, (record, body) in enumerate(zip(records, bodies), start=1):
         accepted, fields = published_verdict(document, validators, record, body)
         decoder = record["decoder"]
@@ -519,6 +519,15 @@ def check_published(binary, document, path):
         if accepted != decoder["accepted"] or (not accepted and (decoder.get("field") or "") not in fields):
             disagreements.append((number, body, accepted, fields, decoder["accepted"], decoder.get("field") or "",
                                   f"{decoder.get('reason')}, routing key {record['routing_key']!r}"))
+        routed = record["headers"].get("order_id")
+        if routed is not None:
+            # Only the OrderID schema decides here: whether a cell takes the event depends on the deployment.
+            if list(validators["OrderID"].iter_errors(routed)):
+                refused_headers.append(f"  published line {number}: the order_id header {routed!r} is not an OrderID")
+            counts["order_id header"] += 1
+            if accepted:
+                counts["order_id header, valid event"] += 1
+                counts["order_id header equal"] += routed == json.loads(body).get("order_id")
         header = record["headers"].get("traceparent")
         if header is not None:
             read = not list(validators["TraceParent"].iter_errors(header))
@@ -559,13 +568,16 @@ def check_published(binary, document, path):
     headers = counts["traceparent read"] + counts["traceparent not read"]
     print(f"contract: {headers - len(traces)}/{headers} traceparent headers agree ({counts['traceparent read']} "
           f"read, {counts['traceparent not read']} malformed; the TraceParent schema and the worker's parser)")
+    print(f"contract: {counts['order_id header']} order_id headers, {len(refused_headers)} not an OrderID; on the "
+          f"{counts['order_id header, valid event']} valid events among them, {counts['order_id header equal']} equal "
+          f"to the body's order_id, as a cell requires")
     for body, verdict, recorded in differ[:10]:
         print(f"  livedelivery validate {verdict}, recorded {recorded}: {body[:300]!r}", file=sys.stderr)
-    if disagreements or traces:
+    if disagreements or traces or refused_headers:
         report(disagreements, "published")
-        if traces:
-            print("\n".join(traces[:10]), file=sys.stderr)
-        fail("the schemas and the worker disagree on events the tests published (above)")
+        if traces or refused_headers:
+            print("\n".join(traces[:10] + refused_headers[:10]), file=sys.stderr)
+        fail("the schemas and the worker disagree on events the tests published, or a header is refused (above)")
     if differ:
         fail("`livedelivery validate` and the decoder the tests recorded differ (above): is the binary stale?")
 
