@@ -21,11 +21,12 @@
 -- upgrade, or a pause), rounds only read slices.
 --
 -- The report functions and views keep their names, columns and meaning; the rollup tables of sql/123 hold
--- the same rows. The timeline gets a BRIN index on `at` so that a slice of it is read by time.
+-- the same rows. The timeline gets an index on `at` of the rows those reports count (alerts, give-ups), so
+-- that a slice reads them by time.
 --
 -- Upgrading: the activities pending now get their partials from their history once (they are few), and the
 -- starts of the hour the bound falls in are counted again from it. CREATE INDEX on timeline reads the whole
--- table (about a minute per 10M rows on a small machine) and holds SHARE on it meanwhile; stop the workers
+-- table and holds SHARE on it meanwhile (`livedelivery-bench reports --database` prints the time); stop the workers
 -- first (the schema check refuses older workers anyway).
 --
 -- Privileges: as in sql/123, the new tables and the helper are the owner's alone.
@@ -45,8 +46,11 @@ BEGIN
 END
 $$;
 
--- A slice of the timeline by time: rows arrive in time order, so a BRIN index stays small and cheap to keep.
-CREATE INDEX timeline_at ON timeline USING brin (at);
+-- The timeline rows the activity reports count (alerts and what held them back, give-ups), by time: a slice
+-- reads those alone. A small share of the rows, so the index is small and cheap to keep.
+CREATE INDEX timeline_report_decisions ON timeline (at)
+    WHERE codes && ARRAY['alert', 'alert_eta_slip', 'alert_cap_reached', 'alert_already_sent_for_step',
+                         'budget_downgrade', 'push_dropped', 'token_gone'];
 
 CREATE TABLE report_activity_partials (
     order_id                text COLLATE "C" NOT NULL,
@@ -74,24 +78,51 @@ CREATE INDEX report_failed_pushes_staged_activity ON report_failed_pushes_staged
 COMMENT ON TABLE report_failed_pushes_staged IS
     'The pushes given up to tracked activities, read so far, with the first recovery read so far; rolled up with their activity (activity_state is set then).';
 
+-- The previous accepted start (by time, then id) of an activity not tracked (rolled up, or no activity row):
+-- looked up by key from the activity's creation. Rare; planned only when called.
+SELECT migration_124_define($definition$
+CREATE FUNCTION @schema@.report_previous_start(order_id text, activity_key text, attempted_at timestamptz, id bigint)
+RETURNS timestamptz
+LANGUAGE sql STABLE SET search_path = pg_catalog, @schema@, pg_temp AS $$
+    SELECT max(q.attempted_at) FROM @schema@.push_attempts AS q
+    WHERE q.kind = 'start' AND q.outcome = 'delivered' AND q.activity_key = $2 AND q.order_id = $1
+      AND q.attempted_at >= coalesce((SELECT b.created_at FROM @schema@.activities AS b
+                                      WHERE b.order_id = $1 AND b.activity_key = $2), '-infinity')
+      AND q.attempted_at <= $3 AND (q.attempted_at, q.id) < ($3, $4)
+$$
+$definition$);
+
 -- One slice [since, until) of the attempts and the timeline, read once: the tracked activities' partials and
 -- given-up pushes, the recoveries of those staged before, the accepted starts per hour and app, and the
--- repeated starts. `rolled_until` is report_rollups 'activities'.complete_until.
+-- repeated starts. `rolled_until` is report_rollups 'activities'.complete_until. The planner cannot tell how
+-- many rows a common table expression joins, and a nested loop over two of them costs their product: joins
+-- are hashed, and the lookups by key that must be one per row are written as LATERAL … OFFSET 0.
 SELECT migration_124_define($definition$
 CREATE FUNCTION @schema@.report_rollup_slice(since timestamptz, until timestamptz, rolled_until timestamptz)
 RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, @schema@, pg_temp SET work_mem = '64MB' SET jit = off AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, @schema@, pg_temp SET work_mem = '64MB' SET jit = off
+SET enable_nestloop = off AS $$
 BEGIN
     IF since >= until THEN
         RETURN;
     END IF;
-    -- One statement: every part reads the partials as they were before the slice.
+    -- One statement: every part reads the partials as they were before the slice. An activity's attempts and
+    -- decisions are never older than the activity (as the live readers assume).
     EXECUTE $query$
         WITH attempts AS MATERIALIZED (
             SELECT p.id, p.order_id, p.activity_key, p.attempted_at, p.kind, p.bundle_id, p.priority, p.status,
                    p.outcome, p.reason
             FROM @schema@.push_attempts AS p
             WHERE p.attempted_at >= $1 AND p.attempted_at < $2
+        ),
+        per_key AS MATERIALIZED (
+            SELECT order_id, activity_key,
+                   min(attempted_at) FILTER (WHERE outcome = 'delivered')                              AS first_delivered_at,
+                   min(attempted_at) FILTER (WHERE outcome = 'delivered' AND kind = 'update')          AS first_update_at,
+                   count(*) FILTER (WHERE outcome = 'delivered')                                       AS delivered,
+                   count(*) FILTER (WHERE outcome = 'delivered' AND priority = 10)                     AS high_priority_delivered,
+                   max(attempted_at) FILTER (WHERE kind = 'start' AND outcome = 'delivered')           AS last_start_at
+            FROM attempts GROUP BY 1, 2
         ),
         decisions AS MATERIALIZED (
             SELECT tl.id, tl.order_id, tl.at, tl.kind, d.activity_key, d.code, d.message, d.position
@@ -103,30 +134,27 @@ BEGIN
                                     'budget_downgrade', 'push_dropped', 'token_gone']
               AND d.activity_key IS NOT NULL
         ),
+        -- The tracked activities the slice names, each found once by its key.
         keys AS MATERIALIZED (
             SELECT a.order_id, a.activity_key, a.created_at
-            FROM (SELECT order_id, activity_key FROM attempts
+            FROM (SELECT order_id, activity_key FROM per_key
                   UNION SELECT order_id, activity_key FROM decisions) AS k
-            JOIN @schema@.activities AS a ON a.order_id = k.order_id AND a.activity_key = k.activity_key
+            CROSS JOIN LATERAL (
+                SELECT b.order_id, b.activity_key, b.created_at FROM @schema@.activities AS b
+                WHERE b.order_id = k.order_id AND b.activity_key = k.activity_key
+                OFFSET 0
+            ) AS a
             WHERE a.created_at >= $3
                OR EXISTS (SELECT 1 FROM @schema@.report_activities_pending AS w
                           WHERE w.order_id = a.order_id AND w.activity_key = a.activity_key)
         ),
-        tracked AS MATERIALIZED (
-            SELECT s.*, k.created_at FROM attempts AS s
-            JOIN keys AS k ON k.order_id = s.order_id AND k.activity_key = s.activity_key
-            WHERE s.attempted_at >= k.created_at
-        ),
         -- Accepted starts: the previous one of the same activity (by time, then id) is in the slice, or among
         -- the activity's partials; for an activity not tracked (rolled up, or no activity row) it is looked up.
         starts AS MATERIALIZED (
-            SELECT s.id, s.order_id, s.activity_key, s.attempted_at, s.bundle_id, k.order_id IS NOT NULL AS is_tracked,
-                   CASE WHEN k.order_id IS NOT NULL AND s.attempted_at >= k.created_at
-                        THEN lag(s.attempted_at) OVER (PARTITION BY s.order_id, s.activity_key,
-                                                                    k.order_id IS NOT NULL AND s.attempted_at >= k.created_at
-                                                       ORDER BY s.attempted_at, s.id)
-                   END AS previous_here,
-                   k.order_id IS NOT NULL AND s.attempted_at < k.created_at AS before_creation
+            SELECT s.attempted_at, s.bundle_id, k.order_id IS NOT NULL AS is_tracked, s.order_id, s.activity_key,
+                   s.id,
+                   lag(s.attempted_at) OVER (PARTITION BY s.order_id, s.activity_key ORDER BY s.attempted_at, s.id)
+                       AS previous_here
             FROM attempts AS s
             LEFT JOIN keys AS k ON k.order_id = s.order_id AND k.activity_key = s.activity_key
             WHERE s.kind = 'start' AND s.outcome = 'delivered'
@@ -141,26 +169,23 @@ BEGIN
             SELECT x.attempted_at, x.bundle_id, x.previous_at
             FROM (
                 SELECT s.attempted_at, s.bundle_id,
-                       CASE WHEN s.before_creation THEN NULL
-                            WHEN s.is_tracked THEN coalesce(s.previous_here, t.last_start_at)
-                            ELSE (SELECT max(q.attempted_at) FROM @schema@.push_attempts AS q
-                                  WHERE q.kind = 'start' AND q.outcome = 'delivered'
-                                    AND q.activity_key = s.activity_key AND q.order_id = s.order_id
-                                    AND q.attempted_at >= coalesce((SELECT b.created_at FROM @schema@.activities AS b
-                                                                   WHERE b.order_id = s.order_id
-                                                                     AND b.activity_key = s.activity_key),
-                                                                  '-infinity')
-                                    AND q.attempted_at <= s.attempted_at AND (q.attempted_at, q.id) < (s.attempted_at, s.id))
+                       CASE WHEN s.is_tracked THEN coalesce(s.previous_here, t.last_start_at)
+                            ELSE @schema@.report_previous_start(s.order_id, s.activity_key, s.attempted_at, s.id)
                        END AS previous_at
                 FROM starts AS s
-                LEFT JOIN @schema@.report_activity_partials AS t
-                    ON s.is_tracked AND t.order_id = s.order_id AND t.activity_key = s.activity_key
+                LEFT JOIN LATERAL (
+                    SELECT v.last_start_at FROM @schema@.report_activity_partials AS v
+                    WHERE s.is_tracked AND s.previous_here IS NULL AND v.order_id = s.order_id
+                      AND v.activity_key = s.activity_key
+                    OFFSET 0
+                ) AS t ON true
             ) AS x
             WHERE x.previous_at IS NOT NULL
         ),
         given_up AS MATERIALIZED (
             SELECT DISTINCT ON (p.id, p.attempted_at) p.*, d.code, d.message
-            FROM tracked AS p
+            FROM attempts AS p
+            JOIN keys AS k ON k.order_id = p.order_id AND k.activity_key = p.activity_key
             JOIN decisions AS d ON d.order_id = p.order_id AND d.at = p.attempted_at AND d.kind = 'outcome'
                                AND d.activity_key = p.activity_key AND d.code IN ('push_dropped', 'token_gone')
             WHERE p.outcome <> 'delivered'
@@ -169,19 +194,22 @@ BEGIN
         staged AS (
             INSERT INTO @schema@.report_failed_pushes_staged
             SELECT g.id, g.attempted_at, g.order_id, g.activity_key, g.bundle_id, g.kind, g.priority, g.status,
-                   g.outcome, coalesce(g.reason, ''), g.code, NULL,
-                   (SELECT min(q.attempted_at) FROM tracked AS q
-                    WHERE q.order_id = g.order_id AND q.activity_key = g.activity_key AND q.id > g.id
-                      AND q.attempted_at >= g.attempted_at AND q.outcome = 'delivered'),
-                   g.message
+                   g.outcome, coalesce(g.reason, ''), g.code, NULL, r.recovered_at, g.message
             FROM given_up AS g
+            LEFT JOIN (
+                SELECT g2.id, g2.attempted_at, min(q.attempted_at) AS recovered_at
+                FROM given_up AS g2
+                JOIN attempts AS q ON q.order_id = g2.order_id AND q.activity_key = g2.activity_key
+                WHERE q.id > g2.id AND q.attempted_at >= g2.attempted_at AND q.outcome = 'delivered'
+                GROUP BY 1, 2
+            ) AS r ON r.id = g.id AND r.attempted_at = g.attempted_at
         ),
         recovered AS (
             UPDATE @schema@.report_failed_pushes_staged AS f SET recovered_at = m.recovered_at
             FROM (
                 SELECT f2.id, f2.attempted_at, min(q.attempted_at) AS recovered_at
                 FROM @schema@.report_failed_pushes_staged AS f2
-                JOIN tracked AS q ON q.order_id = f2.order_id AND q.activity_key = f2.activity_key
+                JOIN attempts AS q ON q.order_id = f2.order_id AND q.activity_key = f2.activity_key
                 WHERE f2.recovered_at IS NULL AND q.id > f2.id AND q.attempted_at >= f2.attempted_at
                   AND q.outcome = 'delivered'
                 GROUP BY 1, 2
@@ -194,15 +222,7 @@ BEGIN
                coalesce(t.eta_slip_alerts, 0), coalesce(t.alerts_held_back, 0), coalesce(t.budget_downgrades, 0),
                t.first_alert_at, t.last_alert_at
         FROM keys AS k
-        LEFT JOIN (
-            SELECT order_id, activity_key,
-                   min(attempted_at) FILTER (WHERE outcome = 'delivered')                              AS first_delivered_at,
-                   min(attempted_at) FILTER (WHERE outcome = 'delivered' AND kind = 'update')          AS first_update_at,
-                   count(*) FILTER (WHERE outcome = 'delivered')                                       AS delivered,
-                   count(*) FILTER (WHERE outcome = 'delivered' AND priority = 10)                     AS high_priority_delivered,
-                   max(attempted_at) FILTER (WHERE kind = 'start' AND outcome = 'delivered')           AS last_start_at
-            FROM tracked GROUP BY 1, 2
-        ) AS p ON p.order_id = k.order_id AND p.activity_key = k.activity_key
+        LEFT JOIN per_key AS p ON p.order_id = k.order_id AND p.activity_key = k.activity_key
         LEFT JOIN (
             SELECT d.order_id, d.activity_key,
                    count(*) FILTER (WHERE d.code IN ('alert', 'alert_eta_slip'))                          AS alerts_planned,
@@ -212,8 +232,6 @@ BEGIN
                    min(d.at) FILTER (WHERE d.code IN ('alert', 'alert_eta_slip'))                         AS first_alert_at,
                    max(d.at) FILTER (WHERE d.code IN ('alert', 'alert_eta_slip'))                         AS last_alert_at
             FROM decisions AS d
-            JOIN keys AS k ON k.order_id = d.order_id AND k.activity_key = d.activity_key
-            WHERE d.at >= k.created_at
             GROUP BY 1, 2
         ) AS t ON t.order_id = k.order_id AND t.activity_key = k.activity_key
         ON CONFLICT (order_id, activity_key) DO UPDATE SET
@@ -230,6 +248,179 @@ BEGIN
             last_alert_at = greatest(r.last_alert_at, excluded.last_alert_at)
     $query$ USING since, until, rolled_until;
 END
+$$
+$definition$);
+
+-- The rows of the final activities given: their partials, and what was written since `since` (the slices'
+-- bound: the last minutes), read by time. Joins hashed, lookups by key one per activity, as above.
+SELECT migration_124_define($definition$
+CREATE FUNCTION @schema@.report_rollup_final(order_ids text[], activity_keys text[], since timestamptz) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, @schema@, pg_temp SET work_mem = '64MB' SET jit = off
+SET enable_nestloop = off AS $$
+BEGIN
+    IF cardinality(order_ids) = 0 THEN
+        RETURN;
+    END IF;
+    EXECUTE $query$
+        WITH f AS MATERIALIZED (
+            SELECT a.*, (SELECT o.created_at FROM @schema@.orders AS o WHERE o.order_id = a.order_id) AS order_created_at
+            FROM unnest($1::text[], $2::text[]) AS k(order_id, activity_key)
+            CROSS JOIN LATERAL (
+                SELECT b.* FROM @schema@.activities AS b
+                WHERE b.order_id = k.order_id AND b.activity_key = k.activity_key
+                OFFSET 0
+            ) AS a
+        ),
+        late AS MATERIALIZED (
+            SELECT q.id, q.order_id, q.activity_key, q.attempted_at, q.kind, q.bundle_id, q.priority, q.status,
+                   q.outcome, q.reason
+            FROM @schema@.push_attempts AS q
+            JOIN f ON f.order_id = q.order_id AND f.activity_key = q.activity_key
+            WHERE q.attempted_at >= $3 AND q.attempted_at >= f.created_at
+        ),
+        late_decisions AS MATERIALIZED (
+            SELECT tl.id, tl.order_id, tl.at, tl.kind, d.activity_key, d.code, d.message, d.position
+            FROM @schema@.timeline AS tl
+            CROSS JOIN LATERAL unnest(tl.activity_keys, tl.codes, tl.messages) WITH ORDINALITY
+                AS d(activity_key, code, message, position)
+            JOIN f ON f.order_id = tl.order_id AND f.activity_key = d.activity_key
+            WHERE tl.at >= $3 AND tl.at >= f.created_at
+              AND tl.codes && ARRAY['alert', 'alert_eta_slip', 'alert_cap_reached', 'alert_already_sent_for_step',
+                                    'budget_downgrade', 'push_dropped', 'token_gone']
+        ),
+        c AS MATERIALIZED (
+            SELECT f.*,
+                   least(w.first_delivered_at, l.first_delivered_at) AS first_delivered_at,
+                   least(w.first_update_at, l.first_update_at) AS first_update_at,
+                   coalesce(w.delivered, 0) + coalesce(l.delivered, 0) AS delivered,
+                   coalesce(w.high_priority_delivered, 0) + coalesce(l.high_priority_delivered, 0) AS high_priority_delivered,
+                   coalesce(w.alerts_planned, 0) + coalesce(m.alerts_planned, 0) AS alerts_planned,
+                   coalesce(w.eta_slip_alerts, 0) + coalesce(m.eta_slip_alerts, 0) AS eta_slip_alerts,
+                   coalesce(w.alerts_held_back, 0) + coalesce(m.alerts_held_back, 0) AS alerts_held_back,
+                   coalesce(w.budget_downgrades, 0) + coalesce(m.budget_downgrades, 0) AS budget_downgrades,
+                   least(w.first_alert_at, m.first_alert_at) AS first_alert_at,
+                   greatest(w.last_alert_at, m.last_alert_at) AS last_alert_at
+            FROM f
+            LEFT JOIN LATERAL (
+                SELECT v.* FROM @schema@.report_activity_partials AS v
+                WHERE v.order_id = f.order_id AND v.activity_key = f.activity_key
+                OFFSET 0
+            ) AS w ON true
+            LEFT JOIN (
+                SELECT order_id, activity_key,
+                       min(attempted_at) FILTER (WHERE outcome = 'delivered')                     AS first_delivered_at,
+                       min(attempted_at) FILTER (WHERE outcome = 'delivered' AND kind = 'update') AS first_update_at,
+                       count(*) FILTER (WHERE outcome = 'delivered')                              AS delivered,
+                       count(*) FILTER (WHERE outcome = 'delivered' AND priority = 10)            AS high_priority_delivered
+                FROM late GROUP BY 1, 2
+            ) AS l ON l.order_id = f.order_id AND l.activity_key = f.activity_key
+            LEFT JOIN (
+                SELECT order_id, activity_key,
+                       count(*) FILTER (WHERE code IN ('alert', 'alert_eta_slip'))                          AS alerts_planned,
+                       count(*) FILTER (WHERE code = 'alert_eta_slip')                                      AS eta_slip_alerts,
+                       count(*) FILTER (WHERE code IN ('alert_cap_reached', 'alert_already_sent_for_step')) AS alerts_held_back,
+                       count(*) FILTER (WHERE code = 'budget_downgrade')                                    AS budget_downgrades,
+                       min(at) FILTER (WHERE code IN ('alert', 'alert_eta_slip'))                           AS first_alert_at,
+                       max(at) FILTER (WHERE code IN ('alert', 'alert_eta_slip'))                           AS last_alert_at
+                FROM late_decisions GROUP BY 1, 2
+            ) AS m ON m.order_id = f.order_id AND m.activity_key = f.activity_key
+        ),
+        timings AS (
+            INSERT INTO @schema@.report_activity_timings_rollup
+            SELECT c.order_id, c.activity_key, coalesce(c.bundle_id, '(none)'), c.state, c.end_reason, c.created_at,
+                   c.started_at, c.first_delivered_at, c.first_update_at, c.ended_at,
+                   greatest(round(extract(epoch FROM c.started_at - c.created_at)::numeric, 3), 0),
+                   round(extract(epoch FROM c.first_update_at - coalesce(c.started_at, c.created_at))::numeric, 3),
+                   round(extract(epoch FROM c.first_update_at - c.order_created_at)::numeric, 3),
+                   round(extract(epoch FROM c.ended_at - coalesce(c.started_at, c.created_at))::numeric, 3)
+            FROM c
+            RETURNING *
+        ),
+        hourly AS (
+            INSERT INTO @schema@.report_activity_timings_by_app_rollup
+            SELECT * FROM @schema@.report_timings_by_hour(ARRAY(
+                SELECT ROW(r.*)::@schema@.report_activity_timings_rollup FROM timings AS r))
+        ),
+        alerts AS (
+            INSERT INTO @schema@.report_alerts_per_activity_rollup
+            SELECT c.created_at, c.order_id, c.activity_key, coalesce(c.bundle_id, '(none)'), c.state, c.alert_count,
+                   c.alerts_planned, c.eta_slip_alerts, c.alerts_held_back, c.budget_downgrades, c.delivered,
+                   c.high_priority_delivered, c.first_alert_at, c.last_alert_at, c.updated_at
+            FROM c
+        ),
+        late_given_up AS (
+            SELECT DISTINCT ON (p.id, p.attempted_at) p.*, d.code, d.message
+            FROM late AS p
+            JOIN late_decisions AS d ON d.order_id = p.order_id AND d.at = p.attempted_at AND d.kind = 'outcome'
+                                    AND d.activity_key = p.activity_key AND d.code IN ('push_dropped', 'token_gone')
+            WHERE p.outcome <> 'delivered'
+            ORDER BY p.id, p.attempted_at, d.id, d.position
+        )
+        INSERT INTO @schema@.report_failed_pushes_rollup
+        SELECT s.id, s.attempted_at, s.order_id, s.activity_key, s.app, s.kind, s.priority, s.status, s.outcome, s.reason,
+               s.decision, f.state,
+               coalesce(s.recovered_at,
+                        (SELECT min(q.attempted_at) FROM late AS q
+                         WHERE q.order_id = s.order_id AND q.activity_key = s.activity_key AND q.id > s.id
+                           AND q.attempted_at >= s.attempted_at AND q.outcome = 'delivered')),
+               s.message
+        FROM @schema@.report_failed_pushes_staged AS s
+        JOIN f ON f.order_id = s.order_id AND f.activity_key = s.activity_key
+        UNION ALL
+        SELECT g.id, g.attempted_at, g.order_id, g.activity_key, g.bundle_id, g.kind, g.priority, g.status, g.outcome,
+               coalesce(g.reason, ''), g.code, f.state,
+               (SELECT min(q.attempted_at) FROM late AS q
+                WHERE q.order_id = g.order_id AND q.activity_key = g.activity_key AND q.id > g.id
+                  AND q.attempted_at >= g.attempted_at AND q.outcome = 'delivered'),
+               g.message
+        FROM late_given_up AS g
+        JOIN f ON f.order_id = g.order_id AND f.activity_key = g.activity_key
+    $query$ USING order_ids, activity_keys, since;
+END
+$$
+$definition$);
+
+-- The hourly histograms with report_timing_bucket written out: a function with a pinned search_path is called,
+-- not inlined, and two calls per activity were most of a round's time for the histograms. Same buckets.
+SELECT migration_124_define($definition$
+CREATE OR REPLACE FUNCTION @schema@.report_timings_by_hour(timings @schema@.report_activity_timings_rollup[])
+RETURNS SETOF @schema@.report_activity_timings_by_app_rollup
+LANGUAGE sql STABLE SET search_path = pg_catalog, @schema@, pg_temp SET work_mem = '64MB' SET jit = off AS $$
+    WITH t AS MATERIALIZED (
+        SELECT date_trunc('hour', r.created_at, 'UTC') AS hour, r.app, r.first_update_at, r.ended_at,
+               r.first_update_s, r.end_s
+        FROM unnest(timings) AS r
+    ),
+    d AS (
+        SELECT hour, app, count(*) AS activities, count(first_update_at) AS with_update, count(ended_at) AS ended,
+               max(end_s) AS max_end_s
+        FROM t GROUP BY 1, 2
+    ),
+    f AS (
+        SELECT x.hour, x.app, array_agg(x.bucket ORDER BY x.bucket) AS buckets, array_agg(x.n ORDER BY x.bucket) AS counts
+        FROM (SELECT hour, app, CASE WHEN first_update_s = 0 THEN 0
+                                 ELSE sign(first_update_s)::integer
+                                      * (1 + greatest(floor(ln(abs(first_update_s)::float8 * 1000)
+                                                            / ln(1.01::float8 / 0.99::float8)), 0)::integer)
+                            END AS bucket, count(*) AS n
+              FROM t WHERE first_update_s IS NOT NULL GROUP BY 1, 2, 3) AS x
+        GROUP BY 1, 2
+    ),
+    e AS (
+        SELECT x.hour, x.app, array_agg(x.bucket ORDER BY x.bucket) AS buckets, array_agg(x.n ORDER BY x.bucket) AS counts
+        FROM (SELECT hour, app, CASE WHEN end_s = 0 THEN 0
+                                 ELSE sign(end_s)::integer
+                                      * (1 + greatest(floor(ln(abs(end_s)::float8 * 1000)
+                                                            / ln(1.01::float8 / 0.99::float8)), 0)::integer)
+                            END AS bucket, count(*) AS n
+              FROM t WHERE end_s IS NOT NULL GROUP BY 1, 2, 3) AS x
+        GROUP BY 1, 2
+    )
+    SELECT d.hour, d.app, d.activities, d.with_update, d.ended, d.max_end_s,
+           coalesce(f.buckets, '{}'), coalesce(f.counts, '{}'), coalesce(e.buckets, '{}'), coalesce(e.counts, '{}')
+    FROM d
+    LEFT JOIN f ON f.hour = d.hour AND f.app = d.app
+    LEFT JOIN e ON e.hour = d.hour AND e.app = d.app
 $$
 $definition$);
 
@@ -304,114 +495,7 @@ BEGIN
     ) AS c;
 
     -- The final activities' rows: their partials, and what was written since the slices' bound.
-    EXECUTE $query$
-        WITH f AS MATERIALIZED (
-            SELECT a.*, (SELECT o.created_at FROM @schema@.orders AS o WHERE o.order_id = a.order_id) AS order_created_at
-            FROM unnest($1::text[], $2::text[]) AS k(order_id, activity_key)
-            JOIN @schema@.activities AS a ON a.order_id = k.order_id AND a.activity_key = k.activity_key
-        ),
-        late AS MATERIALIZED (
-            SELECT q.id, q.order_id, q.activity_key, q.attempted_at, q.kind, q.bundle_id, q.priority, q.status,
-                   q.outcome, q.reason
-            FROM @schema@.push_attempts AS q
-            JOIN f ON f.order_id = q.order_id AND f.activity_key = q.activity_key
-            WHERE q.attempted_at >= $3 AND q.attempted_at >= f.created_at
-        ),
-        late_decisions AS MATERIALIZED (
-            SELECT tl.id, tl.order_id, tl.at, tl.kind, d.activity_key, d.code, d.message, d.position
-            FROM @schema@.timeline AS tl
-            CROSS JOIN LATERAL unnest(tl.activity_keys, tl.codes, tl.messages) WITH ORDINALITY
-                AS d(activity_key, code, message, position)
-            JOIN f ON f.order_id = tl.order_id AND f.activity_key = d.activity_key
-            WHERE tl.at >= $3 AND tl.at >= f.created_at
-              AND tl.codes && ARRAY['alert', 'alert_eta_slip', 'alert_cap_reached', 'alert_already_sent_for_step',
-                                    'budget_downgrade', 'push_dropped', 'token_gone']
-        ),
-        c AS MATERIALIZED (
-            SELECT f.*,
-                   least(w.first_delivered_at, l.first_delivered_at) AS first_delivered_at,
-                   least(w.first_update_at, l.first_update_at) AS first_update_at,
-                   coalesce(w.delivered, 0) + coalesce(l.delivered, 0) AS delivered,
-                   coalesce(w.high_priority_delivered, 0) + coalesce(l.high_priority_delivered, 0) AS high_priority_delivered,
-                   coalesce(w.alerts_planned, 0) + coalesce(m.alerts_planned, 0) AS alerts_planned,
-                   coalesce(w.eta_slip_alerts, 0) + coalesce(m.eta_slip_alerts, 0) AS eta_slip_alerts,
-                   coalesce(w.alerts_held_back, 0) + coalesce(m.alerts_held_back, 0) AS alerts_held_back,
-                   coalesce(w.budget_downgrades, 0) + coalesce(m.budget_downgrades, 0) AS budget_downgrades,
-                   least(w.first_alert_at, m.first_alert_at) AS first_alert_at,
-                   greatest(w.last_alert_at, m.last_alert_at) AS last_alert_at
-            FROM f
-            LEFT JOIN @schema@.report_activity_partials AS w
-                ON w.order_id = f.order_id AND w.activity_key = f.activity_key
-            LEFT JOIN (
-                SELECT order_id, activity_key,
-                       min(attempted_at) FILTER (WHERE outcome = 'delivered')                     AS first_delivered_at,
-                       min(attempted_at) FILTER (WHERE outcome = 'delivered' AND kind = 'update') AS first_update_at,
-                       count(*) FILTER (WHERE outcome = 'delivered')                              AS delivered,
-                       count(*) FILTER (WHERE outcome = 'delivered' AND priority = 10)            AS high_priority_delivered
-                FROM late GROUP BY 1, 2
-            ) AS l ON l.order_id = f.order_id AND l.activity_key = f.activity_key
-            LEFT JOIN (
-                SELECT order_id, activity_key,
-                       count(*) FILTER (WHERE code IN ('alert', 'alert_eta_slip'))                          AS alerts_planned,
-                       count(*) FILTER (WHERE code = 'alert_eta_slip')                                      AS eta_slip_alerts,
-                       count(*) FILTER (WHERE code IN ('alert_cap_reached', 'alert_already_sent_for_step')) AS alerts_held_back,
-                       count(*) FILTER (WHERE code = 'budget_downgrade')                                    AS budget_downgrades,
-                       min(at) FILTER (WHERE code IN ('alert', 'alert_eta_slip'))                           AS first_alert_at,
-                       max(at) FILTER (WHERE code IN ('alert', 'alert_eta_slip'))                           AS last_alert_at
-                FROM late_decisions GROUP BY 1, 2
-            ) AS m ON m.order_id = f.order_id AND m.activity_key = f.activity_key
-        ),
-        timings AS (
-            INSERT INTO @schema@.report_activity_timings_rollup
-            SELECT c.order_id, c.activity_key, coalesce(c.bundle_id, '(none)'), c.state, c.end_reason, c.created_at,
-                   c.started_at, c.first_delivered_at, c.first_update_at, c.ended_at,
-                   greatest(round(extract(epoch FROM c.started_at - c.created_at)::numeric, 3), 0),
-                   round(extract(epoch FROM c.first_update_at - coalesce(c.started_at, c.created_at))::numeric, 3),
-                   round(extract(epoch FROM c.first_update_at - c.order_created_at)::numeric, 3),
-                   round(extract(epoch FROM c.ended_at - coalesce(c.started_at, c.created_at))::numeric, 3)
-            FROM c
-            RETURNING *
-        ),
-        hourly AS (
-            INSERT INTO @schema@.report_activity_timings_by_app_rollup
-            SELECT * FROM @schema@.report_timings_by_hour(ARRAY(
-                SELECT ROW(r.*)::@schema@.report_activity_timings_rollup FROM timings AS r))
-        ),
-        alerts AS (
-            INSERT INTO @schema@.report_alerts_per_activity_rollup
-            SELECT c.created_at, c.order_id, c.activity_key, coalesce(c.bundle_id, '(none)'), c.state, c.alert_count,
-                   c.alerts_planned, c.eta_slip_alerts, c.alerts_held_back, c.budget_downgrades, c.delivered,
-                   c.high_priority_delivered, c.first_alert_at, c.last_alert_at, c.updated_at
-            FROM c
-        ),
-        late_given_up AS (
-            SELECT DISTINCT ON (p.id, p.attempted_at) p.*, d.code, d.message
-            FROM late AS p
-            JOIN late_decisions AS d ON d.order_id = p.order_id AND d.at = p.attempted_at AND d.kind = 'outcome'
-                                    AND d.activity_key = p.activity_key AND d.code IN ('push_dropped', 'token_gone')
-            WHERE p.outcome <> 'delivered'
-            ORDER BY p.id, p.attempted_at, d.id, d.position
-        )
-        INSERT INTO @schema@.report_failed_pushes_rollup
-        SELECT s.id, s.attempted_at, s.order_id, s.activity_key, s.app, s.kind, s.priority, s.status, s.outcome, s.reason,
-               s.decision, f.state,
-               coalesce(s.recovered_at,
-                        (SELECT min(q.attempted_at) FROM late AS q
-                         WHERE q.order_id = s.order_id AND q.activity_key = s.activity_key AND q.id > s.id
-                           AND q.attempted_at >= s.attempted_at AND q.outcome = 'delivered')),
-               s.message
-        FROM @schema@.report_failed_pushes_staged AS s
-        JOIN f ON f.order_id = s.order_id AND f.activity_key = s.activity_key
-        UNION ALL
-        SELECT g.id, g.attempted_at, g.order_id, g.activity_key, g.bundle_id, g.kind, g.priority, g.status, g.outcome,
-               coalesce(g.reason, ''), g.code, f.state,
-               (SELECT min(q.attempted_at) FROM late AS q
-                WHERE q.order_id = g.order_id AND q.activity_key = g.activity_key AND q.id > g.id
-                  AND q.attempted_at >= g.attempted_at AND q.outcome = 'delivered'),
-               g.message
-        FROM late_given_up AS g
-        JOIN f ON f.order_id = g.order_id AND f.activity_key = g.activity_key
-    $query$ USING final_orders, final_keys, seen_upto;
+    PERFORM @schema@.report_rollup_final(final_orders, final_keys, seen_upto);
     DELETE FROM @schema@.report_activity_partials AS w
     USING unnest(final_orders, final_keys) AS k(order_id, activity_key)
     WHERE w.order_id = k.order_id AND w.activity_key = k.activity_key;
@@ -568,6 +652,8 @@ BEGIN
 END
 $$;
 
-REVOKE EXECUTE ON FUNCTION report_rollup_slice(timestamptz, timestamptz, timestamptz) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION report_rollup_slice(timestamptz, timestamptz, timestamptz),
+    report_rollup_final(text[], text[], timestamptz),
+    report_previous_start(text, text, timestamptz, bigint) FROM PUBLIC;
 
 DROP FUNCTION migration_124_define(text);

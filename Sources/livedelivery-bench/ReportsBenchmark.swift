@@ -49,6 +49,12 @@ struct ReportsBenchmark: AsyncParsableCommand {
     @Flag(help: "Keep the databases afterwards (their names are printed).")
     var keep = false
 
+    @Option(
+        help:
+            "Measure a database this bench made and kept (migrated first; its oldest day is not dropped) instead of making one per size."
+    )
+    var database: String?
+
     func validate() throws {
         guard days >= 8 else { throw ValidationError("--days must be at least 8 (a week, and a day to expire)") }
         guard !sizes.isEmpty, sizes.allSatisfy({ $0 >= 6 * days }) else {
@@ -75,8 +81,12 @@ struct ReportsBenchmark: AsyncParsableCommand {
         )
         say(try await Durability.describe(admin))
         var all: [Figures] = []
-        for attempts in sizes {
-            all.append(try await measure(attempts: attempts, admin: admin, logger: logger))
+        if let database {
+            all.append(try await measure(existing: database, admin: admin, logger: logger))
+        } else {
+            for attempts in sizes {
+                all.append(try await measure(attempts: attempts, admin: admin, logger: logger))
+            }
         }
         await admin.shutdown()
 
@@ -126,6 +136,34 @@ struct ReportsBenchmark: AsyncParsableCommand {
         let populating = ContinuousClock.now
         let end = try await populate(database, attempts: attempts)
         let populated = ContinuousClock.now - populating
+        say(String(format: "populated in %.0f s", populated.seconds))
+        return try await measure(database, name: name, attempts: attempts, end: end, admin: admin, dropsADay: true)
+    }
+
+    /// A database made and kept by an earlier run: migrated to the current schema, its history ends at its newest
+    /// attempt, and it is kept whole.
+    func measure(existing name: String, admin: PostgresClient, logger: Logger) async throws -> Figures {
+        say("")
+        say("database \(name), made by an earlier run")
+        let database = try client(name, logger: logger)
+        var quiet = logger
+        quiet.logLevel = .warning
+        let migrating = ContinuousClock.now
+        let applied = try await Migrator(directory: sql).migrate(client: database, logger: quiet)
+        say(
+            String(
+                format: "migrated (%@) in %.1f s",
+                applied.isEmpty ? "nothing to apply" : applied.joined(separator: ", "),
+                (ContinuousClock.now - migrating).seconds))
+        let newest = try await database.query("SELECT max(attempted_at) AS end, count(*) AS n FROM push_attempts")[0]
+        return try await measure(
+            database, name: name, attempts: try newest.decode(Int.self, "n"), end: try newest.decode(Date.self, "end"),
+            admin: admin, dropsADay: false)
+    }
+
+    func measure(
+        _ database: PostgresClient, name: String, attempts: Int, end: Date, admin: PostgresClient, dropsADay: Bool
+    ) async throws -> Figures {
         let sizes = try await database.query(
             """
             SELECT (SELECT count(*) FROM push_attempts) AS attempts, (SELECT count(*) FROM timeline) AS timeline,
@@ -134,36 +172,50 @@ struct ReportsBenchmark: AsyncParsableCommand {
             """)[0]
         say(
             String(
-                format: "populated: %d attempts, %d timeline rows, %d inbox rows, %d activities, %.1f GB, in %.0f s",
+                format: "history: %d attempts, %d timeline rows, %d inbox rows, %d activities, %.1f GB",
                 try sizes.decode(Int.self, "attempts"), try sizes.decode(Int.self, "timeline"),
                 try sizes.decode(Int.self, "inbox"), try sizes.decode(Int.self, "activities"),
-                Double(try sizes.decode(Int64.self, "bytes")) / 1e9, populated.seconds))
+                Double(try sizes.decode(Int64.self, "bytes")) / 1e9))
 
-        // What the workers' retention rounds keep, caught up a day per round as after an upgrade: every
-        // activity already final rolled up, the live ones pending (timed apart: the newest day's round is what
-        // rolling up a day costs once history is caught up), then the push outcomes' closed hours.
-        var rounds: [(activities: Int, seconds: Double)] = []
+        // What the workers' retention rounds keep, caught up a day per round as after an upgrade (sql/124):
+        // first the slices of attempts and timeline, a day per round, then the activities, a day per round
+        // (every one already final rolled up, the live ones pending). Timed apart: a whole day's slice and a
+        // whole day's activities are what rolling up a day costs. Then the push outcomes' closed hours.
+        var rounds: [Round] = []
+        var before = try await Self.bounds(database)
         while true {
             let rolling = ContinuousClock.now
             let activities = try await database.query(
                 "SELECT report_rollup_activities(now(), 24) AS activities")[0].decode(Int.self, "activities")
-            rounds.append((activities, (ContinuousClock.now - rolling).seconds))
-            let behind = try await database.query(
-                """
-                SELECT (complete_until < now() - interval '6 minutes') AS behind FROM report_rollups
-                WHERE name = 'activities'
-                """)[0].decode(Bool.self, "behind")
-            if !behind { break }
+            let seconds = (ContinuousClock.now - rolling).seconds
+            let after = try await Self.bounds(database)
+            rounds.append(
+                Round(
+                    activities: activities, seconds: seconds,
+                    sliceHours: after.attempts.timeIntervalSince(before.attempts) / 3600,
+                    activityHours: after.activities.timeIntervalSince(before.activities) / 3600))
+            before = after
+            if after.activities >= Date().addingTimeInterval(-360) { break }
         }
         let pending = try await database.query("SELECT count(*) AS n FROM report_activities_pending")[0]
             .decode(Int.self, "n")
-        let newestDay = rounds.count > 1 ? rounds[rounds.count - 2] : rounds[rounds.count - 1]
+        // The newest whole day of each: a round that read 24 hours of attempts and rolled up no activity, and one
+        // that moved the activities' bound 24 hours and read no slice.
+        let slice = rounds.last { $0.sliceHours >= 23.99 && $0.activityHours == 0 }
+        let day = rounds.last { $0.activityHours >= 23.99 && $0.sliceHours < 1 }
         say(
             String(
                 format:
-                    "activity reports rollup: %d activities in %d rounds, %.1f s; the newest whole day's round %d activities in %.0f ms (aim ≤ 1 s); %d pending (live)",
-                rounds.map(\.activities).reduce(0, +), rounds.count, rounds.map(\.seconds).reduce(0, +),
-                newestDay.activities, newestDay.seconds * 1000, pending))
+                    "activity reports rollup: %d rounds, %.1f s, %d activities rolled up, %d pending (live); the newest whole day: its slice %.0f ms + its %d activities %.0f ms = %.0f ms (aim ≤ 1 s)",
+                rounds.count, rounds.map(\.seconds).reduce(0, +), rounds.map(\.activities).reduce(0, +), pending,
+                (slice?.seconds ?? .nan) * 1000, day?.activities ?? 0, (day?.seconds ?? .nan) * 1000,
+                ((slice?.seconds ?? .nan) + (day?.seconds ?? .nan)) * 1000))
+        for (index, round) in rounds.enumerated() {
+            say(
+                String(
+                    format: "  round %d: slice %.1f h, activities %.1f h (%d rolled up), %.0f ms", index + 1,
+                    round.sliceHours, round.activityHours, round.activities, round.seconds * 1000))
+        }
         let outcomesRolling = ContinuousClock.now
         let outcomeHours = try await database.query("SELECT report_rollup_push_outcomes(now(), 100000) AS hours")[0]
             .decode(Int.self, "hours")
@@ -197,6 +249,10 @@ struct ReportsBenchmark: AsyncParsableCommand {
                     + "   rows " + rows.map(String.init).joined(separator: " / "))
         }
 
+        guard dropsADay else {
+            await database.shutdown()
+            return figures
+        }
         // Retention of the oldest day: its partitions dropped, right after a checkpoint (every page first
         // touched writes its full image: the worst case).
         let drop = try await measureWAL(database) {
@@ -222,6 +278,23 @@ struct ReportsBenchmark: AsyncParsableCommand {
             try await admin.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
         }
         return figures
+    }
+
+    /// One call of the activities' rollup: the hours its slice of attempts and its activities' bound moved.
+    struct Round {
+        var activities: Int
+        var seconds: Double
+        var sliceHours: Double
+        var activityHours: Double
+    }
+
+    static func bounds(_ database: PostgresClient) async throws -> (attempts: Date, activities: Date) {
+        let row = try await database.query(
+            """
+            SELECT coalesce((SELECT complete_until FROM report_rollups WHERE name = 'attempts'), 'epoch') AS attempts,
+                   coalesce((SELECT complete_until FROM report_rollups WHERE name = 'activities'), 'epoch') AS activities
+            """)[0]
+        return (try row.decode(Date.self, "attempts"), try row.decode(Date.self, "activities"))
     }
 
     func bindings(_ dates: Date...) -> PostgresBindings {
