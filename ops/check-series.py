@@ -29,6 +29,7 @@ COUNTERS = {
     "livedelivery_sweeps_total",  # {reason}
     "livedelivery_limits_total",  # {limit}
     "livedelivery_paused_apps_total",  # {app,reason}
+    "livedelivery_database_unavailable_total",  # {component}
 }
 HISTOGRAMS = {  # exported as NAME_bucket, NAME_sum and NAME_count
     "livedelivery_push_latency_seconds",  # {app}

@@ -289,6 +289,7 @@ package final class EventConsumer: Service {
                 return
             } catch let error as PostgresError where error.isRetriable {
                 health.update { $0.database = false }
+                metrics.databaseUnavailable(component: "consumer")
                 logger.warning(
                     "database unavailable; the batch waits",
                     metadata: [LiveDeliveryLoggingKeys.error: "\(error.code)"])

@@ -127,6 +127,7 @@ package final class PushDispatcher: Service {
                     start(claims, &sends)
                 } catch {
                     health.update { $0.database = false }
+                    metrics.databaseUnavailable(component: "dispatcher")
                     capacity.claimFailed()
                     logger.warning(
                         "dispatcher cannot reach the database; retrying",

@@ -14,6 +14,8 @@ import Synchronization
 /// - `livedelivery_limits_total{limit}`: decisions that refused what a publisher asked at a bound
 ///   (`activity_limit`, `push_to_start_device_limit`; docs/events.md, Limits).
 /// - `livedelivery_batch_seconds`: histogram of batch transactions.
+/// - `livedelivery_database_unavailable_total{component}`: times a batch (`consumer`) or a claim of due
+///   pushes (`dispatcher`) found the database unavailable and waited to try again (a failover, a restart).
 /// - `livedelivery_trace_headers_refused_total`: messages whose `traceparent` header was malformed (not
 ///   traced; the header is not stored).
 /// - `livedelivery_paused_apps_total{app,reason}`: configuration faults that paused an app.
@@ -154,6 +156,12 @@ package final class WorkerMetrics: Sendable {
     func limit(_ code: Decision.Code) {
         Counter(label: "livedelivery_limits_total", dimensions: [("limit", code.rawValue)], factory: factory)
             .increment()
+    }
+
+    func databaseUnavailable(component: String) {
+        Counter(
+            label: "livedelivery_database_unavailable_total", dimensions: [("component", component)], factory: factory
+        ).increment()
     }
 
     func traceHeaderRefused() {
