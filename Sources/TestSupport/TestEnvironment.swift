@@ -43,6 +43,14 @@ package enum TestEnvironment {
             + "?target_session_attrs=read-write"
     }
 
+    /// The pair that pg_auto_failover manages (`scripts/services managed`): both nodes in one libpq URL that
+    /// follows the monitor's failovers and switchovers (`target_session_attrs=read-write`).
+    package static var managedURL: String {
+        value("LIVEDELIVERY_MANAGED_URL")
+            ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55456,127.0.0.1:55457/livedelivery"
+            + "?target_session_attrs=read-write"
+    }
+
     /// Runs `scripts/services ARGS` (e.g. `["cluster", "kill", "2"]`) and returns what it printed.
     @discardableResult
     package static func services(_ arguments: [String]) async throws -> String {

@@ -15,8 +15,10 @@ import WorkerHarness
 final class Fixture: Sendable {
     /// `main` and `fault`: a single broker and database (the fault pair may be restarted by the test).
     /// `cluster`: the three-node RabbitMQ cluster, with the main database. `replica`: the main broker,
-    /// and the primary/standby pair through one failover URL (`target_session_attrs=read-write`).
-    enum Servers: Sendable { case main, fault, cluster, replica }
+    /// and the primary/standby pair through one failover URL (`target_session_attrs=read-write`). `managed`:
+    /// the main broker, and the pair pg_auto_failover manages, through its failover URL alone (the database is
+    /// created on whichever node is the primary).
+    enum Servers: Sendable { case main, fault, cluster, replica, managed }
 
     let deployment: WorkerDeployment
     let servers: Servers
@@ -57,6 +59,7 @@ final class Fixture: Sendable {
         case .replica:
             (amqpURL, serverURL) = (TestEnvironment.amqpURL, TestEnvironment.replicaPrimaryURL)
             workerServerURL = TestEnvironment.replicaURL
+        case .managed: (amqpURL, serverURL) = (TestEnvironment.amqpURL, TestEnvironment.managedURL)
         }
         let deployment = try await WorkerDeployment.start(
             name: TestEnvironment.uniqueName("e2e-\(label)"), amqpURL: amqpURL, serverURL: serverURL,

@@ -1,0 +1,241 @@
+import ChildProcesses
+import Foundation
+import Postgres
+import TestSupport
+import Testing
+import WorkerHarness
+
+/// Workers on a PostgreSQL pair that pg_auto_failover manages (`scripts/services managed`: a monitor, a
+/// primary and a synchronous secondary, each node run by its own pg_autoctl), through the one URL that names
+/// both nodes with `target_session_attrs=read-write`. The monitor decides every promotion here, with its health
+/// checks tightened so that a dead primary is replaced in seconds. Each test leaves the pair healthy (a primary
+/// and a secondary) for the next; which node is which is asked, never assumed. Only this suite uses the pair,
+/// one test at a time.
+@Suite(.serialized, .timeLimit(.minutes(10)))
+struct ManagedFailoverTests {
+    @Test("kill -9 of the primary and its pg_autoctl: the monitor promotes the secondary, nothing committed is lost")
+    func primaryKilled() async throws {
+        try await TestEnvironment.services(["managed", "start"])
+        try await Fixture.with("managed-kill", servers: .managed) { fixture in
+            let scenario = Scenario.deliveries(orders: 20, prefix: fixture.name)
+            let messages = scenario.shuffled(duplicateRate: 0.1, seed: 0x5EED_0055)
+            let half = messages.count / 2
+            let workers = try await Self.startWorkers(fixture)
+            try await fixture.publish(Array(messages[..<half]))
+            try await eventually("some events processed", timeout: .seconds(120)) {
+                try await fixture.count("SELECT count(*) FROM inbox") > 10
+            }
+
+            // Acked before the kill, so committed on the primary and (synchronous) on the secondary.
+            let committed = Set(try await fixture.inboxEventIDs())
+            let killed = try await Self.services(["managed", "kill-primary"])
+            // The rest arrives while the monitor is still deciding: the workers' batches wait and retry.
+            try await fixture.publish(Array(messages[half...]))
+            let port = try await Self.writablePort(fixture)
+            #expect(port != Self.port(of: killed), "writes still reach \(killed), which was killed")
+            let afterFailover = Set(try await fixture.inboxEventIDs())
+            #expect(
+                committed.isSubset(of: afterFailover),
+                "\(committed.subtracting(afterFailover).count) committed events lost")
+
+            try await Self.converge(fixture, scenario, workers: workers)
+            try await Self.expectDatabaseOutageCounted(workers)
+            // The killed node comes back as the secondary, for the next test.
+            try await TestEnvironment.services(["managed", "rejoin"])
+            #expect(try await Self.states()[killed] == "secondary")
+        }
+    }
+
+    @Test("pg_autoctl perform switchover under load: the workers follow the new primary")
+    func switchover() async throws {
+        try await TestEnvironment.services(["managed", "start"])
+        try await Fixture.with("managed-switchover", servers: .managed) { fixture in
+            let scenario = Scenario.deliveries(orders: 20, prefix: fixture.name)
+            let messages = scenario.shuffled(duplicateRate: 0.1, seed: 0x5EED_0056)
+            let workers = try await Self.startWorkers(fixture)
+            let before = try await Self.primary()
+            try await fixture.publish(messages)
+            try await eventually("some events processed", timeout: .seconds(120)) {
+                try await fixture.count("SELECT count(*) FROM inbox") > 10
+            }
+            let committed = Set(try await fixture.inboxEventIDs())
+            let after = try await Self.services(["managed", "switchover"])
+            #expect(after != before, "the switchover left \(before) the primary")
+            #expect(try await Self.writablePort(fixture) == Self.port(of: after))
+            let afterSwitchover = Set(try await fixture.inboxEventIDs())
+            #expect(
+                committed.isSubset(of: afterSwitchover),
+                "\(committed.subtracting(afterSwitchover).count) committed events lost")
+
+            try await Self.converge(fixture, scenario, workers: workers)
+        }
+    }
+
+    @Test("the secondary is lost: the primary goes on alone (wait_primary), and the secondary catches up on return")
+    func secondaryLost() async throws {
+        try await TestEnvironment.services(["managed", "start"])
+        try await Fixture.with("managed-alone", servers: .managed) { fixture in
+            let scenario = Scenario.deliveries(orders: 20, prefix: fixture.name)
+            let messages = scenario.shuffled(duplicateRate: 0.1, seed: 0x5EED_0057)
+            let half = messages.count / 2
+            let workers = try await Self.startWorkers(fixture)
+            let primary = try await Self.primary()
+            try await fixture.publish(Array(messages[..<half]))
+            try await eventually("some events processed", timeout: .seconds(120)) {
+                try await fixture.count("SELECT count(*) FROM inbox") > 10
+            }
+
+            // Commits wait for the synchronous secondary until the monitor lets the primary go on alone.
+            let lost = try await Self.services(["managed", "stop-secondary"])
+            try await fixture.publish(Array(messages[half...]))
+            try await eventually("the primary to run alone (wait_primary)", timeout: .seconds(120)) {
+                try await Self.states()[primary] == "wait_primary"
+            }
+            // Every event is applied and pushed while the secondary is away.
+            try await Self.converge(fixture, scenario, workers: workers)
+            #expect(try await Self.states()[lost] == "stopped")
+
+            // Back, the secondary replays what it missed: it holds every event once it streams again.
+            try await TestEnvironment.services(["managed", "rejoin"])
+            #expect(try await Self.states()[primary] == "primary")
+            let everything = try await fixture.count("SELECT count(*) FROM inbox")
+            try await eventually("the returned secondary to hold every event", timeout: .seconds(120)) {
+                try await Self.inboxCount(on: lost, database: fixture.databaseName) == everything
+            }
+        }
+    }
+
+    @Test("the old primary rejoins as the secondary, and takes over with everything at the next failover")
+    func oldPrimaryRejoins() async throws {
+        try await TestEnvironment.services(["managed", "start"])
+        try await Fixture.with("managed-rejoin", servers: .managed) { fixture in
+            let scenario = Scenario.deliveries(orders: 20, prefix: fixture.name)
+            let messages = scenario.shuffled(duplicateRate: 0.1, seed: 0x5EED_0058)
+            let third = messages.count / 3
+            let workers = try await Self.startWorkers(fixture)
+            try await fixture.publish(Array(messages[..<third]))
+            try await eventually("some events processed", timeout: .seconds(120)) {
+                try await fixture.count("SELECT count(*) FROM inbox") > 10
+            }
+            let first = try await Self.services(["managed", "kill-primary"])
+            try await fixture.publish(Array(messages[third..<(2 * third)]))
+            #expect(try await Self.writablePort(fixture) != Self.port(of: first))
+
+            // The old primary comes back under load; pg_autoctl makes it the secondary of the new primary.
+            try await TestEnvironment.services(["managed", "rejoin"])
+            #expect(try await Self.states()[first] == "secondary")
+            let middle = Set(messages[third..<(2 * third)].map(\.eventID))
+            try await eventually("the events published during the first failover processed", timeout: .seconds(120)) {
+                middle.isSubset(of: Set(try await fixture.inboxEventIDs()))
+            }
+
+            // The second failover can only go to the rejoined node: it must hold everything committed.
+            let committed = Set(try await fixture.inboxEventIDs())
+            let second = try await Self.services(["managed", "kill-primary"])
+            #expect(second != first)
+            try await fixture.publish(Array(messages[(2 * third)...]))
+            #expect(try await Self.writablePort(fixture) == Self.port(of: first))
+            let afterFailover = Set(try await fixture.inboxEventIDs())
+            #expect(
+                committed.isSubset(of: afterFailover),
+                "\(committed.subtracting(afterFailover).count) committed events lost")
+
+            try await Self.converge(fixture, scenario, workers: workers)
+            try await Self.expectDatabaseOutageCounted(workers)
+            try await TestEnvironment.services(["managed", "rejoin"])
+        }
+    }
+
+    // MARK: Helpers
+
+    /// Two workers. A push claimed on a primary that then dies stays that worker's until its lease ends; a
+    /// lease of 10 s (60 by default) keeps these tests short, and changes nothing else about the failover.
+    static func startWorkers(_ fixture: Fixture) async throws -> [Worker] {
+        var workers: [Worker] = []
+        for name in ["w1", "w2"] {
+            workers.append(
+                try await fixture.startWorker(name, extraEnvironment: ["LIVEDELIVERY_DISPATCHER_LEASE_SECONDS": "10"]))
+        }
+        return workers
+    }
+
+    /// Every event in the inbox, every activity ended on its device, the converged checks (no push older after
+    /// newer, nothing applied twice), and every worker still running and ready, its database reachable.
+    static func converge(_ fixture: Fixture, _ scenario: Scenario, workers: [Worker]) async throws {
+        try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)), timeout: .seconds(240))
+        try await fixture.waitUntilAllEnded(scenario)
+        try await fixture.verifyConverged(scenario)
+        for worker in workers {
+            #expect(worker.process.isRunning, "\(worker.process.name) exited:\n\(worker.process.tail())")
+            #expect(try await worker.get("/readyz").status == 200, "\(worker.process.name) not ready")
+            let health = try await worker.get("/healthz").body
+            #expect(health.contains("\"database\":true"), "\(worker.process.name): \(health)")
+        }
+    }
+
+    /// The workers counted the lost primary (`livedelivery_database_unavailable_total`) and said so in their logs.
+    static func expectDatabaseOutageCounted(_ workers: [Worker]) async throws {
+        var counted = 0.0
+        for worker in workers {
+            counted += try await metric("livedelivery_database_unavailable_total", of: worker)
+        }
+        #expect(counted > 0, "no worker counted the database unavailable")
+        #expect(
+            workers.contains { worker in
+                let log = worker.process.tail(10_000)
+                return log.contains("database unavailable") || log.contains("cannot reach the database")
+            }, "no worker logged the lost database")
+    }
+
+    /// The sum of a counter's series on one worker's /metrics.
+    static func metric(_ name: String, of worker: Worker) async throws -> Double {
+        try await worker.get("/metrics").body.split(separator: "\n")
+            .filter { $0.hasPrefix(name + "{") || $0.hasPrefix(name + " ") }
+            .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+            .reduce(0, +)
+    }
+
+    /// The port of the node that takes writes, once the test's own pool (the owner's, through the failover
+    /// URL, as the workers' are) reaches one again.
+    static func writablePort(_ fixture: Fixture) async throws -> Int {
+        try await eventuallyValue("a node to take writes", timeout: .seconds(120)) {
+            try await fixture.strings("SELECT inet_server_port()::text WHERE NOT pg_is_in_recovery()").first
+                .flatMap { Int($0) }
+        }
+    }
+
+    /// `scripts/services ARGS`, its output trimmed (a node's name).
+    static func services(_ arguments: [String]) async throws -> String {
+        try await TestEnvironment.services(arguments).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Each node's state as the monitor has it (`primary`, `secondary`, `wait_primary`, …), or `stopped`,
+    /// from `scripts/services managed status`.
+    static func states() async throws -> [String: String] {
+        var states: [String: String] = [:]
+        for line in try await TestEnvironment.services(["managed", "status"]).split(separator: "\n") {
+            // "managed node1: running on 127.0.0.1:55456, primary (goal primary)" or "managed node2: stopped (…)"
+            let words = line.split(separator: " ")
+            guard words.count >= 3, words[1].hasPrefix("node") else { continue }
+            let node = String(words[1].dropLast())
+            states[node] = words[2].hasPrefix("stopped") ? "stopped" : words.count >= 6 ? String(words[5]) : "unknown"
+        }
+        return states
+    }
+
+    /// The node that is the primary now.
+    static func primary() async throws -> String {
+        let states = try await states()
+        return try #require(states.first { $0.value == "primary" }?.key, "no primary: \(states)")
+    }
+
+    static func port(of node: String) -> Int { node == "node1" ? 55456 : 55457 }
+
+    /// Rows in a database's inbox on one node, read there whatever its role (a hot standby answers reads).
+    static func inboxCount(on node: String, database: String) async throws -> Int {
+        let url = "postgresql://postgres@127.0.0.1:\(port(of: node))/postgres"
+        return try await TestEnvironment.asSuperuser(on: url, database: database) { connection in
+            try await connection.query("SELECT count(*) FROM inbox").first?.decode(Int.self, at: 0) ?? 0
+        }
+    }
+}
