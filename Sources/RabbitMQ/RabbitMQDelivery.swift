@@ -26,6 +26,9 @@ package struct RabbitMQDelivery: Sendable {
     /// `x-first-death-reason` of a dead-lettered message (`rejected`, `expired`, `maxlen`, `delivery_limit`).
     package var firstDeathReason: String? { properties.headers["x-first-death-reason"]?.stringValue }
 
+    /// `x-first-death-queue` of a dead-lettered message: the queue it was first dead-lettered from.
+    package var firstDeathQueue: String? { properties.headers["x-first-death-queue"]?.stringValue }
+
     /// Acknowledges this delivery; with `multiple`, also every earlier unacknowledged delivery of
     /// the same consumer. Returns once the frame is written.
     package func ack(multiple: Bool = false) async throws(RabbitMQError) {

@@ -267,6 +267,46 @@ struct CellsTests {
         }
     }
 
+    @Test("a message the broker dead-letters in one cell is stored once, in that cell, not in every cell")
+    func deadLettersStayInTheirCell() async throws {
+        try await Self.withTwoCells("cells-dlx") { a, b, queueB in
+            // Both cells declare their topology; then this test plays cell a's failing consumer.
+            for (name, worker) in [("a1", Self.cell("a", a, queue: a.queue)), ("b1", Self.cell("b", b, queue: queueB))]
+            {
+                #expect(try await a.startWorker(name, extraEnvironment: worker).process.terminate() == 0)
+            }
+            let poison = Array(#"{"type":"order.status","version":1,"event_id":"poison-cell-a"}"#.utf8)
+            let connection = try await RabbitMQConnection.connect(
+                try AMQPConfiguration(url: a.amqpURL), logger: a.logger)
+            let endpoints = try AMQPEndpoints(urls: a.amqpURL)
+            let (publisher, _) = try await RabbitMQPublisher.connect(to: endpoints, startingAt: 0, logger: a.logger)
+            try await publisher.publish(  // straight into cell a's queue, through the default exchange
+                exchange: "", routingKey: a.queue, body: poison,
+                properties: RabbitMQMessageProperties(contentType: "application/json", messageID: "poison-cell-a"))
+            await publisher.close()
+            let deliveries = try await connection.consume(queue: a.queue, prefetch: 1)
+            let failing = Task { for try await delivery in deliveries { try await delivery.nack(requeue: true) } }
+            try await eventually("the broker to dead-letter the message", timeout: .seconds(120)) {
+                try await connection.declareQueue("\(a.queue).dead-letter", passive: true).messageCount == 1
+            }
+            failing.cancel()
+            _ = try? await deliveries.cancel()
+
+            // Each cell's worker moves its own dead letters into its own database.
+            try await a.startWorker("a2", extraEnvironment: Self.cell("a", a, queue: a.queue))
+            try await a.startWorker("b2", extraEnvironment: Self.cell("b", b, queue: queueB))
+            try await eventually("the poison message in cell a's dead_letters", timeout: .seconds(120)) {
+                try await a.count("SELECT count(*) FROM dead_letters WHERE reason = 'delivery_limit'") == 1
+            }
+            try await eventually("cell b's dead-letter queue drained", timeout: .seconds(120)) {
+                try await connection.declareQueue("\(queueB).dead-letter", passive: true).messageCount == 0
+            }
+            await connection.close()
+            let inB = try await b.strings("SELECT reason || ' ' || routing_key FROM dead_letters")
+            #expect(inB.isEmpty, "cell b stored \(inB)")
+        }
+    }
+
     /// The consumers on a connection's channels and the deliveries the broker has sent on them and not had
     /// acknowledged: the connection named `connection` (its `connection_name`); nil when there is none.
     static func channels(connection name: String) async throws -> (consumers: Int, unacknowledged: Int)? {

@@ -18,8 +18,9 @@ import Synchronization
 /// queue bound with `#` (`x-delivery-limit`, dead-lettering to `<exchange>.dlx`; in a cell, bound to the
 /// hash exchange `<exchange>.cells` instead), the fanout DLX and
 /// the quorum queue `<queue>.dead-letter`, whose messages (the broker gave up on them) it moves into
-/// `dead_letters`. A lost broker or database is retried with backoff while health reports it. On
-/// graceful shutdown it cancels its consumers, finishes and acks what it holds, and returns.
+/// `dead_letters`. In a cell, every cell's dead-letter queue gets each dead letter of the shared DLX, and
+/// stores only those its own queue dead-lettered (`x-first-death-queue`): one cell stores each. A lost
+/// broker or database is retried with backoff while health reports it. On graceful shutdown it cancels its consumers, finishes and acks what it holds, and returns.
 package final class EventConsumer: Service {
     let configuration: WorkerConfiguration.AMQP
     let processor: EventProcessor
@@ -323,12 +324,25 @@ package final class EventConsumer: Service {
             headers: delivery.headers.isEmpty ? [:] : delivery.headers.compactMapValues(\.stringValue))
     }
 
+    /// Whether this worker stores a dead letter that the broker dead-lettered from `queue`. The DLX is one
+    /// fanout, so in cells every cell's dead-letter queue receives every cell's dead letters: each cell
+    /// stores those of its own queue, and a dead letter is stored, and replayed, once. A message with no
+    /// such header (published straight to the DLX) is stored as ever. One deployment stores them all.
+    static func isOwnDeadLetter(_ queue: String?, _ configuration: WorkerConfiguration.AMQP) -> Bool {
+        guard configuration.cell != nil, let queue else { return true }
+        return queue == configuration.queue
+    }
+
     /// Why RabbitMQ dead-letters a message (`x-first-death-reason`).
     static let brokerReasons: Set<String> = ["delivery_limit", "rejected", "expired", "maxlen"]
 
     /// Moves messages the broker dead-lettered (delivery limit) into `dead_letters`.
     private func moveDeadLetters(_ deliveries: RabbitMQDeliveries) async throws {
         for try await delivery in deliveries {
+            guard Self.isOwnDeadLetter(delivery.firstDeathQueue, configuration) else {
+                try await delivery.ack()  // another cell's: that cell stores it
+                continue
+            }
             // The broker's reasons, or one word for anything else: the headers are a publisher's to write
             // (a message published straight to the dead-letter exchange), and the reason is a metric label.
             let reason =
