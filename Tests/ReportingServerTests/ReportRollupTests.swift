@@ -222,7 +222,8 @@ struct ReportRollupTests {
     }
 
     /// One activity created before a UTC midnight and ended after it, with an update delivered on each side,
-    /// and answers recorded after its end: one delivered at priority 10, one given up (with its decision).
+    /// and answers recorded after its end: one delivered at priority 10, one given up (with its decision). And a
+    /// push given up to a device of the order with no activity row, recovered a minute later.
     static let acrossMidnight = """
         INSERT INTO orders (order_id, user_id, status, terminal, settled, created_at, updated_at)
         VALUES ('o-midnight', 'u-midnight', 'delivered', true, true,
@@ -245,6 +246,14 @@ struct ReportRollupTests {
                      ('update', 10, 200, 'delivered', NULL, interval '31 minutes'),
                      ('update', 5, 410, 'token_gone', 'Unregistered', interval '33 minutes'))
              AS v(k, pr, st, oc, re, o);
+        -- A push given up to a device with no activity row, then one delivered to it.
+        INSERT INTO push_attempts (order_id, activity_key, kind, bundle_id, priority, generation, apns_id, status,
+                                   outcome, reason, latency_ms, worker_id, attempted_at)
+        SELECT 'o-midnight', 'device:no-row', 'update', 'com.example.app1', 5, 1, gen_random_uuid(), st, oc, re, 5,
+               'test', m + o
+        FROM (SELECT date_trunc('day', now(), 'UTC') - interval '1 day' AS m) AS d,
+             (VALUES (410, 'token_gone', 'Unregistered', interval '3 minutes'),
+                     (200, 'delivered', NULL, interval '4 minutes')) AS v(st, oc, re, o);
         INSERT INTO timeline (order_id, at, kind, activity_keys, codes, messages)
         SELECT 'o-midnight', p.attempted_at, 'outcome', ARRAY[p.activity_key],
                ARRAY[CASE p.outcome WHEN 'token_gone' THEN 'token_gone' ELSE 'push_dropped' END], ARRAY['given up']
@@ -309,7 +318,10 @@ struct ReportRollupTests {
                     """) == ["5 4 2 1 1"], "the answers after its end count")
             #expect(
                 try await database.count(
-                    "SELECT count(*) FROM report_failed_pushes_rollup WHERE order_id = 'o-midnight'") == 2)
+                    """
+                    SELECT count(*) FROM report_failed_pushes_rollup
+                    WHERE order_id = 'o-midnight' AND (activity_key <> 'device:no-row' OR recovered_at IS NOT NULL)
+                    """) == 3, "and the push to no activity row, with its recovery")
             // Partials are kept for the activities not rolled up only.
             #expect(
                 try await database.count(
