@@ -11,6 +11,10 @@ enum Topology: String, Sendable {
     case cluster
     case replica
     case replicaSync = "replica-sync"
+    /// The pair pg_auto_failover manages (`scripts/services managed`), the monitor's health checks tightened
+    /// (`managed`) or as shipped (`managed-default`).
+    case managed
+    case managedDefault = "managed-default"
 
     var title: String {
         switch self {
@@ -18,6 +22,10 @@ enum Topology: String, Sendable {
         case .cluster: "cluster: three RabbitMQ nodes (quorum queues on all three), one PostgreSQL server"
         case .replica: "replica: one RabbitMQ node, a PostgreSQL primary with an asynchronous streaming standby"
         case .replicaSync: "replica-sync: one RabbitMQ node, a PostgreSQL primary with a synchronous standby"
+        case .managed:
+            "managed: one RabbitMQ node, a PostgreSQL pair run by pg_auto_failover, the monitor's health checks tightened"
+        case .managedDefault:
+            "managed-default: one RabbitMQ node, a PostgreSQL pair run by pg_auto_failover, health checks as shipped"
         }
     }
 
@@ -49,6 +57,14 @@ enum Topology: String, Sendable {
                 environment["LIVEDELIVERY_REPLICA_URL"]
                 ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55451,127.0.0.1:55452/livedelivery?target_session_attrs=read-write"
             return (amqpURL, primary, pair)
+        case .managed, .managedDefault:
+            // The pair as it is (healthy, whichever node is the primary); only the monitor's settings change.
+            try await services(["managed", "start"])
+            try await services(["managed", "timeouts", self == .managed ? "tight" : "default"])
+            let pair =
+                environment["LIVEDELIVERY_MANAGED_URL"]
+                ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55456,127.0.0.1:55457/livedelivery?target_session_attrs=read-write"
+            return (amqpURL, pair, pair)
         }
     }
 }
@@ -74,7 +90,9 @@ extension BenchEnvironment {
     /// the seconds processing paused: for the cluster, from `kill -9` of the node holding the most
     /// connections (the worker's) to the first event published after it being processed; for a replica,
     /// from the standby's promotion (after the primary's immediate stop) to the first event processed
-    /// on the new primary. Then checks that every event published meanwhile was processed.
+    /// on the new primary; for a managed pair, from `kill -9` of the primary (its pg_autoctl, PostgreSQL and
+    /// backends, all gone) to the first event processed on the node the monitor promoted. Then checks that every
+    /// event published meanwhile was processed.
     func failoverRound(_ topology: Topology, orders: Int) async throws -> Double {
         try await startWorkers()
         let rate = 200
@@ -142,6 +160,9 @@ extension BenchEnvironment {
             try await services(["replica", "stop-primary"])
             try await services(["replica", "promote"])
             fault = Date()
+        case .managed, .managedDefault:
+            try await services(["managed", "kill-primary"])
+            fault = Date()
         }
         let resumedAt = try await poll("processing to resume", timeout: 120, interval: 0.05) { () -> Date? in
             if topology == .cluster {
@@ -169,13 +190,21 @@ extension BenchEnvironment {
         }
         try await stopWorkers()
         if let killedNode { try await services(["cluster", "start-node", "\(killedNode)"]) }
+        let managed = topology == .managed || topology == .managedDefault
+        if managed {
+            // The killed node back as the secondary, and the monitor's settings as the tests expect them.
+            try await services(["managed", "rejoin"])
+            try await services(["managed", "timeouts", "tight"])
+        }
         let what =
             topology == .cluster
             ? "kill -9 of the busiest broker node"
-            : String(
-                format: "primary stopped, standby promoted %.2f s later (the database away %.2f s in all)",
-                fault.timeIntervalSince(stopped ?? fault), resumedAt.timeIntervalSince(stopped ?? fault))
-        let after = topology == .cluster ? "the kill" : "the promotion"
+            : managed
+                ? "kill -9 of the primary; the monitor promoted the secondary"
+                : String(
+                    format: "primary stopped, standby promoted %.2f s later (the database away %.2f s in all)",
+                    fault.timeIntervalSince(stopped ?? fault), resumedAt.timeIntervalSince(stopped ?? fault))
+        let after = topology == .cluster || managed ? "the kill" : "the promotion"
         print(
             "failover (\(what)): "
                 + String(format: "processing resumed %.2f s after ", pause) + after

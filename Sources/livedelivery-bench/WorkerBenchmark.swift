@@ -35,11 +35,14 @@ import Darwin
 /// `--topologies` runs all of it once per topology, in the same command, and closes with a table that
 /// sets each beside the first: `single` (the broker and database of `scripts/services`), `cluster` (the
 /// three-node RabbitMQ cluster of `scripts/services cluster`), `replica` and `replica-sync` (the
-/// primary/standby pair of `scripts/services replica`, asynchronous and synchronous). With
+/// primary/standby pair of `scripts/services replica`, asynchronous and synchronous), `managed` and
+/// `managed-default` (the pair pg_auto_failover runs, `scripts/services managed`, its monitor's health checks
+/// tightened or as shipped). With
 /// `--failover`, each non-single topology then loses a server under a steady stream of events, and the
 /// bench prints how long processing stopped: from `kill -9` of the broker node the worker is attached
 /// to, to the first event published after it being processed; from the standby's promotion (after the
-/// primary's immediate stop), to the first event processed on the new primary.
+/// primary's immediate stop), to the first event processed on the new primary; from `kill -9` of a managed
+/// primary to the first event processed on the node its monitor promoted.
 struct WorkerBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "worker",
@@ -76,7 +79,9 @@ struct WorkerBenchmark: AsyncParsableCommand {
     @Option(
         help: """
             Comma-separated, each measured in turn: single, cluster (scripts/services cluster), replica, \
-            replica-sync (scripts/services replica, asynchronous or synchronous standby).
+            replica-sync (scripts/services replica, asynchronous or synchronous standby), managed, \
+            managed-default (scripts/services managed: pg_auto_failover, its monitor's health checks tightened \
+            or as shipped).
             """)
     var topologies = "single"
 
@@ -102,7 +107,8 @@ struct WorkerBenchmark: AsyncParsableCommand {
         }
         let chosen = try topologies.split(separator: ",").map { name in
             guard let topology = Topology(rawValue: name.trimmingCharacters(in: .whitespaces)) else {
-                throw ValidationError("--topologies: single, cluster, replica or replica-sync (not \(name))")
+                throw ValidationError(
+                    "--topologies: single, cluster, replica, replica-sync, managed or managed-default (not \(name))")
             }
             return topology
         }
