@@ -1,9 +1,9 @@
 # compose.yaml's profile `managed`: PostgreSQL 15 with pg_auto_failover (pg_autoctl), from the PostgreSQL
 # image's own apt repository. One image for the monitor and the nodes (ops/compose/pg-auto-failover.sh says
-# which a container is).
+# which a container is). openssl: pg_autoctl makes its self-signed certificates (--ssl-self-signed) with it.
 FROM postgres:15
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        postgresql-15-auto-failover && rm -rf /var/lib/apt/lists/* \
+        postgresql-15-auto-failover openssl && rm -rf /var/lib/apt/lists/* \
     && mkdir -p /var/lib/postgresql/pgaf && chown postgres:postgres /var/lib/postgresql/pgaf
 COPY pg-auto-failover.sh /usr/local/bin/pg-auto-failover
 # pg_autoctl refuses to run as root. Its configuration and state live on the volume with the data, so a
