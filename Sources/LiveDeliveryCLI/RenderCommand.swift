@@ -83,9 +83,8 @@ private struct Renderer {
     let tracker: OrderTracker
     var orders: [String: OrderState] = [:]
     var orderOrder: [String] = []
-    var users: [String: [PushToStartRegistration]] = [:]
-    /// The device settings reported so far, by user and device (newest report wins).
-    var settings: [String: [String: DeviceSettings]] = [:]
+    /// The users' push-to-start tokens and device settings, as the worker files them.
+    var reports = UserReports()
     var pushCount = 0
     var rejectionCount = 0
     /// When the last answer of the event being run came (a push is sent at its `notBefore` at the earliest).
@@ -106,39 +105,23 @@ private struct Renderer {
             print(
                 "── #\(number)  \(event.type)  \(event.eventID)  occurred \(RFC3339.format(event.occurredAt))  (clock \(RFC3339.format(now)))"
             )
+            let filed = reports.file(event)
+            let orderIDs = event.orders(openOrdersOfUser: openOrders(of:))
             switch event {
-            case .pushToStartToken(let e):
-                var list = users[e.userID, default: []]
-                if let index = list.firstIndex(where: { $0.deviceID == e.deviceID }) {
-                    if e.key.isNewer(than: list[index].key) { list[index] = e.registration }
-                } else {
-                    list.append(e.registration)
-                }
-                users[e.userID] = list
-                let open = openOrders(of: e.userID)
-                if open.isEmpty {
-                    print(
-                        "   user \(e.userID): push-to-start token \(e.token) on file for device \(e.deviceID); no open order yet"
-                    )
-                }
-                for orderID in open { run(event, orderID: orderID, now: now) }
-            case .activitySettings(let e):
-                if let filed = settings[e.userID]?[e.deviceID], filed.key.isNewer(than: e.key) {
-                    print(
-                        "   user \(e.userID): an older settings report for device \(e.deviceID); the newer one stands")
-                } else {
-                    settings[e.userID, default: [:]][e.deviceID] = e.settings
-                }
-                let open = openOrders(of: e.userID)
-                if open.isEmpty {
-                    print(
-                        "   user \(e.userID): device \(e.deviceID) has Live Activities \(e.activitiesEnabled ? "on" : "off"), frequent updates \(e.frequentPushesEnabled ? "on" : "off"); no open order"
-                    )
-                }
-                for orderID in open { run(event, orderID: orderID, now: now) }
+            case .pushToStartToken(let e) where orderIDs.isEmpty:
+                print(
+                    "   user \(e.userID): push-to-start token \(e.token) on file for device \(e.deviceID); no open order yet"
+                )
+            case .activitySettings(let e) where !filed:
+                print("   user \(e.userID): an older settings report for device \(e.deviceID); the newer one stands")
+            case .activitySettings(let e) where orderIDs.isEmpty:
+                print(
+                    "   user \(e.userID): device \(e.deviceID) has Live Activities \(e.activitiesEnabled ? "on" : "off"), frequent updates \(e.frequentPushesEnabled ? "on" : "off"); no open order"
+                )
             default:
-                run(event, orderID: event.orderID!, now: now)
+                break
             }
+            for orderID in orderIDs { run(event, orderID: orderID, now: now) }
             print()
         }
     }
@@ -163,7 +146,7 @@ private struct Renderer {
             }
         }
         return TrackingContext(
-            order: state, userID: userID, joining: joining, tokens: users, settings: settings,
+            order: state, userID: userID, joining: joining, tokens: reports.tokens, settings: reports.settings,
             openChannels: openChannels)
     }
 

@@ -26,13 +26,7 @@ struct EventsPlan {
     ) {
         var startLimit = startLimit
         for event in events {
-            let targets: [String]
-            if event.reachesUser, let userID = event.userID {
-                targets = (ordersOfUser[userID] ?? []).sorted()
-            } else {
-                targets = event.orderID.map { [$0] } ?? []
-            }
-            for orderID in targets {
+            for orderID in event.orders(openOrdersOfUser: { Array(ordersOfUser[$0] ?? []) }) {
                 let original = stored[orderID] ?? nil
                 var change =
                     changes[orderID]

@@ -278,13 +278,7 @@ package struct OrderTracker: Sendable {
     /// at most ``OrderState/maxActivities`` devices, the most it could start (its user's and its followers'), so
     /// that neither its row nor its starts grow with the devices filed.
     func merge(_ registration: PushToStartRegistration, into state: inout OrderState) -> Bool {
-        if let index = state.pushToStartTokens.firstIndex(where: { $0.deviceID == registration.deviceID }) {
-            guard registration.key.isNewer(than: state.pushToStartTokens[index].key) else { return false }
-            state.pushToStartTokens[index] = registration
-            return true
-        }
-        guard state.pushToStartTokens.count < OrderState.maxActivities else { return false }
-        state.pushToStartTokens.append(registration)
+        guard state.pushToStartTokens.file(registration, room: OrderState.maxActivities) else { return false }
         state.pushToStartTokens.sort { $0.deviceID < $1.deviceID }
         return true
     }
