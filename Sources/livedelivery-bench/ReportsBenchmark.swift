@@ -361,7 +361,7 @@ struct ReportsBenchmark: AsyncParsableCommand {
                 try await connection.query("ROLLBACK")
                 return (slices, activities, rolled)
             } catch {
-                try? await connection.query("ROLLBACK")
+                _ = try? await connection.query("ROLLBACK")
                 throw error
             }
         }
