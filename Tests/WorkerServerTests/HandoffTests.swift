@@ -80,11 +80,10 @@ struct HandoffTests {
         try await withWorker { harness, worker in
             let capacity = worker.dispatcher.capacity
             capacity.open()
-            // Every slot taken (as by another batch's reservation), then given back.
-            let taken = capacity.reserve(upTo: worker.configuration.dispatcher.concurrency)
+            capacity.claimed(worker.configuration.dispatcher.concurrency, limit: 1)
             let (full, fullToken) = try await trackedOrder(worker)
             #expect(handed(capacity).isEmpty)
-            capacity.abandoned(reserved: taken)
+            capacity.recorded(worker.configuration.dispatcher.concurrency, released: false)
 
             try await harness.database.client.query(
                 """
@@ -111,13 +110,12 @@ struct HandoffTests {
             let concurrency = worker.configuration.dispatcher.concurrency
             let capacity = worker.dispatcher.capacity
             capacity.open()
-            let taken = capacity.reserve(upTo: concurrency)  // every slot, as by another batch
-            #expect(taken == concurrency)
+            capacity.claimed(concurrency, limit: 1)
             let tracked = Task { try await trackedOrder(worker) }
             try await eventually("the batch waits for room") { capacity.isWaitingForRoom }
             #expect(try await harness.database.count("SELECT count(*) FROM orders") == 0)  // not applied yet
 
-            capacity.abandoned(reserved: taken)
+            capacity.recorded(concurrency, released: false)
             let (order, _) = try await tracked.value
             #expect(handed(capacity).map(\.orderID) == [order])
             #expect(capacity.inFlight == 1)
