@@ -341,6 +341,22 @@ struct OutboxPropertyTests {
         }
     }
 
+    /// An input the random property check found: a follower's phone is left showing a newer timestamp than
+    /// its activity's end carries, so the phone keeps the older content. Not fixed yet; recorded here so that
+    /// it is reproduced on every run and the fix shows (this test then fails until `withKnownIssue` goes).
+    @Test("an input that fails: a follower's end older than what its phone shows")
+    func knownFailingInput() {
+        let (scenarioSeed, orderSeed, answerSeed) = (558_826_255, 1_089_375_565, 1_294_472_796)
+        let scenario = Scenario(seed: UInt64(scenarioSeed)).withMoreDevices(seed: UInt64(orderSeed))
+            .withPeople(seed: UInt64(answerSeed))
+        let replay = OutboxReplay(
+            scenario.delivery(seed: UInt64(orderSeed)), context: scenario.context, tracker: tracker,
+            seed: UInt64(answerSeed))
+        withKnownIssue("the end to a follower's device carries an older timestamp than a broadcast it showed") {
+            Self.check(replay, scenario)
+        }
+    }
+
     /// Every answered push as the phones see it.
     static func check(_ replay: OutboxReplay, _ scenario: Scenario) {
         // The loops below must have something to check: the iPad's activity is always pushed to, unless Live
