@@ -80,10 +80,11 @@ struct HandoffTests {
         try await withWorker { harness, worker in
             let capacity = worker.dispatcher.capacity
             capacity.open()
-            capacity.claimed(worker.configuration.dispatcher.concurrency, limit: 1)
+            // Every slot taken (as by another batch's reservation), then given back.
+            let taken = capacity.reserve(upTo: worker.configuration.dispatcher.concurrency)
             let (full, fullToken) = try await trackedOrder(worker)
             #expect(handed(capacity).isEmpty)
-            capacity.recorded(worker.configuration.dispatcher.concurrency, released: false)
+            capacity.abandoned(reserved: taken)
 
             try await harness.database.client.query(
                 """
@@ -110,12 +111,13 @@ struct HandoffTests {
             let concurrency = worker.configuration.dispatcher.concurrency
             let capacity = worker.dispatcher.capacity
             capacity.open()
-            capacity.claimed(concurrency, limit: 1)
+            let taken = capacity.reserve(upTo: concurrency)  // every slot, as by another batch
+            #expect(taken == concurrency)
             let tracked = Task { try await trackedOrder(worker) }
             try await eventually("the batch waits for room") { capacity.isWaitingForRoom }
             #expect(try await harness.database.count("SELECT count(*) FROM orders") == 0)  // not applied yet
 
-            capacity.recorded(concurrency, released: false)
+            capacity.abandoned(reserved: taken)
             let (order, _) = try await tracked.value
             #expect(handed(capacity).map(\.orderID) == [order])
             #expect(capacity.inFlight == 1)

@@ -4,8 +4,9 @@
 /// - The outbox is read when a wake-up asks for it (a `NOTIFY`, a row released), at once after a
 ///   full claim (more may be due), and once per `poll` otherwise (rows that came due, notifications
 ///   missed).
-/// - At most `concurrency` pushes are in flight (sent, or answered and not yet recorded): a claim
-///   takes no more than the room left, and no more than `batchSize`. With no room, it waits for room.
+/// - At most `concurrency` slots are taken (``PushCapacityMachine`` counts them: pushes sending, or
+///   every slot while that many answers wait for their recording): a claim takes no more than the room
+///   left, and no more than `batchSize`. With no room, it waits for room.
 /// - Rows whose lease expired (their worker died) are looked for once per `poll`: they are rare and
 ///   wait a lease length anyway, and the free rows have an index of their own.
 struct ClaimSchedule<Instant: InstantProtocol<Duration>> {
@@ -34,11 +35,11 @@ struct ClaimSchedule<Instant: InstantProtocol<Duration>> {
         case claim(limit: Int, expired: Bool)
     }
 
-    /// The next step, given whether a wake-up asked for a claim since the last step, and the pushes in
-    /// flight now.
-    mutating func next(wanted: Bool, inFlight: Int, now: Instant) -> Step {
+    /// The next step, given whether a wake-up asked for a claim since the last step, and the slots
+    /// taken now.
+    mutating func next(wanted: Bool, occupied: Int, now: Instant) -> Step {
         if !wanted && now < claimDue { return .wait(until: claimDue) }
-        let room = concurrency - inFlight
+        let room = concurrency - occupied
         guard room > 0 else { return .waitForRoom }
         let expired = now >= expiredDue
         if expired { expiredDue = now.advanced(by: poll) }

@@ -11,9 +11,10 @@ import Synchronization
 ///   bounded time for room (``waitForRoom(_:)``);
 /// - **the claim loop**: takes handed pushes, claims due rows while there is room, waits otherwise
 ///   (``next()``, ``waitForWork(until:)``);
-/// - **each send**: hands APNs' answer over (``answered(_:)``);
-/// - **the recorder**: records answers in groups, freeing their slots (``answers(limit:)``,
-///   ``recorded(_:released:)``).
+/// - **each send**: hands APNs' answer over, freeing its slot (``answered(_:)``): the next batch's
+///   pushes do not wait for this answer's commit;
+/// - **the recorder**: records answers in groups (``answers(limit:)``, ``recorded(_:released:)``); with
+///   `limit` answers waiting for it, no slot is free until it catches up.
 ///
 /// Why the consumer hands pushes over rather than announce them: a new push would otherwise cost a
 /// `NOTIFY`, a wake-up of every worker's dispatcher, a claim that writes a second version of the

@@ -3,8 +3,12 @@
 /// and performs what it returns (which loop to wake).
 ///
 /// What it owns:
-/// - **The limit and the count in flight.** A push is in flight from its claim (or its reservation
-///   by the consumer) until its answer is recorded. At most `limit` are.
+/// - **The limit and the counts.** A push is *sending* from its claim (or its reservation by the
+///   consumer) until APNs answers, then *unrecorded* until its answer is recorded. At most `limit` are
+///   sending: an answer frees its slot at once, so a batch's pushes never wait for the previous
+///   answers' commit. At most `limit` answers wait for their recording: with that many, no slot is free
+///   until the recorder catches up, so a database slower than APNs slows claims and sends rather than
+///   letting answers pile up in memory.
 /// - **The hand-off.** The consumer reserves slots before the statement that inserts its new pushes
 ///   leased (``reserve(upTo:)``); after commit they queue here for the claim loop (``committed(_:reserved:)``),
 ///   and what the statement did not lease, or a rollback, gives the slots back.
@@ -61,7 +65,10 @@ struct PushCapacityMachine<Instant: InstantProtocol<Duration>> {
     }
 
     let limit: Int
-    private(set) var inFlight = 0
+    /// Pushes reserved, claimed or handed over, and not yet answered.
+    private(set) var sending = 0
+    /// Answers awaiting their recording, or being recorded.
+    private(set) var unrecorded = 0
     private var schedule: ClaimSchedule<Instant>
     private var claimLoop = ClaimLoop.closed
     /// A wake-up asked for a claim since the last one (new or released rows).
@@ -78,6 +85,12 @@ struct PushCapacityMachine<Instant: InstantProtocol<Duration>> {
         schedule = ClaimSchedule(concurrency: limit, batchSize: batchSize, poll: poll, now: now)
     }
 
+    /// Pushes sent or awaiting their recording (the `livedelivery_pushes_in_flight` gauge).
+    var inFlight: Int { sending + unrecorded }
+
+    /// The slots taken: those sending, or every slot while `limit` answers wait for their recording.
+    private var occupied: Int { unrecorded >= limit ? limit : sending }
+
     var isOpen: Bool {
         if case .closed = claimLoop { return false }
         return true
@@ -89,8 +102,8 @@ struct PushCapacityMachine<Instant: InstantProtocol<Duration>> {
     /// dispatcher is full or not running.
     mutating func reserve(upTo count: Int) -> Int {
         guard isOpen, count > 0 else { return 0 }
-        let slots = max(0, min(count, limit - inFlight))
-        inFlight += slots
+        let slots = max(0, min(count, limit - occupied))
+        sending += slots
         return slots
     }
 
@@ -106,7 +119,7 @@ struct PushCapacityMachine<Instant: InstantProtocol<Duration>> {
         if reserved > claims.count {
             wake = free(reserved - claims.count)
         } else {
-            inFlight += claims.count - reserved
+            sending += claims.count - reserved
         }
         if !claims.isEmpty { wake.formUnion(wakeClaimLoop()) }
         return wake
@@ -119,7 +132,7 @@ struct PushCapacityMachine<Instant: InstantProtocol<Duration>> {
     /// them (all the slots at most), so that it hands them all over.
     mutating func startWaitingForRoom(_ count: Int) -> RoomWait {
         let needed = min(count, limit)
-        guard needed > 0, isOpen, limit - inFlight < needed else { return .go }
+        guard needed > 0, isOpen, limit - occupied < needed else { return .go }
         guard consumerNeeds == nil else { return .busy }
         consumerNeeds = needed
         return .wait
@@ -128,7 +141,7 @@ struct PushCapacityMachine<Instant: InstantProtocol<Duration>> {
     /// Whether the waiting consumer may go on: room for what it needs, or no dispatcher to wait for.
     var consumerHasRoom: Bool {
         guard isOpen, let needed = consumerNeeds else { return true }
-        return limit - inFlight >= needed
+        return limit - occupied >= needed
     }
 
     mutating func stopWaitingForRoom() { consumerNeeds = nil }
@@ -148,7 +161,7 @@ struct PushCapacityMachine<Instant: InstantProtocol<Duration>> {
         }
         let wanted = claimWanted
         claimWanted = false
-        switch schedule.next(wanted: wanted, inFlight: inFlight, now: now) {
+        switch schedule.next(wanted: wanted, occupied: occupied, now: now) {
         case .claim(let limit, let expired):
             return .claim(limit: limit, expired: expired)
         case .wait(let until):
@@ -164,7 +177,7 @@ struct PushCapacityMachine<Instant: InstantProtocol<Duration>> {
 
     /// A claim of up to `limit` rows leased `count`: they are in flight.
     mutating func claimed(_ count: Int, limit: Int, now: Instant) {
-        inFlight += count
+        sending += count
         if schedule.claimed(count, limit: limit, now: now) { claimWanted = true }
     }
 
@@ -189,12 +202,19 @@ struct PushCapacityMachine<Instant: InstantProtocol<Duration>> {
 
     // MARK: Answers and their recording
 
-    /// APNs answered a push.
+    /// APNs answered a push: its slot is free for the next push, unless `limit` answers now wait for
+    /// their recording.
     mutating func answered(_ sent: PushDispatcher.Sent) -> Wake {
         answers.append(sent)
-        guard recorderWaits else { return [] }
-        recorderWaits = false
-        return .recorder
+        let before = occupied
+        sending -= 1
+        unrecorded += 1
+        var wake = freed(from: before)
+        if recorderWaits {
+            recorderWaits = false
+            wake.insert(.recorder)
+        }
+        return wake
     }
 
     /// Up to `limit` answers to record, oldest first.
@@ -209,10 +229,12 @@ struct PushCapacityMachine<Instant: InstantProtocol<Duration>> {
         return .wait
     }
 
-    /// `count` answers are recorded: their slots are free. `released`: a row was released to be sent
-    /// again, so claim.
+    /// `count` answers are recorded (their slots were freed when they were answered, unless `limit`
+    /// answers waited). `released`: a row was released to be sent again, so claim.
     mutating func recorded(_ count: Int, released: Bool) -> Wake {
-        var wake = free(count)
+        let before = occupied
+        unrecorded -= count
+        var wake = freed(from: before)
         if released {
             claimWanted = true
             wake.formUnion(wakeClaimLoop())
@@ -229,11 +251,18 @@ struct PushCapacityMachine<Instant: InstantProtocol<Duration>> {
 
     // MARK: Wake-ups
 
-    /// Frees `count` slots; wakes the claim loop if it waits for room, and the consumer once it has
-    /// what it waits for.
+    /// Frees `count` slots reserved or handed over and never sent.
     private mutating func free(_ count: Int) -> Wake {
         guard count > 0 else { return [] }
-        inFlight -= count
+        let before = occupied
+        sending -= count
+        return freed(from: before)
+    }
+
+    /// If slots were freed since `before` slots were taken, wakes the claim loop if it waits for room,
+    /// and the consumer once it has what it waits for.
+    private mutating func freed(from before: Int) -> Wake {
+        guard occupied < before else { return [] }
         var wake = Wake()
         if case .waitingForRoom = claimLoop {
             claimLoop = .running

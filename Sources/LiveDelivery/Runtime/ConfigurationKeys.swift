@@ -309,7 +309,8 @@ extension WorkerConfiguration {
         .int("dispatcher.batchSize", \.dispatcher.batchSize, 1...10_000, "Rows per claim, answers per recording."),
         .int(
             "dispatcher.concurrency", \.dispatcher.concurrency, 1...10_000,
-            "Pushes in flight (sent, or awaiting their recording); keep it at least twice `amqp.batchSize`."),
+            "Pushes sent and not yet answered, and answers awaiting their recording: each at most this. "
+                + "Keep it at least twice `amqp.batchSize`."),
         .seconds(
             "dispatcher.handoffWaitSeconds", \.dispatcher.handoffWait, 0...10,
             "How long a consumer batch waits, at most, for its dispatcher to have a slot per event, so that its "

@@ -81,8 +81,8 @@ struct PushCapacityTests {
             return
         }
         #expect(until == Self.start.advanced(by: .seconds(1)))
-        // An answer recorded frees a slot: the loop waiting for room is woken, and claims.
-        #expect(machine.recorded(1, released: false) == .claimLoop)
+        // An answer frees a slot before its recording: the loop waiting for room is woken, and claims.
+        #expect(machine.answered(Self.sent(try Self.claims("a"))[0]) == .claimLoop)
         guard case .claim(limit: 1, _) = machine.next(now: Self.start) else {
             Issue.record("room again: claim")
             return
@@ -117,6 +117,8 @@ struct PushCapacityTests {
 
         machine.claimed(0, limit: 4, now: Self.start)
         _ = machine.next(now: Self.start)  // waiting
+        #expect(machine.answered(Self.sent(try Self.claims("a"))[0]) == [])  // waiting for work, not room
+        #expect(machine.inFlight == 1)
         #expect(machine.recorded(1, released: true) == .claimLoop)
         #expect(machine.inFlight == 0)
     }
@@ -124,6 +126,8 @@ struct PushCapacityTests {
     @Test("answers: the recorder is woken when it waits, takes them in groups, and finishes once drained")
     func answers() throws {
         var machine = Self.machine()
+        machine.open()
+        machine.claimed(3, limit: 4, now: Self.start)
         let sent = Self.sent(try Self.claims("a", "b", "c"))
         #expect(machine.answered(sent[0]) == [])  // the recorder is not waiting
         guard case .record(let first) = machine.nextAnswers(limit: 10) else {
@@ -152,20 +156,53 @@ struct PushCapacityTests {
     }
 
     @Test("room: the consumer goes on with room or without a dispatcher; one waits at a time, woken with enough")
-    func room() {
+    func room() throws {
         var machine = Self.machine()
+        let sent = Self.sent(try Self.claims("a", "b", "c", "d", "e", "f", "g", "h"))
         #expect(machine.startWaitingForRoom(5) == .go)  // no dispatcher running
         machine.open()
         machine.claimed(8, limit: 8, now: Self.start)
         #expect(machine.startWaitingForRoom(2) == .go)
         #expect(machine.startWaitingForRoom(500) == .wait)  // at most all ten slots
         #expect(machine.startWaitingForRoom(5) == .busy)  // another goes on at once
-        #expect(machine.recorded(7, released: false) == [])  // nine free slots are not ten
+        for answer in sent.dropLast() { #expect(machine.answered(answer) == []) }  // nine free slots are not ten
         #expect(!machine.consumerHasRoom)
-        #expect(machine.recorded(1, released: false) == .consumer)
+        #expect(machine.answered(sent[7]) == .consumer)  // answered, not yet recorded: the slot is free
         #expect(machine.consumerHasRoom)
         machine.stopWaitingForRoom()
         #expect(machine.consumerNeeds == nil)
+    }
+
+    @Test("answers awaiting their recording: at most `limit`; with that many no slot is free until they are recorded")
+    func unrecordedBound() throws {
+        var machine = Self.machine(limit: 4)
+        machine.open()
+        guard case .claim(limit: 4, _) = machine.next(now: Self.start) else {
+            Issue.record("the first step claims a batch")
+            return
+        }
+        machine.claimed(4, limit: 4, now: Self.start)
+        guard case .wait = machine.next(now: Self.start) else {
+            Issue.record("no room: wait")
+            return
+        }
+        let sent = Self.sent(try Self.claims("a", "b", "c", "d"))
+        #expect(machine.answered(sent[0]) == .claimLoop)  // a slot is free before the recording
+        #expect(machine.reserve(upTo: 1) == 1)
+        _ = machine.committed([], reserved: 1)
+        for answer in sent.dropFirst() { _ = machine.answered(answer) }
+        // Four answers wait for the recorder: the database is behind, so nothing more is sent.
+        #expect(machine.sending == 0)
+        #expect(machine.unrecorded == 4)
+        #expect(machine.reserve(upTo: 1) == 0)
+        #expect(machine.startWaitingForRoom(1) == .wait)
+        guard case .record(let group) = machine.nextAnswers(limit: 2) else {
+            Issue.record("answers to record")
+            return
+        }
+        #expect(machine.reserve(upTo: 1) == 0)  // taken by the recorder, not yet committed
+        #expect(machine.recorded(group.count, released: false) == .consumer)
+        #expect(machine.reserve(upTo: 10) == 4)
     }
 
     @Test("the consumer's wait ends with room, or false at its bound; a zero bound never waits")
@@ -176,7 +213,7 @@ struct PushCapacityTests {
         capacity.claimed(10, limit: 10)
         let waiter = Task { await capacity.waitForRoom(3) }
         try await eventually("the caller waits") { capacity.isWaitingForRoom }
-        capacity.recorded(3, released: false)
+        for answer in Self.sent(try Self.claims("a", "b", "c")) { capacity.answered(answer) }
         #expect(await waiter.value)
         #expect(!capacity.isWaitingForRoom)
 
