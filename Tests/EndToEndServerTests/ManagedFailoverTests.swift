@@ -15,31 +15,18 @@ import WorkerHarness
 struct ManagedFailoverTests {
     @Test("kill -9 of the primary and its pg_autoctl: the monitor promotes the secondary, nothing committed is lost")
     func primaryKilled() async throws {
-        try await TestEnvironment.services(["managed", "start"])
-        try await Fixture.with("managed-kill", servers: .managed) { fixture in
-            let scenario = Scenario.deliveries(orders: 20, prefix: fixture.name)
-            let messages = scenario.shuffled(duplicateRate: 0.1, seed: 0x5EED_0055)
-            let half = messages.count / 2
-            let workers = try await Self.startWorkers(fixture)
-            try await fixture.publish(Array(messages[..<half]))
-            try await eventually("some events processed", timeout: .seconds(120)) {
-                try await fixture.count("SELECT count(*) FROM inbox") > 10
-            }
-
+        try await Self.underLoad("managed-kill", seed: 0x5EED_0055, parts: 2) { load in
             // Acked before the kill, so committed on the primary and (synchronous) on the secondary.
-            let committed = Set(try await fixture.inboxEventIDs())
+            let committed = Set(try await load.fixture.inboxEventIDs())
             let killed = try await Self.services(["managed", "kill-primary"])
             // The rest arrives while the monitor is still deciding: the workers' batches wait and retry.
-            try await fixture.publish(Array(messages[half...]))
-            let port = try await Self.writablePort(fixture)
+            try await load.publish(part: 1)
+            let port = try await Self.writablePort(load.fixture)
             #expect(port != Self.port(of: killed), "writes still reach \(killed), which was killed")
-            let afterFailover = Set(try await fixture.inboxEventIDs())
-            #expect(
-                committed.isSubset(of: afterFailover),
-                "\(committed.subtracting(afterFailover).count) committed events lost")
+            try await Self.expectKept(committed, load.fixture)
 
-            try await Self.converge(fixture, scenario, workers: workers)
-            try await Self.expectDatabaseOutageCounted(workers)
+            try await load.converge()
+            try await Self.expectDatabaseOutageCounted(load.workers)
             // The killed node comes back as the secondary, for the next test.
             try await TestEnvironment.services(["managed", "rejoin"])
             #expect(try await Self.states()[killed] == "secondary")
@@ -48,105 +35,126 @@ struct ManagedFailoverTests {
 
     @Test("pg_autoctl perform switchover under load: the workers follow the new primary")
     func switchover() async throws {
-        try await TestEnvironment.services(["managed", "start"])
-        try await Fixture.with("managed-switchover", servers: .managed) { fixture in
-            let scenario = Scenario.deliveries(orders: 20, prefix: fixture.name)
-            let messages = scenario.shuffled(duplicateRate: 0.1, seed: 0x5EED_0056)
-            let workers = try await Self.startWorkers(fixture)
+        try await Self.underLoad("managed-switchover", seed: 0x5EED_0056, parts: 1) { load in
             let before = try await Self.primary()
-            try await fixture.publish(messages)
-            try await eventually("some events processed", timeout: .seconds(120)) {
-                try await fixture.count("SELECT count(*) FROM inbox") > 10
-            }
-            let committed = Set(try await fixture.inboxEventIDs())
+            let committed = Set(try await load.fixture.inboxEventIDs())
             let after = try await Self.services(["managed", "switchover"])
             #expect(after != before, "the switchover left \(before) the primary")
-            #expect(try await Self.writablePort(fixture) == Self.port(of: after))
-            let afterSwitchover = Set(try await fixture.inboxEventIDs())
-            #expect(
-                committed.isSubset(of: afterSwitchover),
-                "\(committed.subtracting(afterSwitchover).count) committed events lost")
+            #expect(try await Self.writablePort(load.fixture) == Self.port(of: after))
+            try await Self.expectKept(committed, load.fixture)
 
-            try await Self.converge(fixture, scenario, workers: workers)
+            try await load.converge()
         }
     }
 
     @Test("the secondary is lost: the primary goes on alone (wait_primary), and the secondary catches up on return")
     func secondaryLost() async throws {
-        try await TestEnvironment.services(["managed", "start"])
-        try await Fixture.with("managed-alone", servers: .managed) { fixture in
-            let scenario = Scenario.deliveries(orders: 20, prefix: fixture.name)
-            let messages = scenario.shuffled(duplicateRate: 0.1, seed: 0x5EED_0057)
-            let half = messages.count / 2
-            let workers = try await Self.startWorkers(fixture)
+        try await Self.underLoad("managed-alone", seed: 0x5EED_0057, parts: 2) { load in
             let primary = try await Self.primary()
-            try await fixture.publish(Array(messages[..<half]))
-            try await eventually("some events processed", timeout: .seconds(120)) {
-                try await fixture.count("SELECT count(*) FROM inbox") > 10
-            }
-
             // Commits wait for the synchronous secondary until the monitor lets the primary go on alone.
             let lost = try await Self.services(["managed", "stop-secondary"])
-            try await fixture.publish(Array(messages[half...]))
+            try await load.publish(part: 1)
             try await eventually("the primary to run alone (wait_primary)", timeout: .seconds(120)) {
                 try await Self.states()[primary] == "wait_primary"
             }
             // Every event is applied and pushed while the secondary is away.
-            try await Self.converge(fixture, scenario, workers: workers)
+            try await load.converge()
             #expect(try await Self.states()[lost] == "stopped")
 
             // Back, the secondary replays what it missed: it holds every event once it streams again.
             try await TestEnvironment.services(["managed", "rejoin"])
             #expect(try await Self.states()[primary] == "primary")
-            let everything = try await fixture.count("SELECT count(*) FROM inbox")
+            let everything = try await load.fixture.count("SELECT count(*) FROM inbox")
             try await eventually("the returned secondary to hold every event", timeout: .seconds(120)) {
-                try await Self.inboxCount(on: lost, database: fixture.databaseName) == everything
+                try await Self.inboxCount(on: lost, database: load.fixture.databaseName) == everything
             }
         }
     }
 
     @Test("the old primary rejoins as the secondary, and takes over with everything at the next failover")
     func oldPrimaryRejoins() async throws {
-        try await TestEnvironment.services(["managed", "start"])
-        try await Fixture.with("managed-rejoin", servers: .managed) { fixture in
-            let scenario = Scenario.deliveries(orders: 20, prefix: fixture.name)
-            let messages = scenario.shuffled(duplicateRate: 0.1, seed: 0x5EED_0058)
-            let third = messages.count / 3
-            let workers = try await Self.startWorkers(fixture)
-            try await fixture.publish(Array(messages[..<third]))
-            try await eventually("some events processed", timeout: .seconds(120)) {
-                try await fixture.count("SELECT count(*) FROM inbox") > 10
-            }
+        try await Self.underLoad("managed-rejoin", seed: 0x5EED_0058, parts: 3) { load in
             let first = try await Self.services(["managed", "kill-primary"])
-            try await fixture.publish(Array(messages[third..<(2 * third)]))
-            #expect(try await Self.writablePort(fixture) != Self.port(of: first))
+            try await load.publish(part: 1)
+            #expect(try await Self.writablePort(load.fixture) != Self.port(of: first))
 
             // The old primary comes back under load; pg_autoctl makes it the secondary of the new primary.
             try await TestEnvironment.services(["managed", "rejoin"])
             #expect(try await Self.states()[first] == "secondary")
-            let middle = Set(messages[third..<(2 * third)].map(\.eventID))
+            let middle = Set(load.messages(part: 1).map(\.eventID))
             try await eventually("the events published during the first failover processed", timeout: .seconds(120)) {
-                middle.isSubset(of: Set(try await fixture.inboxEventIDs()))
+                middle.isSubset(of: Set(try await load.fixture.inboxEventIDs()))
             }
 
             // The second failover can only go to the rejoined node: it must hold everything committed.
-            let committed = Set(try await fixture.inboxEventIDs())
+            let committed = Set(try await load.fixture.inboxEventIDs())
             let second = try await Self.services(["managed", "kill-primary"])
             #expect(second != first)
-            try await fixture.publish(Array(messages[(2 * third)...]))
-            #expect(try await Self.writablePort(fixture) == Self.port(of: first))
-            let afterFailover = Set(try await fixture.inboxEventIDs())
-            #expect(
-                committed.isSubset(of: afterFailover),
-                "\(committed.subtracting(afterFailover).count) committed events lost")
+            try await load.publish(part: 2)
+            #expect(try await Self.writablePort(load.fixture) == Self.port(of: first))
+            try await Self.expectKept(committed, load.fixture)
 
-            try await Self.converge(fixture, scenario, workers: workers)
-            try await Self.expectDatabaseOutageCounted(workers)
+            try await load.converge()
+            try await Self.expectDatabaseOutageCounted(load.workers)
             try await TestEnvironment.services(["managed", "rejoin"])
         }
     }
 
     // MARK: Helpers
+
+    /// Twenty orders' events (10 % duplicated, shuffled by `seed`) cut into `parts` equal parts, two workers on
+    /// the managed pair, and the first part published and partly processed: where every test here begins.
+    struct Load {
+        let fixture: Fixture
+        let scenario: Scenario
+        let workers: [Worker]
+        private let shuffled: [ScenarioEvent]
+        private let parts: Int
+
+        init(_ fixture: Fixture, seed: UInt64, parts: Int, workers: [Worker]) {
+            self.fixture = fixture
+            self.scenario = Scenario.deliveries(orders: 20, prefix: fixture.name)
+            self.shuffled = scenario.shuffled(duplicateRate: 0.1, seed: seed)
+            self.parts = parts
+            self.workers = workers
+        }
+
+        /// The `part`-th of the `parts` parts (the last takes what division leaves).
+        func messages(part: Int) -> ArraySlice<ScenarioEvent> {
+            let size = shuffled.count / parts
+            return shuffled[(part * size)..<(part == parts - 1 ? shuffled.count : (part + 1) * size)]
+        }
+
+        func publish(part: Int) async throws {
+            try await fixture.publish(Array(messages(part: part)))
+        }
+
+        func converge() async throws {
+            try await ManagedFailoverTests.converge(fixture, scenario, workers: workers)
+        }
+    }
+
+    /// Starts the pair if it is not running, then runs `body` on a ``Load`` whose first part is published and
+    /// partly processed.
+    static func underLoad(
+        _ name: String, seed: UInt64, parts: Int, _ body: (Load) async throws -> Void
+    ) async throws {
+        try await TestEnvironment.services(["managed", "start"])
+        try await Fixture.with(name, servers: .managed) { fixture in
+            let load = Load(fixture, seed: seed, parts: parts, workers: try await startWorkers(fixture))
+            try await load.publish(part: 0)
+            try await eventually("some events processed", timeout: .seconds(120)) {
+                try await fixture.count("SELECT count(*) FROM inbox") > 10
+            }
+            try await body(load)
+        }
+    }
+
+    /// Every event committed before a failover is still there after it.
+    static func expectKept(_ committed: Set<String>, _ fixture: Fixture) async throws {
+        let after = Set(try await fixture.inboxEventIDs())
+        #expect(committed.isSubset(of: after), "\(committed.subtracting(after).count) committed events lost")
+    }
 
     /// Two workers. A push claimed on a primary that then dies stays that worker's until its lease ends; a
     /// lease of 10 s (60 by default) keeps these tests short, and changes nothing else about the failover.
