@@ -226,6 +226,49 @@ struct ChannelTests {
         #expect(again.apnsID == first.apnsID, "one channel, whatever the retries")
     }
 
+    /// A follower's phone applies its start (to its token) and the channel's broadcasts alike, and keeps what it
+    /// shows for an older timestamp: a broadcast is timed after every start into the channel, and a start after
+    /// the channel's last broadcast, even within one second.
+    @Test func aBroadcastIsTimedAfterTheStartsIntoTheChannelAndAStartAfterTheBroadcasts() throws {
+        var run = GroupRun()
+        run.answer = { push in
+            switch push.kind {
+            case .openChannel: .channelCreated(channelID: GroupRun.channelID)
+            case .start: .retryLater(reason: "TooManyRequests")
+            default: .accepted
+            }
+        }
+        run.apply(Fixtures.followers(["u-f0", "u-f1"], minute: 0))
+        run.apply(Fixtures.status("confirmed", seq: 1, minute: 1))
+        let second = Int(Fixtures.at(1).timeIntervalSince1970)
+
+        // iphone-f0's start, retried within the same second, is held past its first timestamp, and accepted.
+        run.answer = { push in
+            push.kind == .start && push.activityKey != "device:iphone-f0"
+                ? .retryLater(reason: "TooManyRequests") : .accepted
+        }
+        let retried = run.absorb(run.tracker.retry(run.state, now: Fixtures.at(1)), now: Fixtures.at(1))
+        let start = try #require(retried.first { $0.activityKey == "device:iphone-f0" })
+        #expect(start.timestamp == second + 1)
+        #expect(run.activity("iphone-f0")?.phase == .active)
+
+        // News in the same second: the broadcast comes after the start iphone-f0 shows (and after iphone-f1's,
+        // replanned with the news and perhaps accepted first).
+        let news = run.apply(Fixtures.status("preparing", seq: 2, minute: 1))
+        let broadcast = try #require(news.first { $0.activityKey == OrderTracker.channelKey })
+        #expect(broadcast.kind == .update && broadcast.timestamp > start.timestamp)
+        #expect(
+            run.decisions.contains {
+                $0.code == .timestampHeld && $0.activityKey == OrderTracker.channelKey
+                    && $0.message.contains("started into the channel")
+            })
+
+        // iphone-f1's start, still waiting, comes after that broadcast: the phone may get it too.
+        let late = run.absorb(run.tracker.retry(run.state, now: Fixtures.at(1)), now: Fixtures.at(1))
+        let lateStart = try #require(late.first { $0.activityKey == "device:iphone-f1" })
+        #expect(lateStart.timestamp > broadcast.timestamp)
+    }
+
     @Test func aChannelThatVanishedGivesUpItsActivities() throws {
         var run = GroupRun()
         run.apply(Fixtures.followers(["u-f0", "u-f1"], minute: 0))

@@ -457,7 +457,7 @@ extension OrderTracker {
         var reason: String
     }
 
-    /// The push's dates, from the timestamp it must carry (strictly after the activity's last).
+    /// The push's dates, from the timestamp it must carry (strictly after the newest its phone may have shown).
     private struct PushDates {
         var timestamp: Int
         var staleDate: Int?
@@ -482,7 +482,9 @@ extension OrderTracker {
             return
         }
         var decisions = draft.notes
-        let dates = self.dates(draft, activity, record: record, now: now, decisions: &decisions)
+        let dates = self.dates(
+            draft, activity, after: newestShown(by: activity, in: step.state), record: record, now: now,
+            decisions: &decisions)
         guard
             let (payload, finalAlert) = self.payload(
                 draft, activity, record: record, content: content, mark: mark, dates: dates, decisions: &decisions,
@@ -519,17 +521,43 @@ extension OrderTracker {
         step.decisions += decisions
     }
 
-    /// The timestamp (held past the activity's last), the stale and dismissal dates, and the expiration.
+    /// The newest `aps.timestamp` a phone showing the activity may have applied, which its next push must exceed,
+    /// and whose it is. A follower's device started into the order's broadcast channel applies the pushes to its
+    /// own token (its start) and the channel's broadcasts alike, and keeps what it shows for a push with an older
+    /// timestamp (an end still ends, without its content). So one clock runs over both: an activity in the
+    /// channel counts the channel's last broadcast too, and the channel counts the last push to every activity
+    /// started into it, whatever its phase (a withdrawn start may still be accepted). For the channel this reads
+    /// `state.activities`, which ``reconcileChannel(_:record:content:mark:now:forced:sweepEnd:)`` plans with in
+    /// place.
+    private func newestShown(by activity: ActivityState, in state: OrderState) -> (timestamp: Int, whose: String) {
+        var newest = (timestamp: activity.lastTimestamp, whose: "the previous")
+        guard let channelID = activity.channelID else { return newest }
+        if activity.broadcast != nil {
+            for member in state.activities
+            where member.channelID == channelID && member.lastTimestamp > newest.timestamp {
+                newest = (member.lastTimestamp, "\(member.key)'s last, started into the channel,")
+            }
+        } else if let channel = state.channel, channel.channelID == channelID,
+            channel.lastTimestamp > newest.timestamp
+        {
+            newest = (channel.lastTimestamp, "the channel's last broadcast")
+        }
+        return newest
+    }
+
+    /// The timestamp (held past `newest`: see ``newestShown(by:in:)``), the stale and dismissal dates, and the
+    /// expiration.
     private func dates(
-        _ draft: PushDraft, _ activity: ActivityState, record: OrderRecord, now: Date, decisions: inout [Decision]
+        _ draft: PushDraft, _ activity: ActivityState, after newest: (timestamp: Int, whose: String),
+        record: OrderRecord, now: Date, decisions: inout [Decision]
     ) -> PushDates {
         let nowSeconds = Int(now.timeIntervalSince1970.rounded(.down))
-        let timestamp = max(nowSeconds, activity.lastTimestamp + 1)
+        let timestamp = max(nowSeconds, newest.timestamp + 1)
         if timestamp > nowSeconds {
             decisions.append(
                 Decision(
                     .timestampHeld, activity: activity.key,
-                    "aps.timestamp must exceed the previous \(activity.lastTimestamp): not sent before \(RFC3339.format(Date(timeIntervalSince1970: Double(timestamp))))"
+                    "aps.timestamp must exceed \(newest.whose) \(newest.timestamp): not sent before \(RFC3339.format(Date(timeIntervalSince1970: Double(timestamp))))"
                 ))
         }
         var staleDate: Int?
