@@ -104,10 +104,18 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // apns-sim's device agent: the app on the simulated phones reports what a push-to-start gave it.
+        .target(
+            name: "DeviceAgent",
+            dependencies: [
+                "APNsSimulator", "LiveDeliveryActivity", "RabbitMQ",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "apns-sim",
             dependencies: [
-                "APNsSimulator", "LiveDeliveryCore", "LiveDeliveryJSON",
+                "APNsSimulator", "DeviceAgent", "LiveDeliveryCore", "LiveDeliveryJSON", "RabbitMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -270,8 +278,8 @@ let package = Package(
         .testTarget(
             name: "EndToEndServerTests",
             dependencies: [
-                "APNsSimulator", "ChildProcesses", "LiveDeliveryCore", "LiveDeliveryJSON", "Postgres", "RabbitMQ",
-                "TestSupport", "WorkerHarness",
+                "APNsSimulator", "ChildProcesses", "DeviceAgent", "LiveDeliveryCore", "LiveDeliveryJSON", "Postgres",
+                "RabbitMQ", "TestSupport", "WorkerHarness",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftCSV", package: "SwiftCSV"),

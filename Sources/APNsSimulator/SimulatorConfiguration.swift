@@ -73,6 +73,10 @@ package struct SimulatorConfiguration: Sendable {
     package var threads: Int?
     /// The simulator's wall clock (token ages, budgets, 410 timestamps). Tests inject a shifted clock.
     package var now: @Sendable () -> Date = { Date() }
+    /// Called with the record of each push-to-start that started an activity with an update token, once it is
+    /// recorded (off the simulator's lock, on an event-loop thread: return at once). What the app on that
+    /// phone would learn: the device agent (`apns-sim --agent-knows`) reports the new token from it.
+    package var onActivityStarted: (@Sendable (PushRecord) -> Void)?
 
     package init() {}
 

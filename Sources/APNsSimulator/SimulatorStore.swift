@@ -22,10 +22,12 @@ final class SimulatorStore: Sendable {
     let requests = Atomic<Int>(0)
     let goawaysSent = Atomic<Int>(0)
     let now: @Sendable () -> Date
+    private let onActivityStarted: (@Sendable (PushRecord) -> Void)?
 
     init(configuration: SimulatorConfiguration) {
         self.state = NIOLockedValueBox(Self.emptyState(configuration))
         self.now = configuration.now
+        self.onActivityStarted = configuration.onActivityStarted
     }
 
     private static func emptyState(_ configuration: SimulatorConfiguration) -> State {
@@ -46,7 +48,7 @@ final class SimulatorStore: Sendable {
         bundleID: String?
     ) -> PushRecord {
         let now = self.now()
-        return state.withLockedValue { state in
+        let stored = state.withLockedValue { state in
             var record = record
             if let push, let bundleID {
                 if let rejection = state.devices.rejection(token: push.token, bundleID: bundleID) {
@@ -68,6 +70,10 @@ final class SimulatorStore: Sendable {
             state.records.append(record)
             return record
         }
+        if let onActivityStarted, stored.verdict.kind == .started, stored.issuedUpdateToken != nil {
+            onActivityStarted(stored)
+        }
+        return stored
     }
 
     /// APNs' answer to a channel-management or broadcast request that passed the header and body checks,

@@ -1,9 +1,11 @@
 import APNsSimulator
 import ArgumentParser
 import Crypto
+import DeviceAgent
 import Foundation
 import LiveDeliveryCore
 import Logging
+import RabbitMQ
 
 /// `apns-sim`: a faithful APNs simulator (TLS HTTP/2) with simulated devices and a JSON control API.
 @main
@@ -93,6 +95,24 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
+    @Option(
+        name: .customLong("agent-knows"),
+        help: ArgumentHelp(
+            "Runs the device agent: the app on the phones, which knows what these JSON-lines event files say.",
+            discussion: """
+                Repeat it for several files. When a push-to-start starts an activity, the agent publishes the \
+                `activity.token` report the app would make (its activity id and update token, with the order id \
+                of the start's order number), with publisher confirms, to the events exchange on the broker of \
+                $LIVEDELIVERY_AMQP_URL. A start for an order the files do not name is not reported.
+                """))
+    var agentKnows: [String] = []
+
+    @Option(
+        name: .customLong("agent-exchange"),
+        help: "The events exchange the agent publishes to (default: $LIVEDELIVERY_AMQP_EXCHANGE, else delivery.events)."
+    )
+    var agentExchange: String?
+
     func run() async throws {
         var logger = Logger(label: "apns-sim")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
@@ -129,12 +149,39 @@ struct Serve: AsyncParsableCommand {
             logger.warning("no --key given: every provider token will be refused (InvalidProviderToken)")
         }
 
+        let agent = try deviceAgent(logger: logger)
+        let (starts, startsContinuation) = AsyncStream.makeStream(of: PushRecord.self)
+        if agent != nil { configuration.onActivityStarted = { startsContinuation.yield($0) } }
+        let agentTask = agent.map { agent in Task { await agent.run(starts) } }
+
         let simulator = try await APNsSimulator.start(configuration, logger: logger)
         print("apns-sim: APNs at \(simulator.baseURL), control API at \(simulator.controlURL)")
         print("apns-sim: certificate \(simulator.certificatePEMPath) (give it to clients as their CA file)")
         fflush(nil)
         await waitForTermination()
         try await simulator.shutdown()
+        startsContinuation.finish()
+        await agentTask?.value
+    }
+
+    /// The device agent `--agent-knows` asks for, on the broker of `$LIVEDELIVERY_AMQP_URL` (a URL holds a
+    /// password, so it is read from the environment, never from the command line).
+    private func deviceAgent(logger: Logger) throws -> DeviceAgent? {
+        guard !agentKnows.isEmpty else { return nil }
+        let environment = ProcessInfo.processInfo.environment
+        guard let urls = environment["LIVEDELIVERY_AMQP_URL"], !urls.isEmpty else {
+            throw ValidationError("--agent-knows needs $LIVEDELIVERY_AMQP_URL: the broker the app's reports go to")
+        }
+        let knowledge = try DeviceAgent.Knowledge(files: agentKnows.map { URL(fileURLWithPath: $0) })
+        let exchange =
+            agentExchange ?? environment["LIVEDELIVERY_AMQP_EXCHANGE"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? "delivery.events"
+        logger.info(
+            "device agent: knows \(knowledge.devices.count) push-to-start tokens and \(knowledge.orders.count) orders; reports to exchange \(exchange)"
+        )
+        return DeviceAgent(
+            knowledge: knowledge, endpoints: try AMQPEndpoints(urls: urls.split(separator: ",").map(String.init)),
+            exchange: exchange, logger: logger)
     }
 
     private func waitForTermination() async {

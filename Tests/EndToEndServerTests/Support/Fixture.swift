@@ -45,8 +45,12 @@ final class Fixture: Sendable {
         self.logger = logger
     }
 
-    /// Creates the deployment (its database migrated with `livedelivery migrate`, the key and the simulator).
-    static func start(_ label: String, servers: Servers = .main) async throws -> Fixture {
+    /// Creates the deployment (its database migrated with `livedelivery migrate`, the key and the simulator,
+    /// which `simulator` may adjust further).
+    static func start(
+        _ label: String, servers: Servers = .main,
+        simulator adjust: (inout SimulatorConfiguration) throws -> Void = { _ in }
+    ) async throws -> Fixture {
         var logger = Logger(label: "e2e.\(label)")
         logger.logLevel = .warning
         let amqpURL: String
@@ -70,6 +74,7 @@ final class Fixture: Sendable {
                 contentsOfFile: TestEnvironment.projectRoot.appendingPathComponent(
                     "Config/apns-sim/delivery-attributes.json"
                 ).path)
+            try adjust(&simulator)
         }
         var databaseConfiguration = try PostgresConfiguration(deployment.ownerPostgresURL)
         databaseConfiguration.poolSize = 2
@@ -248,9 +253,11 @@ final class Fixture: Sendable {
 
     /// Runs `body` with a fresh fixture and always cleans up; logs are kept (and printed) when `body` throws.
     static func with<Result>(
-        _ label: String, servers: Servers = .main, _ body: (Fixture) async throws -> Result
+        _ label: String, servers: Servers = .main,
+        simulator adjust: (inout SimulatorConfiguration) throws -> Void = { _ in },
+        _ body: (Fixture) async throws -> Result
     ) async throws -> Result {
-        let fixture = try await start(label, servers: servers)
+        let fixture = try await start(label, servers: servers, simulator: adjust)
         do {
             let result = try await body(fixture)
             await fixture.shutdown()
