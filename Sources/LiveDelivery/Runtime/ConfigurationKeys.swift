@@ -186,8 +186,9 @@ extension WorkerConfiguration {
         .optional(
             "cell.name", \.amqp.cell,
             "The cell this worker belongs to (a whole deployment: `amqp.queue` and `postgres.url` are the cell's): "
-                + "its queue is bound to `<amqp.exchange>.cells`, which routes each order to one cell by its "
-                + "`order_id` header ([scaling.md](scaling.md#cells)). Unset: one deployment, the queue takes every event.",
+                + "its queue is bound to `<amqp.exchange>.cells`, which sends each order to one cell by its "
+                + "`order_id` header ([scaling.md](scaling.md#cells)); with `cell.all`, that is a first guess. Unset: "
+                + "one deployment, the queue takes every event.",
             check: { value, reader in
                 if !OrderRouting.isCellName(value) {
                     reader.problems.add(
@@ -196,8 +197,39 @@ extension WorkerConfiguration {
                 }
             }),
         .int(
-            "cell.weight", \.amqp.cellWeight, 1...1000,
-            "The cell queue's binding weight on the hash exchange: its share of the orders against the other cells'."),
+            "cell.weight", \.amqp.cellWeight, CellAssignment.weights,
+            "The cell's share of the orders against the other cells': its queue's binding weight on the hash exchange "
+                + "and, with `cell.all`, its weight in the hash."),
+        ConfigurationKey(
+            name: "cell.all", values: .list, secret: false,
+            meaning: "Every cell of the deployment, this one included, each with `cells.<name>.queue`: the workers "
+                + "give each order to one of them by a rendezvous hash of its `order_id` and forward an event that "
+                + "reached another cell to its own ([scaling.md](scaling.md#which-cell-an-order-belongs-to)). "
+                + "Every worker of every cell has the same list. Unset: the hash exchange alone places orders.",
+            defaultText: "none",
+            read: { configuration, reader in configuration.amqp.cells = readCells(configuration.amqp, reader) },
+            show: { $0.amqp.cells.map { $0.cells.map(\.name).joined(separator: ", ") } ?? "none" }),
+        ConfigurationKey(
+            name: "cells.<name>.queue", values: .text, secret: false,
+            meaning: "Each cell's events queue (every cell of `cell.all`; this cell's is `amqp.queue`): where the "
+                + "events of its orders are forwarded. In the variable's name the cell's is upper-cased, `-` as `_`. "
+                + "`status --cells` reads it too.",
+            defaultText: "none",
+            read: { _, _ in },  // with cell.all
+            show: { configuration in
+                configuration.amqp.cells.map { $0.cells.map { "\($0.name) \($0.queue)" }.joined(separator: ", ") }
+                    ?? "none"
+            }),
+        ConfigurationKey(
+            name: "cells.<name>.weight", values: .int(CellAssignment.weights), secret: false,
+            meaning: "Each cell's share of the orders in the hash (every cell of `cell.all`); this cell's may be "
+                + "given as `cell.weight` instead (if both are set, they must agree).",
+            defaultText: "`1`",
+            read: { _, _ in },  // with cell.all
+            show: { configuration in
+                configuration.amqp.cells.map { $0.cells.map { "\($0.name) \($0.weight)" }.joined(separator: ", ") }
+                    ?? "none"
+            }),
         .int("amqp.prefetch", \.amqp.prefetch, 1...65_535, "Deliveries a worker holds unacknowledged at most."),
         .int("amqp.deliveryLimit", \.amqp.deliveryLimit, 1...1000, "The queue's `x-delivery-limit`."),
         .int(

@@ -33,6 +33,10 @@ package struct WorkerConfiguration: Sendable {
         package var cell: String?
         /// The weight of the cell's queue on the hash exchange (its share of the orders).
         package var cellWeight: Int = 1
+        /// Every cell of the deployment (`cell.all`, `cells.<name>.queue`, `cells.<name>.weight`): the hash that
+        /// gives each order its cell, and where to forward an event that reached another. nil: the hash exchange
+        /// alone places orders (one deployment, or cells configured without the list).
+        package var cells: CellAssignment?
         /// The consistent-hash exchange that routes each order to one cell by its `order_id` header.
         package var cellsExchange: String { exchange + ".cells" }
         package var deadLetterExchange: String { exchange + ".dlx" }
@@ -308,6 +312,83 @@ package struct WorkerConfiguration: Sendable {
                 .invalidConfiguration,
                 "\(key) (environment \(environmentName(key))): \(error.context ?? "not a valid AMQP URL")")
         }
+    }
+
+    /// `cell.all` and each listed cell's `cells.<name>.queue` and `cells.<name>.weight`, checked: names that may
+    /// name a cell, none twice, this worker's `cell.name` among them; a queue for every other cell, none shared;
+    /// this cell's queue `amqp.queue` and its weight `cell.weight` (a `cells.<name>.…` of its own must agree).
+    /// nil without the list, or when it has problems (noted in `reader`).
+    static func readCells(_ amqp: AMQP, _ reader: KeyReader) -> CellAssignment? {
+        let names = (reader.config.stringArray(forKey: "cell.all") ?? [])
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !names.isEmpty else { return nil }
+        let listKey = "cell.all (environment \(environmentName("cell.all")))"
+        let problems = reader.problems
+        let before = problems.items.count
+        guard let own = amqp.cell else {
+            problems.add("\(listKey) needs cell.name, the cell this worker belongs to")
+            return nil
+        }
+        if !names.contains(own) {
+            problems.add("\(listKey) must name this worker's own cell, \(own) (cell.name)")
+        }
+        var cells: [CellAssignment.Cell] = []
+        for name in names {
+            guard OrderRouting.isCellName(name) else {
+                problems.add(
+                    "\(listKey): \"\(EventDecoder.quoted(name))\" is not a cell name (1–32 of a–z, 0–9 and '-', not starting with '-')"
+                )
+                continue
+            }
+            guard !cells.contains(where: { $0.name == name }) else {
+                problems.add("\(listKey): \(name) is listed twice")
+                continue
+            }
+            let queueKey = "cells.\(name).queue"
+            let weightKey = "cells.\(name).weight"
+            let described = { (key: String) in
+                "\(key) (environment \(environmentName(key.replacingOccurrences(of: "-", with: "_"))))"
+            }
+            var queue = reader.optional(queueKey)
+            var weight = reader.config.int(forKey: ConfigKey(weightKey))
+            if name == own {
+                if let queue, queue != amqp.queue {
+                    problems.add(
+                        "\(described(queueKey)) is \(queue), but this cell's queue (amqp.queue) is \(amqp.queue): set one of them, or the same"
+                    )
+                }
+                queue = amqp.queue
+                let ownWeight = reader.config.int(forKey: "cell.weight")
+                if let weight, let ownWeight, weight != ownWeight {
+                    problems.add(
+                        "\(described(weightKey)) is \(weight), but cell.weight is \(ownWeight): set one of them, or the same"
+                    )
+                }
+                weight = weight ?? amqp.cellWeight
+            }
+            guard let queue else {
+                problems.add(
+                    "\(described(queueKey)) is required: cell \(name)'s events queue, where the events of its orders are forwarded"
+                )
+                continue
+            }
+            let value = weight ?? 1
+            guard CellAssignment.weights.contains(value) else {
+                problems.add(
+                    "\(described(weightKey)) must be between \(CellAssignment.weights.lowerBound) and \(CellAssignment.weights.upperBound) (is \(value))"
+                )
+                continue
+            }
+            if let other = cells.first(where: { $0.queue == queue }) {
+                problems.add(
+                    "\(described(queueKey)) is \(queue), as cells.\(other.name).queue is: each cell has a queue of its own"
+                )
+                continue
+            }
+            cells.append(CellAssignment.Cell(name: name, weight: value, queue: queue))
+        }
+        guard problems.items.count == before else { return nil }
+        return CellAssignment(cells)
     }
 
     /// A libpq connection string at `key`, parsed by libpq. Errors name the key and libpq's reason,

@@ -1,0 +1,112 @@
+import Foundation
+import LiveDelivery
+import TestSupport
+import Testing
+
+/// The list of cells every worker of a deployment of cells is configured with (`cell.all`,
+/// `cells.<name>.queue`, `cells.<name>.weight`), checked at start with every problem named.
+@Suite("Configuration: the list of cells")
+struct CellsConfigurationTests {
+    func load(_ settings: [String: String]) async throws -> Result<WorkerConfiguration, LiveDeliveryError> {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("cells"))
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let shipped = TestEnvironment.projectRoot.appendingPathComponent("Config")
+        for name in ["policy.json", "content-mapping.json"] {
+            try FileManager.default.copyItem(
+                at: shipped.appendingPathComponent(name), to: folder.appendingPathComponent(name))
+        }
+        try Data("not checked here".utf8).write(to: folder.appendingPathComponent("key.p8"))
+        try Data(
+            #"[{"bundleID":"com.example.delivery","teamID":"T1","keyID":"K1","keyFile":"key.p8","environment":"production"}]"#
+                .utf8
+        ).write(to: folder.appendingPathComponent("apns-apps.json"))
+        let environment =
+            [
+                "LIVEDELIVERY_CONFIG_DIR": folder.path, "LIVEDELIVERY_AMQP_URL": "amqp://u:p@h/%2F",
+                "LIVEDELIVERY_POSTGRES_URL": "postgresql://u@h/d", "LIVEDELIVERY_AMQP_QUEUE": "events-a",
+            ].merging(settings) { $1 }
+        let reader = try await WorkerConfiguration.makeReader(environment: environment)
+        do {
+            return .success(try WorkerConfiguration.load(config: reader))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    @Test("a valid list: this cell's queue and weight from amqp.queue and cell.weight, the others' from cells.<name>")
+    func valid() async throws {
+        let configuration = try await load([
+            "LIVEDELIVERY_CELL_NAME": "a", "LIVEDELIVERY_CELL_WEIGHT": "2", "LIVEDELIVERY_CELL_ALL": "b, a,eu-1",
+            "LIVEDELIVERY_CELLS_B_QUEUE": "events-b", "LIVEDELIVERY_CELLS_B_WEIGHT": "3",
+            "LIVEDELIVERY_CELLS_EU_1_QUEUE": "events-eu-1",
+        ]).get()
+        let cells = try #require(configuration.amqp.cells)
+        #expect(
+            cells.cells == [
+                .init(name: "a", weight: 2, queue: "events-a"), .init(name: "b", weight: 3, queue: "events-b"),
+                .init(name: "eu-1", weight: 1, queue: "events-eu-1"),
+            ])
+        #expect(configuration.summary.contains("cell.all: a, b, eu-1"))
+        #expect(configuration.summary.contains("cells.<name>.queue: a events-a, b events-b, eu-1 events-eu-1"))
+        #expect(configuration.summary.contains("cells.<name>.weight: a 2, b 3, eu-1 1"))
+    }
+
+    @Test("without the list, nothing changes: no hash, no forwarding")
+    func unset() async throws {
+        let configuration = try await load(["LIVEDELIVERY_CELL_NAME": "a"]).get()
+        #expect(configuration.amqp.cells == nil)
+        #expect(configuration.summary.contains("cell.all: none"))
+    }
+
+    @Test(
+        "every problem of the list is named, with its key and environment variable",
+        arguments: [
+            (["LIVEDELIVERY_CELL_ALL": "a,b"], "cell.all (environment LIVEDELIVERY_CELL_ALL) needs cell.name"),
+            (
+                ["LIVEDELIVERY_CELL_NAME": "c", "LIVEDELIVERY_CELL_ALL": "a,b", "LIVEDELIVERY_CELLS_A_QUEUE": "qa"],
+                "must name this worker's own cell, c"
+            ),
+            (["LIVEDELIVERY_CELL_NAME": "a", "LIVEDELIVERY_CELL_ALL": "a,B_2"], "\"B_2\" is not a cell name"),
+            (["LIVEDELIVERY_CELL_NAME": "a", "LIVEDELIVERY_CELL_ALL": "a,a"], "a is listed twice"),
+            (
+                ["LIVEDELIVERY_CELL_NAME": "a", "LIVEDELIVERY_CELL_ALL": "a,b"],
+                "cells.b.queue (environment LIVEDELIVERY_CELLS_B_QUEUE) is required"
+            ),
+            (
+                [
+                    "LIVEDELIVERY_CELL_NAME": "a", "LIVEDELIVERY_CELL_ALL": "a,b",
+                    "LIVEDELIVERY_CELLS_B_QUEUE": "events-a",
+                ],
+                "each cell has a queue of its own"
+            ),
+            (
+                [
+                    "LIVEDELIVERY_CELL_NAME": "a", "LIVEDELIVERY_CELL_ALL": "a,b", "LIVEDELIVERY_CELLS_B_QUEUE": "qb",
+                    "LIVEDELIVERY_CELLS_B_WEIGHT": "0",
+                ],
+                "cells.b.weight (environment LIVEDELIVERY_CELLS_B_WEIGHT) must be between 1 and 1000 (is 0)"
+            ),
+            (
+                [
+                    "LIVEDELIVERY_CELL_NAME": "a", "LIVEDELIVERY_CELL_ALL": "a,b", "LIVEDELIVERY_CELLS_B_QUEUE": "qb",
+                    "LIVEDELIVERY_CELLS_A_QUEUE": "other",
+                ],
+                "but this cell's queue (amqp.queue) is events-a"
+            ),
+            (
+                [
+                    "LIVEDELIVERY_CELL_NAME": "a", "LIVEDELIVERY_CELL_ALL": "a,b", "LIVEDELIVERY_CELLS_B_QUEUE": "qb",
+                    "LIVEDELIVERY_CELLS_A_WEIGHT": "2", "LIVEDELIVERY_CELL_WEIGHT": "3",
+                ],
+                "cells.a.weight (environment LIVEDELIVERY_CELLS_A_WEIGHT) is 2, but cell.weight is 3"
+            ),
+        ])
+    func invalid(_ settings: [String: String], _ expected: String) async throws {
+        guard case .failure(let error) = try await load(settings) else {
+            Issue.record("accepted \(settings)")
+            return
+        }
+        #expect(error.problems.contains { $0.contains(expected) }, "\(error.problems)")
+    }
+}
