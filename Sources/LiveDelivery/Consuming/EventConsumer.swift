@@ -19,7 +19,9 @@ import Synchronization
 /// hash exchange `<exchange>.cells` instead), the fanout DLX and
 /// the quorum queue `<queue>.dead-letter`, whose messages (the broker gave up on them) it moves into
 /// `dead_letters`. In a cell, every cell's dead-letter queue gets each dead letter of the shared DLX, and
-/// stores only those its own queue dead-lettered (`x-first-death-queue`): one cell stores each. A lost
+/// stores only those its own queue dead-lettered (`x-first-death-queue`): one cell stores each. With the
+/// deployment's list of cells (`cell.all`), an order's event whose order the hash gives another cell is
+/// forwarded there (``CellForwarder``) and acked once the broker confirmed the copy; it is never applied here. A lost
 /// broker or database is retried with backoff while health reports it. On graceful shutdown it cancels its consumers, finishes and acks what it holds, and returns.
 package final class EventConsumer: Service {
     let configuration: WorkerConfiguration.AMQP
@@ -30,6 +32,8 @@ package final class EventConsumer: Service {
     let logger: Logger
     /// Consuming waits for it: the database's schema is checked first (``SchemaGuard``).
     let schemaChecked: SchemaGate?
+    /// With the deployment's list of cells: forwards the events of other cells' orders.
+    let forwarder: CellForwarder?
 
     package convenience init(
         configuration: WorkerConfiguration.AMQP, processor: EventProcessor, client: PostgresClient,
@@ -53,6 +57,9 @@ package final class EventConsumer: Service {
         var logger = logger
         logger[metadataKey: LiveDeliveryLoggingKeys.queue] = "\(configuration.queue)"
         self.logger = logger
+        self.forwarder =
+            configuration.cells != nil && configuration.cell != nil
+            ? CellForwarder(endpoints: configuration.endpoints, logger: logger) : nil
     }
 
     package func run() async throws {
@@ -100,6 +107,7 @@ package final class EventConsumer: Service {
             await connection.close()
             if !Task.isShuttingDownGracefully { await sleepUnlessShuttingDown(backoff.next()) }
         }
+        await forwarder?.close()
         logger.info("consumer stopped")
     }
 
@@ -147,8 +155,12 @@ package final class EventConsumer: Service {
             configuration.cellsExchange, type: .consistentHash, durable: true,
             arguments: ["hash-header": .string(OrderRouting.header)])
         try await connection.bindExchange(configuration.cellsExchange, to: configuration.exchange, routingKey: "#")
+        // With the list of cells, the queue's weight on the ring is its weight in the hash: the exchange's
+        // first guess then matches the hash for most orders (the rest are forwarded).
+        let weight =
+            configuration.cell.flatMap { configuration.cells?.cell(named: $0)?.weight } ?? configuration.cellWeight
         try await connection.bindQueue(
-            configuration.queue, exchange: configuration.cellsExchange, routingKey: String(configuration.cellWeight))
+            configuration.queue, exchange: configuration.cellsExchange, routingKey: String(weight))
         for type in OrderRouting.everyCell {
             try await connection.bindQueue(
                 configuration.queue, exchange: configuration.exchange, routingKey: type.rawValue)
@@ -271,10 +283,74 @@ package final class EventConsumer: Service {
         }
     }
 
+    /// Settles one batch: with the deployment's list of cells, first forwards the events of other cells'
+    /// orders (each acked once its copy is confirmed), then applies the rest (``apply(_:)``).
+    private func handle(_ batch: [RabbitMQDelivery]) async throws {
+        guard let forwarder, let cells = configuration.cells, let own = configuration.cell else {
+            return try await apply(batch)
+        }
+        var local: [RabbitMQDelivery] = []
+        var foreign: [(delivery: RabbitMQDelivery, cell: CellAssignment.Cell)] = []
+        for delivery in batch {
+            if let cell = CellForwarder.destination(delivery, cells: cells, own: own) {
+                foreign.append((delivery, cell))
+            } else {
+                local.append(delivery)
+            }
+        }
+        if !foreign.isEmpty { try await forward(foreign, with: forwarder) }
+        if !local.isEmpty { try await apply(local) }
+    }
+
+    /// Forwards each delivery to its cell and acks it once the broker confirmed the copy. What could not be
+    /// forwarded is held and tried again with backoff (never acked before its copy is confirmed); at shutdown
+    /// it goes back to the queue. A duplicate copy (a forward repeated after a lost connection) is absorbed by
+    /// the other cell's inbox.
+    private func forward(
+        _ items: [(delivery: RabbitMQDelivery, cell: CellAssignment.Cell)], with forwarder: CellForwarder
+    ) async throws {
+        var pending = items
+        var backoff = Backoff(base: .milliseconds(100), maximum: .seconds(5))
+        while true {
+            let confirmed = await forwarder.forward(pending)
+            var failed: [(delivery: RabbitMQDelivery, cell: CellAssignment.Cell)] = []
+            for (item, ok) in zip(pending, confirmed) {
+                guard ok else {
+                    failed.append(item)
+                    continue
+                }
+                try await item.delivery.ack()
+                metrics.forwarded(to: item.cell.name)
+                logger.debug(
+                    "event forwarded to its order's cell",
+                    metadata: [
+                        LiveDeliveryLoggingKeys.eventID: "\(item.delivery.messageID ?? "")",
+                        LiveDeliveryLoggingKeys.orderID:
+                            "\(item.delivery.headers[OrderRouting.header]?.stringValue ?? "")",
+                        LiveDeliveryLoggingKeys.forwardedTo: "\(item.cell.name)",
+                    ])
+            }
+            if failed.isEmpty { return }
+            pending = failed
+            if Task.isShuttingDownGracefully || Task.isCancelled {
+                for item in pending { try await item.delivery.nack(requeue: true) }
+                return
+            }
+            logger.warning(
+                "events of other cells' orders cannot be forwarded; they wait",
+                metadata: [
+                    LiveDeliveryLoggingKeys.count: "\(pending.count)",
+                    LiveDeliveryLoggingKeys.forwardedTo: "\(pending[0].cell.name)",
+                    LiveDeliveryLoggingKeys.queue: "\(pending[0].cell.queue)",
+                ])
+            await sleepUnlessShuttingDown(backoff.next())
+        }
+    }
+
     /// Applies one batch and settles it. A retriable database failure is retried with backoff
     /// (the messages stay unacknowledged); anything else is retried one message at a time, and a
     /// message that still fails is returned to the queue, where the delivery limit bounds it.
-    private func handle(_ batch: [RabbitMQDelivery]) async throws {
+    private func apply(_ batch: [RabbitMQDelivery]) async throws {
         var backoff = Backoff(base: .milliseconds(100), maximum: .seconds(5))
         while true {
             do {
@@ -312,7 +388,7 @@ package final class EventConsumer: Service {
                     try await batch[0].nack(requeue: true)
                     return
                 }
-                for delivery in batch { try await handle([delivery]) }
+                for delivery in batch { try await apply([delivery]) }
                 return
             }
         }
@@ -320,7 +396,7 @@ package final class EventConsumer: Service {
 
     static func message(_ delivery: RabbitMQDelivery) -> InboundMessage {
         InboundMessage(
-            body: delivery.body, routingKey: delivery.routingKey, messageID: delivery.messageID,
+            body: delivery.body, routingKey: CellForwarder.routingKey(of: delivery), messageID: delivery.messageID,
             headers: delivery.headers.isEmpty ? [:] : delivery.headers.compactMapValues(\.stringValue))
     }
 
@@ -347,11 +423,17 @@ package final class EventConsumer: Service {
             // (a message published straight to the dead-letter exchange), and the reason is a metric label.
             let reason =
                 delivery.firstDeathReason.flatMap { Self.brokerReasons.contains($0) ? $0 : nil } ?? "dead_lettered"
-            let routingKey =
-                delivery.headers["x-first-death-exchange"] != nil
-                ? (delivery.headers["x-death"]?.arrayValue?.first?.tableValue?["routing-keys"]?.arrayValue?.first?
-                    .stringValue ?? delivery.routingKey)
-                : delivery.routingKey
+            // A forwarded copy (a cell's) names its routing key; the broker's is the queue's name.
+            let routingKey: String
+            if let forwarded = delivery.headers[CellForwarder.routingKeyHeader]?.stringValue {
+                routingKey = forwarded
+            } else if delivery.headers["x-first-death-exchange"] != nil {
+                routingKey =
+                    delivery.headers["x-death"]?.arrayValue?.first?.tableValue?["routing-keys"]?.arrayValue?.first?
+                    .stringValue ?? delivery.routingKey
+            } else {
+                routingKey = delivery.routingKey
+            }
             let insert = DeadLetterRows.insertQuery(
                 eventID: delivery.messageID, routingKey: routingKey, reason: reason, field: nil,
                 message: "the broker dead-lettered the message (\(reason))", body: delivery.body)

@@ -79,6 +79,8 @@ package final class EventProcessor: Sendable {
     let apps: Set<String>?
     /// The worker's cell, if any: an order's event must then carry the `order_id` header it was routed by.
     let cell: String?
+    /// The deployment's cells (`cell.all`), if listed: an order's event is applied only in the cell they give it.
+    let cells: CellAssignment?
 
     package convenience init(
         client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
@@ -92,9 +94,11 @@ package final class EventProcessor: Sendable {
     init(
         client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
         pushToStart: WorkerConfiguration.PushToStart, states: OrderStateCache, capacity: PushCapacity?,
-        tracer: any Tracer, apps: Set<String>?, cell: String? = nil, now: @escaping @Sendable () -> Date
+        tracer: any Tracer, apps: Set<String>?, cell: String? = nil, cells: CellAssignment? = nil,
+        now: @escaping @Sendable () -> Date
     ) {
         self.cell = cell
+        self.cells = cells
         self.tracer = tracer
         self.apps = apps
         self.client = client
@@ -149,7 +153,8 @@ package final class EventProcessor: Sendable {
             switch EventDecoder.decode(message.body, routingKey: message.routingKey, messageID: message.messageID) {
             case .success(let event):
                 if let rejection = unknownApp(event)
-                    ?? (cell != nil ? OrderRouting.refusal(event, headers: message.headers) : nil)
+                    ?? (cell != nil
+                        ? OrderRouting.refusal(event, headers: message.headers, cells: cells, cell: cell) : nil)
                 {
                     decoded.append(.rejected(rejection, index: index))
                 } else {

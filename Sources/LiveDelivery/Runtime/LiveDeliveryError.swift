@@ -68,6 +68,8 @@ package enum LiveDeliveryLoggingKeys {
     package static let migration = "migration"
     package static let httpPort = "http.port"
     package static let count = "count"
+    /// The cell an event is forwarded to (the one its order belongs to).
+    package static let forwardedTo = "cell.to"
     /// The W3C trace the event's message carried (`traceparent`): its trace id and the caller's span id.
     package static let traceID = "trace.id"
     package static let traceParent = "trace.parent_id"

@@ -58,7 +58,7 @@ package struct Worker: Sendable {
             client: client, tracking: configuration.tracking, metrics: metrics, logger: logger,
             pushToStart: configuration.pushToStart, states: states, capacity: dispatcher.capacity, tracer: tracer,
             apps: Set(configuration.apns.apps.map { "\($0.bundleID) \($0.environment)" }),
-            cell: configuration.amqp.cell,
+            cell: configuration.amqp.cell, cells: configuration.amqp.cells,
             now: now)
         self.consumer = try EventConsumer(
             configuration: configuration.amqp, processor: processor, client: client, health: health, metrics: metrics,

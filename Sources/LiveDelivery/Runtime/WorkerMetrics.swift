@@ -7,6 +7,7 @@ import Synchronization
 /// The worker's metrics, created on one factory (a Prometheus registry served on /metrics).
 ///
 /// - `livedelivery_events_total{type,outcome}`: applied, duplicate, rejected.
+/// - `livedelivery_events_forwarded_total{to}`: events forwarded to the cell their order belongs to.
 /// - `livedelivery_pushes_total{app,kind,outcome,reason}`: every APNs attempt.
 /// - `livedelivery_push_latency_seconds{app}`: histogram of APNs round trips.
 /// - `livedelivery_dead_letters_total{reason}`.
@@ -156,6 +157,11 @@ package final class WorkerMetrics: Sendable {
     func limit(_ code: Decision.Code) {
         Counter(label: "livedelivery_limits_total", dimensions: [("limit", code.rawValue)], factory: factory)
             .increment()
+    }
+
+    /// An event forwarded to the cell its order belongs to (`to`).
+    func forwarded(to cell: String) {
+        Counter(label: "livedelivery_events_forwarded_total", dimensions: [("to", cell)], factory: factory).increment()
     }
 
     func databaseUnavailable(component: String) {
