@@ -139,31 +139,29 @@ package final class RabbitMQConnection: Sendable {
         exclusive: Bool = false,
         arguments: [String: AMQPValue] = [:]
     ) async throws(RabbitMQError) -> RabbitMQDeliveries {
-        let (stream, continuation) = AsyncThrowingStream<RabbitMQDelivery, any Error>.makeStream()
+        let thread = self.thread
+        // The application stopped taking deliveries: stop the flow; later deliveries are requeued.
+        let buffer = DeliveryBuffer { buffer in
+            thread.enqueue(
+                AMQPCommand(
+                    run: { engine in engine.cancelConsumer(of: buffer) },
+                    fail: { _ in },
+                    closedCode: .alreadyClosed))
+        }
         let started: (channel: UInt16, consumerTag: String)
         do {
             started = try await thread.perform { engine throws(RabbitMQError) in
                 try engine.consume(
                     queue: queue, prefetch: prefetch, consumerTag: consumerTag, exclusive: exclusive,
-                    arguments: arguments, continuation: continuation)
+                    arguments: arguments, buffer: buffer)
             }
         } catch {
-            continuation.finish(throwing: error)
+            buffer.finish(throwing: error)
             throw error
         }
-        let thread = self.thread
         let channel = started.channel
-        continuation.onTermination = { termination in
-            // The application stopped iterating: stop the flow; later deliveries are requeued.
-            guard case .cancelled = termination else { return }
-            thread.enqueue(
-                AMQPCommand(
-                    run: { engine in try? engine.cancelConsumer(channel: channel) },
-                    fail: { _ in },
-                    closedCode: .alreadyClosed))
-        }
         return RabbitMQDeliveries(
-            queue: queue, consumerTag: started.consumerTag, stream: stream, connection: self, channel: channel)
+            queue: queue, consumerTag: started.consumerTag, buffer: buffer, connection: self, channel: channel)
     }
 
     /// Closes the connection (`connection.close` when it is healthy, which also closes its

@@ -182,6 +182,47 @@ struct RabbitMQConsumeTests {
         await connection.close()
     }
 
+    @Test("batches: at most `max` each, in order, every delivery once; after cancel the rest, then nil")
+    func batchesComeInOrderAndEndAfterCancel() async throws {
+        let queue = TestEnvironment.uniqueName("rmq-batches")
+        let connection = try await TestBroker.connect()
+        let publisher = try await TestBroker.publisher()
+        try await connection.declareQueue(queue, durable: false, arguments: temporaryQueueArguments)
+        for index in 0..<20 { try await publisher.publish(routingKey: queue, body: [UInt8(index)]) }
+        let deliveries = try await connection.consume(queue: queue, prefetch: 50)
+        var bodies: [UInt8] = []
+        while bodies.count < 20 {
+            let batch = try #require(try await deliveries.nextBatch(max: 6))
+            #expect(!batch.isEmpty && batch.count <= 6, "a batch of \(batch.count)")
+            bodies += batch.map { $0.body[0] }
+            for delivery in batch { try await delivery.ack() }
+        }
+        #expect(bodies == (0..<20).map(UInt8.init))
+        try await deliveries.cancel()
+        #expect(try await deliveries.nextBatch(max: 6) == nil)
+        #expect(try await connection.declareQueue(queue, passive: true).consumerCount == 0)
+        #expect(try await TestBroker.messageCount(queue) == 0)
+        await connection.close()
+        await publisher.close()
+        await TestBroker.cleanUp(queues: [queue])
+    }
+
+    @Test("a task cancelled while it waits for a batch gets nil, and the consumer is cancelled on the broker")
+    func cancelledTakeEndsTheConsumer() async throws {
+        let queue = TestEnvironment.uniqueName("rmq-take-cancel")
+        let connection = try await TestBroker.connect()
+        try await connection.declareQueue(queue, durable: false, arguments: temporaryQueueArguments)
+        let deliveries = try await connection.consume(queue: queue, prefetch: 1)
+        let waiting = Task { try await deliveries.nextBatch(max: 10) }
+        waiting.cancel()
+        #expect(try await waiting.value == nil)
+        try await eventually("the consumer cancelled on the broker", limit: .seconds(10)) {
+            try await connection.declareQueue(queue, passive: true).consumerCount == 0
+        }
+        try await connection.deleteQueue(queue)
+        await connection.close()
+    }
+
     @Test func applicationCancelEndsTheSequence() async throws {
         let queue = TestEnvironment.uniqueName("rmq-appcancel")
         let connection = try await TestBroker.connect()

@@ -197,63 +197,19 @@ package final class EventConsumer: Service {
         return false
     }
 
-    /// Deliveries received and not yet taken into a batch.
-    private final class Inbox: Sendable {
-        struct State {
-            var deliveries: [RabbitMQDelivery] = []
-            var finished = false
-            var failure: (any Error)?
-        }
-        let state = Mutex(State())
-        let signal: AsyncStream<Void>
-        let continuation: AsyncStream<Void>.Continuation
-
-        init() {
-            (signal, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        }
-
-        func append(_ delivery: RabbitMQDelivery) {
-            state.withLock { $0.deliveries.append(delivery) }
-            continuation.yield()
-        }
-
-        func finish(_ failure: (any Error)?) {
-            state.withLock {
-                $0.finished = true
-                $0.failure = failure
-            }
-            continuation.yield()
-        }
-
-        func take(_ limit: Int) -> (batch: [RabbitMQDelivery], finished: Bool, failure: (any Error)?) {
-            state.withLock { state in
-                let count = min(limit, state.deliveries.count)
-                let batch = Array(state.deliveries.prefix(count))
-                state.deliveries.removeFirst(count)
-                return (batch, state.finished && state.deliveries.isEmpty, state.failure)
-            }
-        }
-    }
-
     private func consume(on connection: RabbitMQConnection, logger: Logger) async throws {
         let deliveries = try await connection.consume(
             queue: configuration.queue, prefetch: UInt16(configuration.prefetch))
         let deadLetters = try await connection.consume(queue: configuration.deadLetterQueue, prefetch: 20)
         health.update { $0.consuming = true }
         logger.info("consuming")
-        let inbox = Inbox()
         try await withGracefulShutdownHandler {
             try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    do {
-                        for try await delivery in deliveries { inbox.append(delivery) }
-                        inbox.finish(nil)
-                    } catch {
-                        inbox.finish(error)
-                    }
-                }
                 group.addTask { try await self.moveDeadLetters(deadLetters) }
-                try await processBatches(inbox)
+                // Each batch is what the broker's stream holds (up to batchSize), taken straight from it.
+                while let batch = try await deliveries.nextBatch(max: configuration.batchSize) {
+                    try await handle(batch)
+                }
                 group.cancelAll()
                 try? await group.waitForAll()
             }
@@ -264,22 +220,6 @@ package final class EventConsumer: Service {
                 try? await deliveries.cancel()
                 try? await deadLetters.cancel()
             }
-        }
-    }
-
-    private func processBatches(_ inbox: Inbox) async throws {
-        var signals = inbox.signal.makeAsyncIterator()
-        while true {
-            let (batch, finished, failure) = inbox.take(configuration.batchSize)
-            if !batch.isEmpty {
-                try await handle(batch)
-                continue
-            }
-            if finished {
-                if let failure { throw failure }
-                return
-            }
-            guard await signals.next() != nil else { return }
         }
     }
 

@@ -29,14 +29,14 @@ final class AMQPConnectionEngine {
     final class Consumer {
         let queue: String
         let tag: String
-        let continuation: AsyncThrowingStream<RabbitMQDelivery, any Error>.Continuation
+        let buffer: DeliveryBuffer
         /// False after `basic.cancel` (either side); deliveries can still be settled.
         var active = true
 
-        init(queue: String, tag: String, continuation: AsyncThrowingStream<RabbitMQDelivery, any Error>.Continuation) {
+        init(queue: String, tag: String, buffer: DeliveryBuffer) {
             self.queue = queue
             self.tag = tag
-            self.continuation = continuation
+            self.buffer = buffer
         }
     }
 
@@ -193,7 +193,7 @@ final class AMQPConnectionEngine {
         }
         let endError = failure
         for consumer in consumers.values {
-            if let endError { consumer.continuation.finish(throwing: endError) } else { consumer.continuation.finish() }
+            consumer.buffer.finish(throwing: endError)
         }
         consumers.removeAll()
         let closed = endError ?? RabbitMQError(code: .alreadyClosed, context: "connection closed before the confirm")
@@ -305,7 +305,7 @@ final class AMQPConnectionEngine {
                 metadata: [
                     RabbitMQLoggingKeys.queue: "\(consumer.queue)", RabbitMQLoggingKeys.consumerTag: "\(consumer.tag)",
                 ])
-            consumer.continuation.finish(
+            consumer.buffer.finish(
                 throwing: RabbitMQError(code: .consumerCancelled, context: "basic.cancel from the broker"))
         case CShims_amqp_CHANNEL_CLOSE, CShims_amqp_CONNECTION_CLOSE:
             handleClose(method, channel: channel, context: nil)
@@ -339,9 +339,7 @@ final class AMQPConnectionEngine {
     }
 
     private func dispatch(_ delivery: RabbitMQDelivery, channel: UInt16) {
-        if let consumer = consumers[channel], consumer.active,
-            case .enqueued = consumer.continuation.yield(delivery)
-        {
+        if let consumer = consumers[channel], consumer.active, consumer.buffer.append(delivery) {
             return
         }
         // Nobody iterates any more (cancelled consumer): give the message back right away.
@@ -377,7 +375,7 @@ final class AMQPConnectionEngine {
             for completion in confirms.removeAll() { completion(.failure(error)) }
             confirms = PublishConfirmTracker()
         }
-        if let consumer = consumers.removeValue(forKey: channel) { consumer.continuation.finish(throwing: error) }
+        if let consumer = consumers.removeValue(forKey: channel) { consumer.buffer.finish(throwing: error) }
     }
 
     private static func closeError(_ method: amqp_method_t, context: String?) -> RabbitMQError {
@@ -527,10 +525,10 @@ final class AMQPConnectionEngine {
     }
 
     /// Opens a channel, sets the per-consumer prefetch (global=0, before consuming, as quorum
-    /// queues require) and starts a manual-ack consumer whose deliveries go to `continuation`.
+    /// queues require) and starts a manual-ack consumer whose deliveries go to `buffer`.
     func consume(
         queue: String, prefetch: UInt16, consumerTag: String?, exclusive: Bool, arguments: [String: AMQPValue],
-        continuation: AsyncThrowingStream<RabbitMQDelivery, any Error>.Continuation
+        buffer: DeliveryBuffer
     ) throws(RabbitMQError) -> (channel: UInt16, consumerTag: String) {
         let channel = try openChannel()
         do throws(RabbitMQError) {
@@ -543,7 +541,7 @@ final class AMQPConnectionEngine {
             try checkReply(channel: channel, context: "basic.consume")
             guard let ok else { throw RabbitMQError(code: .protocolError, context: "basic.consume") }
             let tag = String(amqpBytes: ok.pointee.consumer_tag)
-            consumers[channel] = Consumer(queue: queue, tag: tag, continuation: continuation)
+            consumers[channel] = Consumer(queue: queue, tag: tag, buffer: buffer)
             logger.debug(
                 "AMQP consumer started",
                 metadata: [
@@ -564,7 +562,13 @@ final class AMQPConnectionEngine {
         amqp_basic_cancel(connection, channel, arena.bytes(consumer.tag))
         try checkReply(channel: channel, context: "basic.cancel")
         consumer.active = false
-        consumer.continuation.finish()
+        consumer.buffer.finish()
+    }
+
+    /// `basic.cancel` for the consumer whose deliveries go to `buffer`, which nobody takes from any more.
+    func cancelConsumer(of buffer: DeliveryBuffer) {
+        guard let channel = consumers.first(where: { $0.value.buffer === buffer })?.key else { return }
+        try? cancelConsumer(channel: channel)
     }
 
     func settle(channel: UInt16, tag: UInt64, _ settlement: AMQPSettlement) throws(RabbitMQError) {
