@@ -12,8 +12,9 @@ import Glibc
 
 /// Past one primary: two cells (two databases, their own queues and workers) behind the consistent-hash exchange
 /// of one broker (docs/scaling.md, Cells); with the list of cells configured, each order in the cell the
-/// rendezvous hash names, whatever the exchange does.
-@Suite(.timeLimit(.minutes(8)))
+/// rendezvous hash names, whatever the exchange does. One test at a time: the storm with broker restarts takes
+/// both cores for a minute, and the killed-worker test waits for what `rabbitmqctl` reports, which it then starves.
+@Suite(.serialized, .timeLimit(.minutes(8)))
 struct CellsTests {
     /// A worker's settings for `cell`, whose database and queue are `deployment`'s; the exchange, the APNs
     /// simulator and the apps are those of the fixture that starts it.
