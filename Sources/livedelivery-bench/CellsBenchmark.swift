@@ -27,6 +27,13 @@ struct CellsBenchmark: AsyncParsableCommand {
     @Option(help: "Status updates per order after that.")
     var updates = 4
 
+    @Flag(
+        name: .customLong("cell-list"),
+        help:
+            "Two-cell rounds with the list of cells (cell.all): orders go where the hash names, and the workers forward what the exchange's ring sent elsewhere."
+    )
+    var cellList = false
+
     @OptionGroup var deployment: DeploymentOptions
 
     func run() async throws {
@@ -41,8 +48,10 @@ struct CellsBenchmark: AsyncParsableCommand {
             name: "bench_cells_b_\(UInt32.random(in: 0...UInt32.max))", amqpURL: deployment.amqpURL,
             serverURL: deployment.postgresURL, bundleID: "com.example.pizza", keyID: "BENCHKEY01",
             teamID: "BENCHTEAM1", executable: deployment.executable, workerLogLevel: "warning", logger: logger)
-        let bench = CellsRounds(first: first, second: second, logger: logger)
-        print("══ cells: the orders behind <exchange>.cells, one cell of two workers against two cells of one ══")
+        let bench = CellsRounds(first: first, second: second, cellList: cellList, logger: logger)
+        print(
+            "══ cells: the orders behind <exchange>.cells, one cell of two workers against two cells of one"
+                + (cellList ? " (with the list of cells: forwarding)" : "") + " ══")
         print(
             "\(orders) new orders and \(orders * updates) updates a round; databases \(first.databaseName), "
                 + "\(second.databaseName); logs in \(first.directory.path)")
@@ -85,6 +94,8 @@ final class CellsRounds: @unchecked Sendable {
     // Used only from the benchmark's single sequential flow.
     let first: WorkerDeployment
     let second: WorkerDeployment
+    /// Two-cell rounds with `cell.all`: the workers forward the events of the other cell's orders.
+    let cellList: Bool
     let logger: Logger
     private let databases: [PostgresClient]
     var queueB: String { "\(first.queue).cell-b" }
@@ -96,9 +107,10 @@ final class CellsRounds: @unchecked Sendable {
         var machineCPU: Double
     }
 
-    init(first: WorkerDeployment, second: WorkerDeployment, logger: Logger) {
+    init(first: WorkerDeployment, second: WorkerDeployment, cellList: Bool, logger: Logger) {
         self.first = first
         self.second = second
+        self.cellList = cellList
         self.logger = logger
         databases = [first, second].map { deployment in
             var configuration = try! PostgresConfiguration(PostgresLogin.superuser.url(deployment.postgresURL))
@@ -110,11 +122,19 @@ final class CellsRounds: @unchecked Sendable {
     /// Starts the workers of `cells` cells (two workers in all), publishes the round's events, and measures
     /// until every event is in an inbox and every outbox is empty.
     func round(cells: Int, orders: Int, updates: Int, label: String) async throws -> Figures {
+        // With the list, both cells of a two-cell round know every cell's queue (docs/scaling.md, cell.all).
+        let list =
+            cells == 2 && cellList
+            ? [
+                "LIVEDELIVERY_CELL_ALL": "a,b", "LIVEDELIVERY_CELLS_A_QUEUE": first.queue,
+                "LIVEDELIVERY_CELLS_B_QUEUE": queueB,
+            ] : [:]
         let cellA = ["LIVEDELIVERY_CELL_NAME": "a", "LIVEDELIVERY_POSTGRES_URL": first.postgresURL]
+            .merging(list) { $1 }
         let cellB = [
             "LIVEDELIVERY_CELL_NAME": "b", "LIVEDELIVERY_POSTGRES_URL": second.postgresURL,
             "LIVEDELIVERY_AMQP_QUEUE": queueB,
-        ]
+        ].merging(list) { $1 }
         var workers: [RunningWorker] = []
         workers.append(try await first.startWorker("\(label)-a1", extraEnvironment: cellA))
         workers.append(

@@ -155,8 +155,9 @@ package final class EventConsumer: Service {
             configuration.cellsExchange, type: .consistentHash, durable: true,
             arguments: ["hash-header": .string(OrderRouting.header)])
         try await connection.bindExchange(configuration.cellsExchange, to: configuration.exchange, routingKey: "#")
-        // With the list of cells, the queue's weight on the ring is its weight in the hash: the exchange's
-        // first guess then matches the hash for most orders (the rest are forwarded).
+        // With the list of cells, the queue's weight on the ring is its weight in the hash, so each cell's share
+        // is the same in both. The two choose independently, though: they agree on about half the orders of two
+        // equal cells (docs/scaling.md), and the workers forward the rest.
         let weight =
             configuration.cell.flatMap { configuration.cells?.cell(named: $0)?.weight } ?? configuration.cellWeight
         try await connection.bindQueue(
