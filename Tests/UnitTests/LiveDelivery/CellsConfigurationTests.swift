@@ -8,19 +8,8 @@ import Testing
 @Suite("Configuration: the list of cells")
 struct CellsConfigurationTests {
     func load(_ settings: [String: String]) async throws -> Result<WorkerConfiguration, LiveDeliveryError> {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(TestEnvironment.uniqueName("cells"))
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try ConfigurationTests().folder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let shipped = TestEnvironment.projectRoot.appendingPathComponent("Config")
-        for name in ["policy.json", "content-mapping.json"] {
-            try FileManager.default.copyItem(
-                at: shipped.appendingPathComponent(name), to: folder.appendingPathComponent(name))
-        }
-        try Data("not checked here".utf8).write(to: folder.appendingPathComponent("key.p8"))
-        try Data(
-            #"[{"bundleID":"com.example.delivery","teamID":"T1","keyID":"K1","keyFile":"key.p8","environment":"production"}]"#
-                .utf8
-        ).write(to: folder.appendingPathComponent("apns-apps.json"))
         let environment =
             [
                 "LIVEDELIVERY_CONFIG_DIR": folder.path, "LIVEDELIVERY_AMQP_URL": "amqp://u:p@h/%2F",
