@@ -6,9 +6,8 @@ import Synchronization
 /// unsettled.
 final class DeliveryBuffer: Sendable {
     private struct State: ~Copyable {
+        /// Not taken yet, oldest first (at most the prefetch count).
         var deliveries: [RabbitMQDelivery] = []
-        /// Index of the first delivery not taken yet (the array is compacted when it is all taken).
-        var head = 0
         /// Set by the connection's side: no delivery follows; what is buffered is still taken.
         var end: Result<Void, RabbitMQError>?
         /// Set by the taking side (it stopped, or its task was cancelled): later deliveries are refused.
@@ -57,14 +56,11 @@ final class DeliveryBuffer: Sendable {
         precondition(max > 0, "take at least one delivery")
         while true {
             let taken: Result<[RabbitMQDelivery]?, RabbitMQError>? = state.withLock { state in
-                if state.head < state.deliveries.count {
-                    let upper = min(state.deliveries.count, state.head + max)
-                    let batch = Array(state.deliveries[state.head..<upper])
-                    state.head = upper
-                    if state.head == state.deliveries.count {
-                        state.deliveries.removeAll(keepingCapacity: true)
-                        state.head = 0
-                    }
+                if !state.deliveries.isEmpty {
+                    let count = min(state.deliveries.count, max)
+                    let batch = Array(state.deliveries.prefix(count))
+                    // What is left moves to the front: the buffer never holds more than the prefetch count.
+                    state.deliveries.removeFirst(count)
                     return .success(batch)
                 }
                 switch state.end {
@@ -81,7 +77,7 @@ final class DeliveryBuffer: Sendable {
             await withTaskCancellationHandler {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                     let resumeNow = state.withLock { state in
-                        if state.head < state.deliveries.count || state.end != nil || state.abandoned {
+                        if !state.deliveries.isEmpty || state.end != nil || state.abandoned {
                             return true
                         }
                         state.waiter = continuation
