@@ -107,8 +107,10 @@ struct CellsTests {
                 if done >= total { throw HarnessError("cell a finished before it could be killed") }
                 return done >= 10
             }
+            // Asked of rabbitmqctl, which starts an Erlang VM per call: under the whole suite's load a check takes
+            // tens of seconds, hence the long bound (CI timed out once at 60 s).
             _ = try await eventuallyValue(
-                "the frozen victim holding deliveries", timeout: .seconds(60), every: .milliseconds(250)
+                "the frozen victim holding deliveries", timeout: .seconds(180), every: .milliseconds(250)
             ) { () -> Int? in
                 let unacked = try await Self.channels(connection: victimConnection)?.unacknowledged ?? 0
                 return unacked > 0 ? unacked : nil
