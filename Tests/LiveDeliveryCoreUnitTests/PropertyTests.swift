@@ -332,13 +332,18 @@ struct OutboxPropertyTests {
             count: 300, input: Gen.int(in: 0...Int(Int32.max)), Gen.int(in: 0...Int(Int32.max)),
             Gen.int(in: 0...Int(Int32.max))
         ) { scenarioSeed, orderSeed, answerSeed in
-            let scenario = Scenario(seed: UInt64(scenarioSeed)).withMoreDevices(seed: UInt64(orderSeed))
-                .withPeople(seed: UInt64(answerSeed))
-            let replay = OutboxReplay(
-                scenario.delivery(seed: UInt64(orderSeed)), context: scenario.context, tracker: tracker,
-                seed: UInt64(answerSeed))
-            Self.check(replay, scenario)
+            check(scenarioSeed, orderSeed, answerSeed)
         }
+    }
+
+    /// One input of the property: the scenario, its delivery and APNs' answers from three seeds, replayed and checked.
+    func check(_ scenarioSeed: Int, _ orderSeed: Int, _ answerSeed: Int) {
+        let scenario = Scenario(seed: UInt64(scenarioSeed)).withMoreDevices(seed: UInt64(orderSeed))
+            .withPeople(seed: UInt64(answerSeed))
+        let replay = OutboxReplay(
+            scenario.delivery(seed: UInt64(orderSeed)), context: scenario.context, tracker: tracker,
+            seed: UInt64(answerSeed))
+        Self.check(replay, scenario)
     }
 
     /// An input the random property check found (in CI): a follower's start into the order's broadcast channel,
@@ -348,13 +353,7 @@ struct OutboxPropertyTests {
     /// and the channel's broadcasts run on one clock (`OrderTracker.newestShown(by:in:)`).
     @Test("regression: a channel's end is timed after the start its follower's phone shows")
     func channelEndAfterAFollowersHeldStart() {
-        let (scenarioSeed, orderSeed, answerSeed) = (558_826_255, 1_089_375_565, 1_294_472_796)
-        let scenario = Scenario(seed: UInt64(scenarioSeed)).withMoreDevices(seed: UInt64(orderSeed))
-            .withPeople(seed: UInt64(answerSeed))
-        let replay = OutboxReplay(
-            scenario.delivery(seed: UInt64(orderSeed)), context: scenario.context, tracker: tracker,
-            seed: UInt64(answerSeed))
-        Self.check(replay, scenario)
+        check(558_826_255, 1_089_375_565, 1_294_472_796)
     }
 
     /// Every answered push as the phones see it.

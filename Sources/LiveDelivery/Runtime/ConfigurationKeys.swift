@@ -216,20 +216,14 @@ extension WorkerConfiguration {
                 + "`status --cells` reads it too.",
             defaultText: "none",
             read: { _, _ in },  // with cell.all
-            show: { configuration in
-                configuration.amqp.cells.map { $0.cells.map { "\($0.name) \($0.queue)" }.joined(separator: ", ") }
-                    ?? "none"
-            }),
+            show: { showCells($0, \.queue) }),
         ConfigurationKey(
             name: "cells.<name>.weight", values: .int(CellAssignment.weights), secret: false,
             meaning: "Each cell's share of the orders in the hash (every cell of `cell.all`); this cell's may be "
                 + "given as `cell.weight` instead (if both are set, they must agree).",
             defaultText: "`1`",
             read: { _, _ in },  // with cell.all
-            show: { configuration in
-                configuration.amqp.cells.map { $0.cells.map { "\($0.name) \($0.weight)" }.joined(separator: ", ") }
-                    ?? "none"
-            }),
+            show: { showCells($0, \.weight) }),
         .int("amqp.prefetch", \.amqp.prefetch, 1...65_535, "Deliveries a worker holds unacknowledged at most."),
         .int("amqp.deliveryLimit", \.amqp.deliveryLimit, 1...1000, "The queue's `x-delivery-limit`."),
         .int(
@@ -399,4 +393,14 @@ extension WorkerConfiguration {
             (["| Key | Environment | Default | Values | Meaning |", "|---|---|---|---|---|"]
             + keys.map { $0.row(defaults: defaults) }).joined(separator: "\n")
     }
+}
+
+/// Each cell of the list with one of its settings (`check-config`): "a events-a, b events-b", or "none".
+private func showCells<Value>(
+    _ configuration: WorkerConfiguration, _ setting: KeyPath<CellAssignment.Cell, Value>
+)
+    -> String
+{
+    configuration.amqp.cells.map { $0.cells.map { "\($0.name) \($0[keyPath: setting])" }.joined(separator: ", ") }
+        ?? "none"
 }
