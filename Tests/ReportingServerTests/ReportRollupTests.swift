@@ -399,4 +399,108 @@ struct ReportRollupTests {
             }
         }
     }
+
+    @Test(
+        "rounds bounded by rows: a round reads at most livedelivery.report_rollup_round_rows attempts and decision rows and a fifth as many activities, and the rounds add up to the same rows"
+    )
+    func roundsBoundedByRows() async throws {
+        try await TestDatabase.with { database in
+            try await database.owner.withConnection { try await $0.execute(unsafeSQL: Self.history) }
+            let reference = try #require(try await database.strings("SELECT now()::text").first)
+            let fromHistory = try await Self.read(database, at: reference)
+
+            // The worker's login may ask for 1 to 1,000,000 rows a round, nothing else.
+            for setting in ["0", "1000001", "many"] {
+                #expect(
+                    try await PrivilegeTests.sqlState(
+                        database.client,
+                        """
+                        SET LOCAL livedelivery.report_rollup_round_rows = '\(setting)';
+                        SELECT report_rollup_push_outcomes(now(), 168)
+                        """) == "22023", "\(setting)")
+            }
+
+            // The workers' rounds through the worker's login, 400 rows a round, 168 hours at most: the four days
+            // of history take many rounds. The bounds after each round, read as the owner.
+            let rows = 400
+            let boundsQuery: PostgresQuery = """
+                SELECT coalesce(string_agg(name || '=' || complete_until::text, '|' ORDER BY name), '')
+                FROM report_rollups WHERE name IN ('attempts', 'activities', 'push_outcomes_hourly')
+                """
+            var bounds: [[String: String]] = []
+            try await database.client.withConnection { connection in
+                try await connection.query("SELECT set_config('livedelivery.report_rollup_round_rows', '400', false)")
+                for _ in 0..<1000 {
+                    let hours = try await connection.query("SELECT report_rollup_push_outcomes(now(), 168) AS hours")[0]
+                        .decode(Int.self, "hours")
+                    let line = try #require(try await database.strings(boundsQuery).first)
+                    bounds.append(
+                        Dictionary(
+                            uniqueKeysWithValues: line.split(separator: "|", omittingEmptySubsequences: true).map {
+                                let parts = $0.split(separator: "=", maxSplits: 1)
+                                return (String(parts[0]), String(parts[1]))
+                            }))
+                    let behind = try await database.count(
+                        """
+                        SELECT count(*) FROM report_rollups
+                        WHERE name = 'activities' AND complete_until < now() - interval '6 minutes'
+                        """)
+                    if hours == 0 && behind == 0 { break }
+                }
+            }
+            #expect(bounds.count > 20, "\(bounds.count) rounds")
+            // Each round's share, by the bounds it moved.
+            var largest = (attempts: 0, decisions: 0, activities: 0, outcomeAttempts: 0)
+            for (before, after) in zip(bounds, bounds.dropFirst()) {
+                func within(_ name: String, _ sql: String) async throws -> Int {
+                    guard let from = before[name], let to = after[name], from != to else { return 0 }
+                    var query = PostgresQuery(unsafeSQL: sql)
+                    query.binds.append(from)
+                    query.binds.append(to)
+                    return try await database.count(query)
+                }
+                largest.attempts = max(
+                    largest.attempts,
+                    try await within(
+                        "attempts",
+                        "SELECT count(*) FROM push_attempts WHERE attempted_at >= $1::timestamptz AND attempted_at < $2::timestamptz"
+                    ))
+                largest.decisions = max(
+                    largest.decisions,
+                    try await within(
+                        "attempts",
+                        """
+                        SELECT count(*) FROM timeline WHERE at >= $1::timestamptz AND at < $2::timestamptz
+                          AND codes && ARRAY['alert', 'alert_eta_slip', 'alert_cap_reached', 'alert_already_sent_for_step',
+                                             'budget_downgrade', 'push_dropped', 'token_gone']
+                        """))
+                largest.activities = max(
+                    largest.activities,
+                    try await within(
+                        "activities",
+                        "SELECT count(*) FROM activities WHERE created_at >= $1::timestamptz AND created_at < $2::timestamptz"
+                    ))
+                // Whole hours, at least one a round.
+                largest.outcomeAttempts = max(
+                    largest.outcomeAttempts,
+                    try await within(
+                        "push_outcomes_hourly",
+                        """
+                        SELECT CASE WHEN $2::timestamptz - $1::timestamptz = interval '1 hour' THEN 0 ELSE count(*) END
+                        FROM push_attempts WHERE attempted_at >= $1::timestamptz AND attempted_at < $2::timestamptz
+                        """))
+            }
+            #expect(largest.attempts > 0 && largest.attempts <= rows, "\(largest)")
+            #expect(largest.decisions <= rows, "\(largest)")
+            #expect(largest.activities > 0 && largest.activities <= rows / 5, "\(largest)")
+            #expect(largest.outcomeAttempts <= rows, "\(largest)")
+
+            let fromRollups = try await Self.read(database, at: reference)
+            for (index, answer) in fromRollups.enumerated() {
+                let report = Self.reports[index / Self.windows.count]
+                let window = Self.windows[index % Self.windows.count]
+                #expect(answer == fromHistory[index], "\(report) over \(window)")
+            }
+        }
+    }
 }
