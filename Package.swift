@@ -183,11 +183,13 @@ let package = Package(
         ),
 
         // MARK: Tests
-        // What the test targets share: the servers' addresses, fresh databases, event bodies, traits.
+        // What the test targets share: the servers' addresses, fresh databases, event bodies, traits, and the
+        // servers' faults (a node's crash, a promotion, a switchover) through the servers' own tools.
         .target(
             name: "TestSupport",
             dependencies: [
-                "LiveDelivery", "LiveDeliveryCore", "Postgres", .product(name: "Logging", package: "swift-log"),
+                "ChildProcesses", "LiveDelivery", "LiveDeliveryCore", "Postgres",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // Child processes with a clean signal mask, for the end-to-end tests and the benchmarks.

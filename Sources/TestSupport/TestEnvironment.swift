@@ -51,7 +51,9 @@ package enum TestEnvironment {
             + "?target_session_attrs=read-write"
     }
 
-    /// Runs `scripts/services ARGS` (e.g. `["cluster", "kill", "2"]`) and returns what it printed.
+    /// Runs `scripts/services ARGS` (what a person types, e.g. `["rabbitmqctl", "list_queues"]`) and returns what it
+    /// printed. Servers' faults are the fixtures' (``RabbitMQCluster``, ``PostgresReplica``, ``ManagedPostgres``), and
+    /// the main broker's listings ``RabbitMQBroker``'s.
     @discardableResult
     package static func services(_ arguments: [String]) async throws -> String {
         try await output(servicesScript, arguments)

@@ -1,0 +1,194 @@
+import ChildProcesses
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the server fixtures (``RabbitMQCluster``, ``PostgresReplica``, ``ManagedPostgres``, ``RabbitMQBroker``)
+/// share: where `scripts/services` keeps the servers' state, the servers' own tools, and running them.
+///
+/// `scripts/services` starts, stops and describes the servers (what a person types); the faults the tests
+/// play on them (a crash, a promotion, a switchover) are these fixtures', in Swift, through the servers' own
+/// tools (`rabbitmqctl`, `pg_ctl`, `pg_autoctl`, `psql`) and signals. Every tool is run as a ``ChildProcess``:
+/// off the cooperative pool, with an empty signal mask (a daemon started here sees the signals that stop it).
+package enum LocalServers {
+    /// `scripts/services`' state folder: `LIVEDELIVERY_STATE_DIR`, else `.state` beside the checkout's `scripts`.
+    package static var stateDirectory: String {
+        if let value = environment["LIVEDELIVERY_STATE_DIR"], !value.isEmpty { return value }
+        return URL(fileURLWithPath: TestEnvironment.servicesScript).deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent(".state").path
+    }
+
+    /// PostgreSQL 15's programs (Debian's `postgresql-15` and `postgresql-client-15`).
+    static let postgresBin = "/usr/lib/postgresql/15/bin"
+
+    /// RabbitMQ's `sbin` folder (Debian's `rabbitmq-server`), the newest version installed.
+    static func rabbitMQSbin() throws -> String {
+        let lib = "/usr/lib/rabbitmq/lib"
+        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: lib)) ?? [])
+            .filter { $0.hasPrefix("rabbitmq_server-") }.sorted()
+        guard let newest = versions.last else {
+            throw ServerFixtureError("RabbitMQ is not installed (scripts/services cluster start installs it)")
+        }
+        return "\(lib)/\(newest)/sbin"
+    }
+
+    static var environment: [String: String] { ProcessInfo.processInfo.environment }
+
+    /// Runs `scripts/services ARGS` (starting and stopping servers: what a person types too) to completion.
+    package static func script(_ arguments: [String]) async throws {
+        _ = try await run(TestEnvironment.servicesScript, arguments, timeout: .seconds(600))
+    }
+
+    /// Runs a program to completion and returns what it printed (its standard output and error, in one);
+    /// throws, with the end of that output, when it exits with another status than 0.
+    @discardableResult
+    static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String] = environment,
+        asPostgres: Bool = false, timeout: Duration = .seconds(120), appendingTo log: String? = nil
+    ) async throws -> String {
+        let (executable, arguments) = asPostgres ? Self.asPostgres(executable, arguments) : (executable, arguments)
+        let outputPath =
+            log ?? FileManager.default.temporaryDirectory.appendingPathComponent("fixture-\(UUID().uuidString)").path
+        defer { if log == nil { try? FileManager.default.removeItem(atPath: outputPath) } }
+        let child = try spawn(
+            URL(fileURLWithPath: executable).lastPathComponent, executable, arguments, environment: environment,
+            outputPath: outputPath, truncate: log == nil, session: false)
+        let status: Int32
+        do {
+            status = try await child.waitForExit(timeout: timeout)
+        } catch {
+            await child.stop()
+            throw error
+        }
+        let output = log == nil ? child.output : ""
+        guard status == 0 else {
+            let command = ([executable] + arguments).joined(separator: " ")
+            let tail = log.map { lastLines(of: $0) } ?? output
+            throw ServerFixtureError("\(command) exited with status \(status):\n\(tail)")
+        }
+        return output
+    }
+
+    /// Starts a daemon in a session of its own (its processes can be killed together, and a terminal's signals
+    /// never reach it), its output in `log`, and returns it; its pid is its session's id.
+    static func daemon(
+        _ name: String, _ executable: String, _ arguments: [String], environment: [String: String],
+        log: String, truncateLog: Bool
+    ) async throws -> ChildProcess {
+        let child = try spawn(
+            name, executable, arguments, environment: environment, outputPath: log, truncate: truncateLog,
+            session: true)
+        _ = try await poll("\(name) in a session of its own", timeout: .seconds(10), every: .milliseconds(100)) {
+            () -> Bool? in
+            if !child.isRunning {
+                throw ServerFixtureError("\(name) exited with status \(child.exitStatus ?? -1):\n\(lastLines(of: log))")
+            }
+            return session(of: child.pid) == child.pid ? true : nil
+        }
+        return child
+    }
+
+    /// Starts `executable` as a ``ChildProcess`` (an empty signal mask, default handlers), through Python, which
+    /// first closes every descriptor but 0-2 and, for a daemon, makes a session: a server started from a test must
+    /// not hold the test process's sockets, pipes and listeners (Foundation's `Process` learns that a child exited
+    /// when a socket it handed over closes; a daemon holding a copy would make its caller wait for ever).
+    private static func spawn(
+        _ name: String, _ executable: String, _ arguments: [String], environment: [String: String],
+        outputPath: String, truncate: Bool, session: Bool
+    ) throws -> ChildProcess {
+        let prelude = """
+            import os, sys
+            os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+            if sys.argv[1] == "session": os.setsid()
+            os.execv(sys.argv[2], sys.argv[2:])
+            """
+        return try ChildProcess(
+            name: name, executable: "/usr/bin/python3",
+            arguments: ["-c", prelude, session ? "session" : "same", executable] + arguments,
+            environment: environment, outputPath: outputPath, truncateOutput: truncate)
+    }
+
+    /// PostgreSQL's programs refuse root: as root, a command runs as the `postgres` user (`runuser`).
+    static func asPostgres(_ executable: String, _ arguments: [String]) -> (String, [String]) {
+        getuid() == 0
+            ? ("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments) : (executable, arguments)
+    }
+
+    /// Polls until `produce` returns a value (nil means "not yet") and returns it; `every` paces the checks.
+    static func poll<Value>(
+        _ what: String, timeout: Duration, every interval: Duration, _ produce: () async throws -> Value?
+    ) async throws -> Value {
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        while true {
+            if let value = try await produce() { return value }
+            if clock.now >= deadline { throw ServerFixtureError("\(what): not so after \(timeout)") }
+            try await Task.sleep(for: interval)
+        }
+    }
+
+    /// Says what a fixture does, on standard error, as `scripts/services` does.
+    static func log(_ message: String) {
+        FileHandle.standardError.write(Data("fixture: \(message)\n".utf8))
+    }
+
+    /// The last lines of a log file, for an error.
+    static func lastLines(of path: String, _ count: Int = 20) -> String {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n", omittingEmptySubsequences: false).suffix(count).joined(separator: "\n")
+    }
+
+    // MARK: Processes and ports, from /proc
+
+    /// Whether a process exists and is not a zombie.
+    static func processAlive(_ pid: Int32) -> Bool {
+        guard let fields = statFields(pid), let state = fields.first else { return false }
+        return state != "Z"
+    }
+
+    /// A process's session id (`/proc/PID/stat`), nil when it is gone.
+    static func session(of pid: Int32) -> Int32? {
+        guard let fields = statFields(pid), fields.count > 3 else { return nil }
+        return Int32(fields[3])
+    }
+
+    /// The fields of `/proc/PID/stat` after the command's name: state, ppid, pgrp, session, …
+    private static func statFields(_ pid: Int32) -> [Substring]? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let end = stat.lastIndex(of: ")")
+        else { return nil }
+        return stat[stat.index(after: end)...].split(separator: " ")
+    }
+
+    /// The pids of every process now.
+    static func allPids() -> [Int32] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { Int32($0) }
+    }
+
+    /// The pids of every process of a session.
+    static func sessionPids(_ session: Int32) -> [Int32] {
+        allPids().filter { Self.session(of: $0) == session }
+    }
+
+    /// Whether something listens on a loopback TCP port, read from the kernel's table rather than probed with a
+    /// connection: a probe would show up, however briefly, among a broker's client connections.
+    static func portListening(_ port: Int) -> Bool {
+        let suffix = ":" + String(format: "%04X", port)
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let fields = line.split(separator: " ")
+                if fields.count > 3, fields[3] == "0A", fields[1].hasSuffix(suffix) { return true }
+            }
+        }
+        return false
+    }
+}
+
+/// A server fixture's operation that failed: what, and what the server's tool said.
+package struct ServerFixtureError: Error, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
+}

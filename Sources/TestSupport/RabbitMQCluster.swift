@@ -1,0 +1,238 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The three-node RabbitMQ cluster of `scripts/services cluster` (nodes `livedelivery-1…3@localhost`, AMQP on
+/// 127.0.0.1:56741–56743, state under `.state/cluster`), and the faults the failover tests play on it: a node's
+/// crash, its return, and which node leads a queue or holds the clients' connections.
+package struct RabbitMQCluster: Sendable {
+    /// The cluster `scripts/services cluster start` runs.
+    package static let local = RabbitMQCluster()
+
+    /// The node numbers.
+    package static let nodes = 1...3
+
+    /// Starts the nodes that do not run and joins them (`scripts/services cluster start`); a no-op on a running
+    /// cluster.
+    package func start() async throws {
+        try await LocalServers.script(["cluster", "start"])
+    }
+
+    /// A crash: SIGKILL to node `node`'s Erlang VM, no clean shutdown. Returns once the process is gone and its
+    /// AMQP port no longer listens, so that the caller knows the node's clients have lost it.
+    package func kill(node: Int) async throws {
+        try Self.check(node)
+        guard let pid = Self.beamPid(node) else {
+            if Self.serving(node) {
+                throw ServerFixtureError(
+                    "127.0.0.1:\(Self.amqpPort(node)) is served by something that is not node \(node)")
+            }
+            LocalServers.log("cluster node \(node) is not running")
+            return
+        }
+        LocalServers.log("killing cluster node \(node) (beam.smp pid \(pid))")
+        _ = Glibc.kill(pid, SIGKILL)
+        _ = try await LocalServers.poll(
+            "cluster node \(node) gone after kill -9", timeout: .seconds(30), every: .milliseconds(200)
+        ) { () -> Bool? in
+            LocalServers.processAlive(pid) || Self.serving(node) ? nil : true
+        }
+    }
+
+    /// Starts node `node` again (its VM, unless one still runs with the application stopped), joins it to node 1
+    /// if it is not a member, and waits until the cluster lists it as running.
+    package func startNode(_ node: Int) async throws {
+        try Self.check(node)
+        let directory = "\(Self.state)/\(node)"
+        guard FileManager.default.fileExists(atPath: "\(directory)/rabbitmq.conf") else {
+            throw ServerFixtureError("cluster node \(node) was never set up (scripts/services cluster start)")
+        }
+        if !Self.serving(node) {
+            // A VM without its AMQP listener is booting or has its application stopped: a second would crash.
+            if Self.beamPid(node) == nil { try await launch(node) }
+            try await awaitStartup(node)
+        }
+        let viewer = Self.serving(1) ? 1 : try firstServing()
+        var status = try await Self.clusterStatus(viewer)
+        if node != 1, !Self.nodes(in: "disk_nodes", of: status).contains(node) {
+            LocalServers.log("joining cluster node \(node) to livedelivery-1@localhost")
+            try await rabbitmqctl(node: node, ["-q", "stop_app"])
+            // The join logs errors about connection tracking tables on the stopped node even when it succeeds:
+            // its output is shown only when it fails (in the thrown error).
+            try await rabbitmqctl(node: node, ["-q", "join_cluster", "livedelivery-1@localhost"])
+            try await rabbitmqctl(node: node, ["-q", "start_app"])
+        }
+        _ = try await LocalServers.poll(
+            "cluster node \(node) running in the cluster as node \(viewer) sees it", timeout: .seconds(120),
+            every: .seconds(1)
+        ) { () -> Bool? in
+            if Self.nodes(in: "running_nodes", of: status).contains(node) { return true }
+            status = (try? await Self.clusterStatus(viewer)) ?? ""
+            return nil
+        }
+    }
+
+    /// The node (1…3) that leads quorum queue `queue`. Throws when the queue is not listed (it does not exist,
+    /// or no majority of its members runs) or names a leader that does not serve (right after the leader's node
+    /// died, until a new leader is elected).
+    package func leader(of queue: String) async throws -> Int {
+        let listing = try await rabbitmqctl(
+            node: try firstServing(), ["-q", "list_queues", "--no-table-headers", "name", "leader"])
+        guard
+            let row = listing.split(separator: "\n").map({ $0.split(separator: "\t", omittingEmptySubsequences: false) }
+            )
+            .first(where: { $0.count == 2 && $0[0] == queue })
+        else {
+            throw ServerFixtureError(
+                "queue \(queue) is not listed: it does not exist, or it has no leader (no majority of its members runs)"
+            )
+        }
+        guard let leader = Self.nodeNumber(row[1]), Self.serving(leader) else {
+            throw ServerFixtureError("queue \(queue) has no leader")
+        }
+        return leader
+    }
+
+    /// The client connections each running node holds, by node number. `list_connections` on any node lists the
+    /// whole cluster's; each is counted for the node whose AMQP port it reached.
+    package func connections() async throws -> [Int: Int] {
+        let ports = try await rabbitmqctl(
+            node: try firstServing(), ["-q", "list_connections", "--no-table-headers", "port"]
+        ).split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        var counts: [Int: Int] = [:]
+        for node in Self.nodes where Self.serving(node) {
+            counts[node] = ports.filter { $0 == "\(Self.amqpPort(node))" }.count
+        }
+        return counts
+    }
+
+    /// `rabbitmqctl ARGS` against node `node`, with the node's environment (its cookie); what it printed.
+    @discardableResult
+    package func rabbitmqctl(node: Int, _ arguments: [String]) async throws -> String {
+        try Self.check(node)
+        return try await LocalServers.run(
+            try LocalServers.rabbitMQSbin() + "/rabbitmqctl", ["-n", Self.nodeName(node)] + arguments,
+            environment: Self.environment(node))
+    }
+
+    // MARK: The nodes
+
+    static var state: String { LocalServers.stateDirectory + "/cluster" }
+    static func nodeName(_ node: Int) -> String { "livedelivery-\(node)@localhost" }
+    static func amqpPort(_ node: Int) -> Int { 56740 + node }
+
+    static func check(_ node: Int) throws {
+        guard nodes.contains(node) else { throw ServerFixtureError("cluster node must be 1, 2 or 3, not \(node)") }
+    }
+
+    /// The broker listens for AMQP only while its rabbit application runs: after boot, before `stop_app`.
+    static func serving(_ node: Int) -> Bool { LocalServers.portListening(amqpPort(node)) }
+
+    func firstServing() throws -> Int {
+        guard let node = Self.nodes.first(where: Self.serving) else { throw ServerFixtureError("no cluster node runs") }
+        return node
+    }
+
+    /// `livedelivery-N@localhost` → N.
+    static func nodeNumber(_ name: Substring) -> Int? {
+        guard name.hasPrefix("livedelivery-"), name.hasSuffix("@localhost") else { return nil }
+        return Int(name.dropFirst("livedelivery-".count).dropLast("@localhost".count))
+    }
+
+    /// A node's environment, as `scripts/services` gives it: one HOME for the nodes' shared `.erlang.cookie`, and
+    /// the node's own ports, configuration, data, logs and pid file.
+    static func environment(_ node: Int) -> [String: String] {
+        let directory = "\(state)/\(node)"
+        return LocalServers.environment.merging([
+            "HOME": state,
+            "RABBITMQ_NODENAME": nodeName(node),
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_PORT": "\(amqpPort(node))",
+            "RABBITMQ_DIST_PORT": "\(56750 + node)",
+            "RABBITMQ_CONFIG_FILE": "\(directory)/rabbitmq",
+            "RABBITMQ_ADVANCED_CONFIG_FILE": "\(directory)/advanced.config",
+            "RABBITMQ_MNESIA_BASE": "\(directory)/mnesia",
+            "RABBITMQ_LOG_BASE": "\(directory)/log",
+            "RABBITMQ_ENABLED_PLUGINS_FILE": "\(directory)/enabled_plugins",
+            "RABBITMQ_PID_FILE": "\(directory)/rabbitmq.pid",
+            // Erlang distribution on loopback too; without this it listens on every interface.
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
+        ]) { $1 }
+    }
+
+    /// The pid of node `node`'s VM: the one in its pid file, else found by node name.
+    static func beamPid(_ node: Int) -> Int32? {
+        if let text = try? String(contentsOfFile: "\(state)/\(node)/rabbitmq.pid", encoding: .utf8),
+            let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)), isBeam(pid, node)
+        {
+            return pid
+        }
+        return LocalServers.allPids().first { isBeam($0, node) }
+    }
+
+    /// A node's Erlang VM: beam.smp started by rabbitmq-server (not a rabbitmqctl, which is a beam.smp too, with
+    /// the same RABBITMQ_NODENAME in its environment) for that node name. Never the main or fault broker.
+    static func isBeam(_ pid: Int32, _ node: Int) -> Bool {
+        func read(_ file: String) -> String? {
+            (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/\(file)"))).map {
+                String(decoding: $0, as: UTF8.self)
+            }
+        }
+        guard read("comm")?.trimmingCharacters(in: .newlines) == "beam.smp",
+            let environ = read("environ"),
+            environ.split(separator: "\0").contains("RABBITMQ_NODENAME=\(nodeName(node))"),
+            let cmdline = read("cmdline")
+        else { return false }
+        return cmdline.replacingOccurrences(of: "\0", with: " ").contains(" -s rabbit boot ")
+    }
+
+    /// The node numbers in one list (`disk_nodes`, `running_nodes`) of `cluster_status --formatter json`.
+    static func nodes(in list: String, of status: String) -> Set<Int> {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(status.utf8)) as? [String: Any],
+            let names = object[list] as? [String]
+        else { return [] }
+        return Set(names.compactMap { nodeNumber(Substring($0)) })
+    }
+
+    static func clusterStatus(_ viewer: Int) async throws -> String {
+        let output = try await RabbitMQCluster.local.rabbitmqctl(
+            node: viewer, ["-q", "cluster_status", "--formatter", "json"])
+        // Only the JSON object: anything the tool said around it is not the status.
+        guard let start = output.firstIndex(of: "{"), let end = output.lastIndex(of: "}") else { return "" }
+        return String(output[start...end])
+    }
+
+    private func launch(_ node: Int) async throws {
+        LocalServers.log(
+            "starting RabbitMQ cluster node \(node) on 127.0.0.1:\(Self.amqpPort(node)) (node \(Self.nodeName(node)))")
+        _ = try await LocalServers.daemon(
+            "cluster-node-\(node)", try LocalServers.rabbitMQSbin() + "/rabbitmq-server", [],
+            environment: Self.environment(node), log: "\(Self.state)/\(node)/log/stdout.log", truncateLog: true)
+    }
+
+    /// `await_startup` fails at once while the node has not registered with epmd yet, so it is polled. A node
+    /// restarted alone after the whole cluster stopped may wait minutes for its peers' tables.
+    private func awaitStartup(_ node: Int) async throws {
+        let clock = ContinuousClock()
+        let grace = clock.now + .seconds(15)
+        do {
+            _ = try await LocalServers.poll("cluster node \(node) to start", timeout: .seconds(300), every: .seconds(1))
+            {
+                () -> Bool? in
+                if (try? await rabbitmqctl(node: node, ["-q", "await_startup", "--timeout", "5"])) != nil {
+                    return true
+                }
+                if clock.now >= grace, Self.beamPid(node) == nil {
+                    throw ServerFixtureError("its VM is gone")
+                }
+                return nil
+            }
+        } catch {
+            throw ServerFixtureError(
+                "cluster node \(node) did not start (\(error)); the end of its stdout.log:\n"
+                    + LocalServers.lastLines(of: "\(Self.state)/\(node)/log/stdout.log", 30))
+        }
+    }
+}
