@@ -4,6 +4,7 @@ import Foundation
 import Postgres
 import RabbitMQ
 import Synchronization
+import TestSupport
 
 /// Where `livedelivery-bench worker --topologies` runs the workers.
 enum Topology: String, Sendable {
@@ -42,14 +43,14 @@ enum Topology: String, Sendable {
         case .single:
             return (amqpURL, postgresURL, nil)
         case .cluster:
-            try await services(["cluster", "start"])
+            try await RabbitMQCluster.local.start()
             let urls =
                 environment["LIVEDELIVERY_CLUSTER_AMQP_URLS"]
                 ?? (1...3).map { "amqp://livedelivery:livedelivery@127.0.0.1:\(56740 + $0)/%2F" }.joined(separator: ",")
             return (urls, postgresURL, nil)
         case .replica, .replicaSync:
-            try await services(["replica", "reset"])
-            try await services(["replica", "start"] + (self == .replicaSync ? ["--sync"] : []))
+            try await PostgresReplica.local.reset()
+            try await PostgresReplica.local.start(synchronous: self == .replicaSync)
             let primary =
                 environment["LIVEDELIVERY_REPLICA_PRIMARY_URL"]
                 ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55451/livedelivery"
@@ -59,8 +60,8 @@ enum Topology: String, Sendable {
             return (amqpURL, primary, pair)
         case .managed, .managedDefault:
             // The pair as it is (healthy, whichever node is the primary); only the monitor's settings change.
-            try await services(["managed", "start"])
-            try await services(["managed", "timeouts", self == .managed ? "tight" : "default"])
+            try await ManagedPostgres.local.start()
+            try await ManagedPostgres.local.setHealthChecks(self == .managed ? .tight : .asShipped)
             let pair =
                 environment["LIVEDELIVERY_MANAGED_URL"]
                 ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55456,127.0.0.1:55457/livedelivery?target_session_attrs=read-write"
@@ -69,7 +70,9 @@ enum Topology: String, Sendable {
     }
 }
 
-/// Runs `scripts/services ARGS` (from the project's root, the bench's working folder) and returns its output.
+/// Runs `scripts/services ARGS` (from the project's root, the bench's working folder) and returns its output: the
+/// soak's `restart-rabbitmq`. The topologies' servers and faults are TestSupport's fixtures (``RabbitMQCluster``,
+/// ``PostgresReplica``, ``ManagedPostgres``).
 @discardableResult
 func services(_ arguments: [String]) async throws -> String {
     let output = FileManager.default.temporaryDirectory.appendingPathComponent("bench-services-\(UUID().uuidString)")
@@ -145,23 +148,18 @@ extension BenchEnvironment {
         case .single:
             throw ValidationError("a single topology has no failover")
         case .cluster:
-            let lines = try await services(["cluster", "connections"]).split(separator: "\n")
-            let busiest = lines.compactMap { line -> (node: Int, count: Int)? in
-                let fields = line.split(separator: " ")
-                guard fields.count == 2, let node = Int(fields[0]), let count = Int(fields[1]) else { return nil }
-                return (node, count)
-            }.max { $0.count < $1.count }
-            guard let node = busiest?.node else { throw ValidationError("no cluster node holds a connection") }
-            try await services(["cluster", "kill", "\(node)"])
+            let busiest = try await RabbitMQCluster.local.connections().max { $0.value < $1.value }
+            guard let node = busiest?.key else { throw ValidationError("no cluster node holds a connection") }
+            try await RabbitMQCluster.local.kill(node: node)
             fault = Date()
             killedNode = node
         case .replica, .replicaSync:
             stopped = Date()
-            try await services(["replica", "stop-primary"])
-            try await services(["replica", "promote"])
+            try await PostgresReplica.local.stopPrimary()
+            try await PostgresReplica.local.promote()
             fault = Date()
         case .managed, .managedDefault:
-            try await services(["managed", "kill-primary"])
+            try await ManagedPostgres.local.killPrimary()
             fault = Date()
         }
         let resumedAt = try await poll("processing to resume", timeout: 120, interval: 0.05) { () -> Date? in
@@ -189,12 +187,12 @@ extension BenchEnvironment {
             return try await self.count(query.planned(.everyRun)) == ids.count ? true : nil
         }
         try await stopWorkers()
-        if let killedNode { try await services(["cluster", "start-node", "\(killedNode)"]) }
+        if let killedNode { try await RabbitMQCluster.local.startNode(killedNode) }
         let managed = topology == .managed || topology == .managedDefault
         if managed {
             // The killed node back as the secondary, and the monitor's settings as the tests expect them.
-            try await services(["managed", "rejoin"])
-            try await services(["managed", "timeouts", "tight"])
+            try await ManagedPostgres.local.rejoin()
+            try await ManagedPostgres.local.setHealthChecks(.tight)
         }
         let what =
             topology == .cluster

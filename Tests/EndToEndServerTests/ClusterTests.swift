@@ -7,13 +7,13 @@ import WorkerHarness
 
 /// Beyond one machine: workers on a three-node RabbitMQ cluster whose nodes die under them, and on a
 /// primary/standby pair that fails over, with the same converged result as on one node of each.
-/// The cluster and the pair are `scripts/services cluster` and `scripts/services replica`; only this
-/// suite uses them, one test at a time.
+/// The cluster and the pair are `scripts/services cluster` and `scripts/services replica`, and their faults
+/// the fixtures ``RabbitMQCluster`` and ``PostgresReplica``; only this suite uses them, one test at a time.
 @Suite(.serialized, .timeLimit(.minutes(10)))
 struct ClusterTests {
     @Test("kill -9 the node the consumer is on, then the queue's leader: every event once, nothing lost")
     func brokerNodesDie() async throws {
-        try await TestEnvironment.services(["cluster", "start"])
+        try await RabbitMQCluster.local.start()
         try await Fixture.with("cluster", servers: .cluster) { fixture in
             let scenario = Scenario.deliveries(orders: 24, prefix: fixture.name)
             let messages = scenario.shuffled(duplicateRate: 0.1, seed: 0x5EED_0026)
@@ -28,7 +28,7 @@ struct ClusterTests {
             let attached = try await eventuallyValue("the worker's broker node", timeout: .seconds(60)) {
                 try await Self.nodesWithConnections().first
             }
-            try await TestEnvironment.services(["cluster", "kill", "\(attached)"])
+            try await RabbitMQCluster.local.kill(node: attached)
             let duringLoss = Array(messages[third..<(2 * third)])
             try await fixture.publish(duringLoss)
             // The worker moved to another node: what was published while its node was down is processed
@@ -40,16 +40,16 @@ struct ClusterTests {
                 published.isSubset(of: Set(try await fixture.inboxEventIDs()))
             }
             // Back to three nodes, so that the queue keeps its majority when its leader goes.
-            try await TestEnvironment.services(["cluster", "start-node", "\(attached)"])
+            try await RabbitMQCluster.local.startNode(attached)
 
-            let leader = try await Self.leader(of: fixture.queue)
-            try await TestEnvironment.services(["cluster", "kill", "\(leader)"])
+            let leader = try await RabbitMQCluster.local.leader(of: fixture.queue)
+            try await RabbitMQCluster.local.kill(node: leader)
             try await fixture.publish(Array(messages[(2 * third)...]))
             try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)), timeout: .seconds(240))
             try await fixture.waitUntilAllEnded(scenario)
             try await fixture.verifyConverged(scenario)
-            try await TestEnvironment.services(["cluster", "start-node", "\(leader)"])
-            #expect(try await Self.leader(of: fixture.queue) != 0)
+            try await RabbitMQCluster.local.startNode(leader)
+            #expect(RabbitMQCluster.nodes.contains(try await RabbitMQCluster.local.leader(of: fixture.queue)))
             for worker in fixture.runningWorkers {
                 #expect(worker.isRunning, "\(worker.name) exited:\n\(worker.tail())")
             }
@@ -58,8 +58,8 @@ struct ClusterTests {
 
     @Test("the primary stops and the standby is promoted: workers resume there, nothing committed is lost")
     func databaseFailsOver() async throws {
-        try await TestEnvironment.services(["replica", "reset"])
-        try await TestEnvironment.services(["replica", "start", "--sync"])
+        try await PostgresReplica.local.reset()
+        try await PostgresReplica.local.start(synchronous: true)
         try await Fixture.with("failover", servers: .replica) { fixture in
             let scenario = Scenario.deliveries(orders: 20, prefix: fixture.name)
             let messages = scenario.shuffled(duplicateRate: 0.1, seed: 0x5EED_0027)
@@ -74,8 +74,8 @@ struct ClusterTests {
             // What the primary had committed (and so acked) just before it went: with a synchronous
             // standby, every one of these must be there after the promotion.
             let committed = Set(try await fixture.inboxEventIDs())
-            try await TestEnvironment.services(["replica", "stop-primary"])
-            try await TestEnvironment.services(["replica", "promote"])
+            try await PostgresReplica.local.stopPrimary()
+            try await PostgresReplica.local.promote()
             // The test's own pool finds its connections gone, as the workers' do, and reconnects.
             let port = try await eventuallyValue("the promoted standby to answer", timeout: .seconds(60)) {
                 try await fixture.strings("SELECT inet_server_port()::text").first
@@ -98,8 +98,8 @@ struct ClusterTests {
 
     @Test("reports run on the hot standby; the reporting role can write on neither server")
     func reportsOnTheStandby() async throws {
-        try await TestEnvironment.services(["replica", "reset"])
-        try await TestEnvironment.services(["replica", "start", "--sync"])
+        try await PostgresReplica.local.reset()
+        try await PostgresReplica.local.start(synchronous: true)
         try await Fixture.with("standby-report", servers: .replica) { fixture in
             let scenario = Scenario.deliveries(orders: 3, prefix: fixture.name)
             try await fixture.startWorker("w1")
@@ -195,20 +195,7 @@ struct ClusterTests {
 
     /// The cluster's nodes (1…3) that hold client connections, most first.
     static func nodesWithConnections() async throws -> [Int] {
-        let lines = try await TestEnvironment.services(["cluster", "connections"]).split(separator: "\n")
-        return lines.compactMap { line -> (Int, Int)? in
-            let fields = line.split(separator: " ")
-            guard fields.count == 2, let node = Int(fields[0]), let count = Int(fields[1]), count > 0 else {
-                return nil
-            }
-            return (node, count)
-        }.sorted { $0.1 > $1.1 }.map(\.0)
-    }
-
-    /// The node (1…3) that leads a quorum queue.
-    static func leader(of queue: String) async throws -> Int {
-        let text = try await TestEnvironment.services(["cluster", "leader", queue])
-        return Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        try await RabbitMQCluster.local.connections().filter { $0.value > 0 }.sorted { $0.value > $1.value }.map(\.key)
     }
 
     /// A server's URL with another role and database.

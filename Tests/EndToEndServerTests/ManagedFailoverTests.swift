@@ -5,7 +5,7 @@ import TestSupport
 import Testing
 import WorkerHarness
 
-/// Workers on a PostgreSQL pair that pg_auto_failover manages (`scripts/services managed`: a monitor, a
+/// Workers on a PostgreSQL pair that pg_auto_failover manages (``ManagedPostgres``: a monitor, a
 /// primary and a synchronous secondary, each node run by its own pg_autoctl), through the one URL that names
 /// both nodes with `target_session_attrs=read-write`. The monitor decides every promotion here, with its health
 /// checks tightened so that a dead primary is replaced in seconds. Each test leaves the pair healthy (a primary
@@ -18,18 +18,18 @@ struct ManagedFailoverTests {
         try await Self.underLoad("managed-kill", seed: 0x5EED_0055, parts: 2) { load in
             // Acked before the kill, so committed on the primary and (synchronous) on the secondary.
             let committed = Set(try await load.fixture.inboxEventIDs())
-            let killed = try await Self.services(["managed", "kill-primary"])
+            let killed = try await ManagedPostgres.local.killPrimary()
             // The rest arrives while the monitor is still deciding: the workers' batches wait and retry.
             try await load.publish(part: 1)
             let port = try await Self.writablePort(load.fixture)
-            #expect(port != Self.port(of: killed), "writes still reach \(killed), which was killed")
+            #expect(port != killed.port, "writes still reach \(killed), which was killed")
             try await Self.expectKept(committed, load.fixture)
 
             try await load.converge()
             try await Self.expectDatabaseOutageCounted(load.workers)
             // The killed node comes back as the secondary, for the next test.
-            try await TestEnvironment.services(["managed", "rejoin"])
-            #expect(try await Self.states()[killed] == "secondary")
+            try await ManagedPostgres.local.rejoin()
+            #expect(try await ManagedPostgres.local.status()[killed] == "secondary")
         }
     }
 
@@ -38,9 +38,9 @@ struct ManagedFailoverTests {
         try await Self.underLoad("managed-switchover", seed: 0x5EED_0056, parts: 1) { load in
             let before = try await Self.primary()
             let committed = Set(try await load.fixture.inboxEventIDs())
-            let after = try await Self.services(["managed", "switchover"])
+            let after = try await ManagedPostgres.local.switchover()
             #expect(after != before, "the switchover left \(before) the primary")
-            #expect(try await Self.writablePort(load.fixture) == Self.port(of: after))
+            #expect(try await Self.writablePort(load.fixture) == after.port)
             try await Self.expectKept(committed, load.fixture)
 
             try await load.converge()
@@ -52,18 +52,18 @@ struct ManagedFailoverTests {
         try await Self.underLoad("managed-alone", seed: 0x5EED_0057, parts: 2) { load in
             let primary = try await Self.primary()
             // Commits wait for the synchronous secondary until the monitor lets the primary go on alone.
-            let lost = try await Self.services(["managed", "stop-secondary"])
+            let lost = try await ManagedPostgres.local.stopSecondary()
             try await load.publish(part: 1)
             try await eventually("the primary to run alone (wait_primary)", timeout: .seconds(120)) {
-                try await Self.states()[primary] == "wait_primary"
+                try await ManagedPostgres.local.status()[primary] == "wait_primary"
             }
             // Every event is applied and pushed while the secondary is away.
             try await load.converge()
-            #expect(try await Self.states()[lost] == "stopped")
+            #expect(try await ManagedPostgres.local.status()[lost] == "stopped")
 
             // Back, the secondary replays what it missed: it holds every event once it streams again.
-            try await TestEnvironment.services(["managed", "rejoin"])
-            #expect(try await Self.states()[primary] == "primary")
+            try await ManagedPostgres.local.rejoin()
+            #expect(try await ManagedPostgres.local.status()[primary] == "primary")
             let everything = try await load.fixture.count("SELECT count(*) FROM inbox")
             try await eventually("the returned secondary to hold every event", timeout: .seconds(120)) {
                 try await Self.inboxCount(on: lost, database: load.fixture.databaseName) == everything
@@ -74,13 +74,13 @@ struct ManagedFailoverTests {
     @Test("the old primary rejoins as the secondary, and takes over with everything at the next failover")
     func oldPrimaryRejoins() async throws {
         try await Self.underLoad("managed-rejoin", seed: 0x5EED_0058, parts: 3) { load in
-            let first = try await Self.services(["managed", "kill-primary"])
+            let first = try await ManagedPostgres.local.killPrimary()
             try await load.publish(part: 1)
-            #expect(try await Self.writablePort(load.fixture) != Self.port(of: first))
+            #expect(try await Self.writablePort(load.fixture) != first.port)
 
             // The old primary comes back under load; pg_autoctl makes it the secondary of the new primary.
-            try await TestEnvironment.services(["managed", "rejoin"])
-            #expect(try await Self.states()[first] == "secondary")
+            try await ManagedPostgres.local.rejoin()
+            #expect(try await ManagedPostgres.local.status()[first] == "secondary")
             let middle = Set(load.messages(part: 1).map(\.eventID))
             try await eventually("the events published during the first failover processed", timeout: .seconds(120)) {
                 middle.isSubset(of: Set(try await load.fixture.inboxEventIDs()))
@@ -88,15 +88,15 @@ struct ManagedFailoverTests {
 
             // The second failover can only go to the rejoined node: it must hold everything committed.
             let committed = Set(try await load.fixture.inboxEventIDs())
-            let second = try await Self.services(["managed", "kill-primary"])
+            let second = try await ManagedPostgres.local.killPrimary()
             #expect(second != first)
             try await load.publish(part: 2)
-            #expect(try await Self.writablePort(load.fixture) == Self.port(of: first))
+            #expect(try await Self.writablePort(load.fixture) == first.port)
             try await Self.expectKept(committed, load.fixture)
 
             try await load.converge()
             try await Self.expectDatabaseOutageCounted(load.workers)
-            try await TestEnvironment.services(["managed", "rejoin"])
+            try await ManagedPostgres.local.rejoin()
         }
     }
 
@@ -139,7 +139,7 @@ struct ManagedFailoverTests {
     static func underLoad(
         _ name: String, seed: UInt64, parts: Int, _ body: (Load) async throws -> Void
     ) async throws {
-        try await TestEnvironment.services(["managed", "start"])
+        try await ManagedPostgres.local.start()
         try await Fixture.with(name, servers: .managed) { fixture in
             let load = Load(fixture, seed: seed, parts: parts, workers: try await startWorkers(fixture))
             try await load.publish(part: 0)
@@ -212,36 +212,15 @@ struct ManagedFailoverTests {
         }
     }
 
-    /// `scripts/services ARGS`, its output trimmed (a node's name).
-    static func services(_ arguments: [String]) async throws -> String {
-        try await TestEnvironment.services(arguments).trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    /// Each node's state as the monitor has it (`primary`, `secondary`, `wait_primary`, …), or `stopped`,
-    /// from `scripts/services managed status`.
-    static func states() async throws -> [String: String] {
-        var states: [String: String] = [:]
-        for line in try await TestEnvironment.services(["managed", "status"]).split(separator: "\n") {
-            // "managed node1: running on 127.0.0.1:55456, primary (goal primary)" or "managed node2: stopped (…)"
-            let words = line.split(separator: " ")
-            guard words.count >= 3, words[1].hasPrefix("node") else { continue }
-            let node = String(words[1].dropLast())
-            states[node] = words[2].hasPrefix("stopped") ? "stopped" : words.count >= 6 ? String(words[5]) : "unknown"
-        }
-        return states
-    }
-
     /// The node that is the primary now.
-    static func primary() async throws -> String {
-        let states = try await states()
+    static func primary() async throws -> ManagedPostgres.Node {
+        let states = try await ManagedPostgres.local.status()
         return try #require(states.first { $0.value == "primary" }?.key, "no primary: \(states)")
     }
 
-    static func port(of node: String) -> Int { node == "node1" ? 55456 : 55457 }
-
     /// Rows in a database's inbox on one node, read there whatever its role (a hot standby answers reads).
-    static func inboxCount(on node: String, database: String) async throws -> Int {
-        let url = "postgresql://postgres@127.0.0.1:\(port(of: node))/postgres"
+    static func inboxCount(on node: ManagedPostgres.Node, database: String) async throws -> Int {
+        let url = "postgresql://postgres@127.0.0.1:\(node.port)/postgres"
         return try await TestEnvironment.asSuperuser(on: url, database: database) { connection in
             try await connection.query("SELECT count(*) FROM inbox").first?.decode(Int.self, at: 0) ?? 0
         }

@@ -37,11 +37,7 @@ struct RabbitMQTLSTests {
 
     /// The broker's `ssl` column of each open connection, by the name the client gave it (`connection_name`).
     static func sslColumn() async throws -> [String: [Bool]] {
-        let listing = try await TestEnvironment.services([
-            "rabbitmqctl", "list_connections", "--silent", "--formatter", "json", "ssl", "client_properties",
-        ])
-        let rows = try #require(
-            try JSONSerialization.jsonObject(with: Data(listing.utf8)) as? [[String: Any]], "\(listing)")
+        let rows = try await RabbitMQBroker.main.rows(["list_connections", "ssl", "client_properties"])
         var columns: [String: [Bool]] = [:]
         for row in rows {
             // client_properties: [name, type, value] triples.

@@ -118,12 +118,7 @@ struct TopologyTests {
 
     /// Every queue's arguments as the broker holds them (`rabbitmqctl list_queues`), values as text.
     static func queueArguments() async throws -> [String: [String: String]] {
-        let output = try await TestEnvironment.services([
-            "rabbitmqctl", "list_queues", "name", "arguments", "--formatter", "json",
-        ])
-        let start = try #require(output.firstIndex(of: "["))
-        let rows = try #require(
-            try JSONSerialization.jsonObject(with: Data(output[start...].utf8)) as? [[String: Any]])
+        let rows = try await RabbitMQBroker.main.rows(["list_queues", "name", "arguments"])
         var queues: [String: [String: String]] = [:]
         for row in rows {
             guard let name = row["name"] as? String, let arguments = row["arguments"] as? [[Any]] else { continue }
