@@ -124,22 +124,6 @@ struct DecodingProofTests {
         #expect(try decodeApp(push).0.driverName == name)
     }
 
-    @Test func aStoredPushKeepsItsPayloadByteForByteAsJSONText() throws {
-        var simulation = WorkerSimulation()
-        simulation.play("examples/delivery-A-10023.jsonl")
-        for (push, _) in simulation.pushes {
-            let stored = try JSONEncoder().encode(push)
-            let object = try #require(try JSONSerialization.jsonObject(with: stored) as? [String: Any])
-            #expect(object["payload"] as? String == String(decoding: push.payload, as: UTF8.self))
-            #expect(try JSONDecoder().decode(PlannedPush.self, from: stored) == push)
-            // Rows written before the payload became text (an array of byte values) still decode.
-            var legacy = object
-            legacy["payload"] = push.payload.map(Int.init)
-            let legacyData = try JSONSerialization.data(withJSONObject: legacy)
-            #expect(try JSONDecoder().decode(PlannedPush.self, from: legacyData) == push)
-        }
-    }
-
     @Test func unixSecondsEncodingForApps() throws {
         var configuration = Fixtures.configuration
         configuration.mapping.contentState[1].dateEncoding = .unixSeconds

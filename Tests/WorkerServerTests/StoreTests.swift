@@ -1,11 +1,12 @@
 import APNsSimulator
 import Foundation
-import LiveDelivery
 import LiveDeliveryAdmin
 import LiveDeliveryCore
 import Postgres
 import TestSupport
 import Testing
+
+@testable import LiveDelivery
 
 @Suite("Migrations", .timeLimit(.minutes(6)))
 struct MigrationTests {
@@ -299,6 +300,39 @@ struct MigrationTests {
                     "SELECT count(*) FROM information_schema.columns WHERE table_name = 'orders' AND column_name = 'delivered'"
                 )
                     == 0)
+        }
+    }
+
+    @Test("an upgrade rewrites the order states stored as JSON before 118 in the binary form, to the same values")
+    func jsonDocumentsRewritten() async throws {
+        let file = TestEnvironment.projectRoot.appendingPathComponent("Tests/Fixtures/stored-json-documents.txt")
+        let states = try String(contentsOf: file, encoding: .utf8).split(separator: "\n")
+            .filter { $0.hasPrefix("state ") }.map { String($0.split(separator: " ", maxSplits: 2)[2]) }
+        #expect(states.count > 2)
+        let database = try await TestDatabase.create(migrate: false)
+        try await database.using {
+            try await Self.migrate(database, before: 118)
+            for (index, state) in states.enumerated() {
+                try await database.owner.query(
+                    "INSERT INTO orders (order_id, state) VALUES (\("legacy-\(index)"), \(state)::jsonb)")
+            }
+            try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(
+                client: database.owner, logger: quietLogger)
+
+            let rows = try await database.owner.query("SELECT order_id, state FROM orders ORDER BY order_id")
+            #expect(rows.count == states.count)
+            for row in rows {
+                let index = try #require(Int(try row.decode(String.self, "order_id").dropFirst("legacy-".count)))
+                let document = try row.decode([UInt8].self, "state")
+                #expect(document.first == StoredState.version, "rewritten in the binary form")
+                #expect(
+                    try StoredState.decode(document) == StoredJSON.decode(OrderState.self, Array(states[index].utf8)))
+            }
+            // Nothing is left to rewrite: a second run finds nothing.
+            let again = try await database.owner.withConnection { connection in
+                try await StoredDocumentUpgrade.run(on: connection, logger: quietLogger)
+            }
+            #expect(again == StoredDocumentUpgrade.Summary())
         }
     }
 

@@ -80,7 +80,7 @@ enum OrderStore {
 
     /// A stored registration, read field by field (``StoredJSON``).
     static func decodeRegistration(_ json: PostgresJSON) throws -> PushToStartRegistration {
-        try StoredJSON.decodeRegistration(json.bytes)
+        try StoredJSON.decode(PushToStartRegistration.self, json.bytes)
     }
 
     /// A stored state (``StoredState``; nil for a row created empty).

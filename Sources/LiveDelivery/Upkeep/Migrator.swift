@@ -68,6 +68,10 @@ package struct Migrator: Sendable {
             try await SchemaMigrations.lock(on: connection)
             do {
                 let applied = try await apply(migrations, on: connection, logger: logger)
+                // Documents an earlier release stored as JSON, rewritten once, at an upgrade.
+                if !applied.isEmpty, version == nil {
+                    _ = try await StoredDocumentUpgrade.run(on: connection, logger: logger)
+                }
                 // The history tables' partitions for today and the days ahead (sql/112), so that a
                 // migrated database takes rows before any worker runs.
                 if try await HistoryPartitions.known(on: connection) {

@@ -7,8 +7,8 @@ package import Foundation
 ///
 /// `description` and ``redactedPath`` show only a token prefix; ``path`` and `Codable` carry
 /// the full token (the worker needs it to send and to store the push in its outbox).
-package struct PlannedPush: Hashable, Sendable, Codable, CustomStringConvertible {
-    package enum Kind: String, Hashable, Sendable, Codable {
+package struct PlannedPush: Hashable, Sendable, CustomStringConvertible {
+    package enum Kind: String, Hashable, Sendable {
         case start, update, end
         /// Create the order's broadcast channel (`POST /1/apps/<bundle id>/channels`, the body its settings).
         case openChannel = "open_channel"
@@ -114,72 +114,6 @@ package struct PlannedPush: Hashable, Sendable, Codable, CustomStringConvertible
 
     package var description: String {
         "\(kind.rawValue) \(orderID)/\(activityKey) → \(redactedPath) priority \(priority) timestamp \(timestamp)"
-    }
-}
-
-extension PlannedPush {
-    private enum CodingKeys: String, CodingKey {
-        case orderID, activityKey, activityID, kind, deviceToken, channelID, environment, bundleID, apnsID, priority,
-            timestamp
-        case notBefore, expiration, headers, payload, alert, step, status, statusKey, reason, mark, traceParent
-    }
-
-    /// The payload is stored as its JSON text (a string), not as an array of byte values: a
-    /// tenth of the size and of the coding cost in the outbox. An array of bytes still decodes.
-    package init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        orderID = try container.decode(String.self, forKey: .orderID)
-        activityKey = try container.decode(String.self, forKey: .activityKey)
-        activityID = try container.decodeIfPresent(String.self, forKey: .activityID)
-        kind = try container.decode(Kind.self, forKey: .kind)
-        deviceToken = try container.decodeIfPresent(DeviceToken.self, forKey: .deviceToken)
-        channelID = try container.decodeIfPresent(String.self, forKey: .channelID)
-        environment = try container.decode(APNsEnvironment.self, forKey: .environment)
-        bundleID = try container.decode(String.self, forKey: .bundleID)
-        apnsID = try container.decode(String.self, forKey: .apnsID)
-        priority = try container.decode(Int.self, forKey: .priority)
-        timestamp = try container.decode(Int.self, forKey: .timestamp)
-        notBefore = try container.decode(Date.self, forKey: .notBefore)
-        expiration = try container.decode(Int.self, forKey: .expiration)
-        headers = try container.decode([Header].self, forKey: .headers)
-        if let text = try? container.decode(String.self, forKey: .payload) {
-            payload = Array(text.utf8)
-        } else {
-            payload = try container.decode([UInt8].self, forKey: .payload)
-        }
-        alert = try container.decodeIfPresent(AlertContent.self, forKey: .alert)
-        step = try container.decode(String.self, forKey: .step)
-        status = try container.decode(OrderStatus.self, forKey: .status)
-        statusKey = try container.decode(EventKey.self, forKey: .statusKey)
-        reason = try container.decode(String.self, forKey: .reason)
-        mark = try container.decode(ActivityState.ContentMark.self, forKey: .mark)
-        traceParent = try container.decodeIfPresent(String.self, forKey: .traceParent)
-    }
-
-    package func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(orderID, forKey: .orderID)
-        try container.encode(activityKey, forKey: .activityKey)
-        try container.encodeIfPresent(activityID, forKey: .activityID)
-        try container.encode(kind, forKey: .kind)
-        try container.encodeIfPresent(deviceToken, forKey: .deviceToken)
-        try container.encodeIfPresent(channelID, forKey: .channelID)
-        try container.encode(environment, forKey: .environment)
-        try container.encode(bundleID, forKey: .bundleID)
-        try container.encode(apnsID, forKey: .apnsID)
-        try container.encode(priority, forKey: .priority)
-        try container.encode(timestamp, forKey: .timestamp)
-        try container.encode(notBefore, forKey: .notBefore)
-        try container.encode(expiration, forKey: .expiration)
-        try container.encode(headers, forKey: .headers)
-        try container.encode(String(decoding: payload, as: UTF8.self), forKey: .payload)
-        try container.encodeIfPresent(alert, forKey: .alert)
-        try container.encode(step, forKey: .step)
-        try container.encode(status, forKey: .status)
-        try container.encode(statusKey, forKey: .statusKey)
-        try container.encode(reason, forKey: .reason)
-        try container.encodeIfPresent(traceParent, forKey: .traceParent)
-        try container.encode(mark, forKey: .mark)
     }
 }
 

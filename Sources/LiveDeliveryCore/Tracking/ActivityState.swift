@@ -1,14 +1,14 @@
 package import Foundation
 
 /// One Live Activity of an order, on one device.
-package struct ActivityState: Hashable, Sendable, Codable {
+package struct ActivityState: Hashable, Sendable {
     /// Where the activity is in its life.
     ///
     /// `pending_start` (a start push is planned, not yet accepted by APNs) → `starting` (accepted;
     /// waiting for the app to report the update token) → `active` (update token on file) →
     /// `ending` (end push planned) → `ended`. Also `expired` (the system or the 8-hour limit ended
     /// it) and `failed` (token gone, start refused, never adopted). The last three are final.
-    package enum Phase: String, Hashable, Sendable, Codable, CaseIterable, CustomStringConvertible {
+    package enum Phase: String, Hashable, Sendable, CaseIterable, CustomStringConvertible {
         case pendingStart = "pending_start"
         case starting
         case active
@@ -23,7 +23,7 @@ package struct ActivityState: Hashable, Sendable, Codable {
     }
 
     /// A per-activity update token on file.
-    package struct UpdateToken: Hashable, Sendable, Codable {
+    package struct UpdateToken: Hashable, Sendable {
         package var token: DeviceToken
         package var bundleID: String
         package var environment: APNsEnvironment
@@ -45,7 +45,7 @@ package struct ActivityState: Hashable, Sendable, Codable {
     }
 
     /// What a planned push carried, for "did the content change", ETA slips and never-older checks.
-    package struct ContentMark: Hashable, Sendable, Codable {
+    package struct ContentMark: Hashable, Sendable {
         /// The compact JSON of `content-state`.
         package var contentState: String
         package var step: String
@@ -75,7 +75,7 @@ package struct ActivityState: Hashable, Sendable, Codable {
     }
 
     /// The push planned and not yet settled by ``OrderTracker/record(_:for:in:now:)``.
-    package struct PendingPush: Hashable, Sendable, Codable {
+    package struct PendingPush: Hashable, Sendable {
         package var apnsID: String
         package var kind: PlannedPush.Kind
         package var timestamp: Int
@@ -101,13 +101,13 @@ package struct ActivityState: Hashable, Sendable, Codable {
     }
 
     /// Which texts an alert used: the status's (`status`), or the ETA slip's (`eta_slip`, stored so).
-    package enum AlertKind: String, Hashable, Sendable, Codable {
+    package enum AlertKind: String, Hashable, Sendable {
         case status
         case etaSlip = "eta_slip"
     }
 
     /// The app and storage policy of an order's broadcast channel (``OrderState/channel`` only).
-    package struct Broadcast: Hashable, Sendable, Codable {
+    package struct Broadcast: Hashable, Sendable {
         package var bundleID: String
         package var environment: APNsEnvironment
         /// Message storage policy 1 (the most recent message kept for an offline device) or 0 (none:
@@ -185,7 +185,7 @@ package struct ActivityState: Hashable, Sendable, Codable {
         channelInfo = value.channelID == nil && value.broadcast == nil ? nil : OutOfLine(value)
     }
 
-    init(key: String, activityID: String?, deviceID: String?, phase: Phase, now: Date) {
+    package init(key: String, activityID: String?, deviceID: String?, phase: Phase, now: Date) {
         self.key = key
         self.activityID = activityID
         self.deviceID = deviceID
@@ -218,66 +218,6 @@ package struct ActivityState: Hashable, Sendable, Codable {
         }
         if let update = updateToken { return (update.token, update.bundleID, update.environment) }
         return nil
-    }
-}
-
-extension ActivityState {
-    private enum CodingKeys: String, CodingKey {
-        case key, activityID, deviceID, phase, closeReason, updateToken, startToken, createdAt, startedAt, endedAt
-        case pending, planned, sent, lastTimestamp, alertedSteps, alertCount, highPriorityLog, frequentPushes
-        case scheduledStart, channelID, broadcast
-    }
-
-    /// As synthesized for the stored properties, with ``channelID`` and ``broadcast`` under their own keys.
-    package init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        self.init(
-            key: try c.decode(String.self, forKey: .key),
-            activityID: try c.decodeIfPresent(String.self, forKey: .activityID),
-            deviceID: try c.decodeIfPresent(String.self, forKey: .deviceID),
-            phase: try c.decode(Phase.self, forKey: .phase),
-            closeReason: try c.decodeIfPresent(String.self, forKey: .closeReason).map(CloseReason.init(stored:)),
-            updateToken: try c.decodeIfPresent(UpdateToken.self, forKey: .updateToken),
-            startToken: try c.decodeIfPresent(PushToStartRegistration.self, forKey: .startToken),
-            createdAt: try c.decode(Date.self, forKey: .createdAt),
-            startedAt: try c.decodeIfPresent(Date.self, forKey: .startedAt),
-            endedAt: try c.decodeIfPresent(Date.self, forKey: .endedAt),
-            pending: try c.decodeIfPresent(PendingPush.self, forKey: .pending),
-            planned: try c.decodeIfPresent(ContentMark.self, forKey: .planned),
-            sent: try c.decodeIfPresent(ContentMark.self, forKey: .sent),
-            lastTimestamp: try c.decode(Int.self, forKey: .lastTimestamp),
-            alertedSteps: try c.decode([String].self, forKey: .alertedSteps),
-            alertCount: try c.decode(Int.self, forKey: .alertCount),
-            highPriorityLog: try c.decode([Int].self, forKey: .highPriorityLog),
-            frequentPushes: try c.decodeIfPresent(Bool.self, forKey: .frequentPushes),
-            scheduledStart: try c.decodeIfPresent(Date.self, forKey: .scheduledStart),
-            channelID: try c.decodeIfPresent(String.self, forKey: .channelID),
-            broadcast: try c.decodeIfPresent(Broadcast.self, forKey: .broadcast))
-    }
-
-    package func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(key, forKey: .key)
-        try c.encodeIfPresent(activityID, forKey: .activityID)
-        try c.encodeIfPresent(deviceID, forKey: .deviceID)
-        try c.encode(phase, forKey: .phase)
-        try c.encodeIfPresent(closeReason?.stored, forKey: .closeReason)
-        try c.encodeIfPresent(updateToken, forKey: .updateToken)
-        try c.encodeIfPresent(startToken, forKey: .startToken)
-        try c.encode(createdAt, forKey: .createdAt)
-        try c.encodeIfPresent(startedAt, forKey: .startedAt)
-        try c.encodeIfPresent(endedAt, forKey: .endedAt)
-        try c.encodeIfPresent(pending, forKey: .pending)
-        try c.encodeIfPresent(planned, forKey: .planned)
-        try c.encodeIfPresent(sent, forKey: .sent)
-        try c.encode(lastTimestamp, forKey: .lastTimestamp)
-        try c.encode(alertedSteps, forKey: .alertedSteps)
-        try c.encode(alertCount, forKey: .alertCount)
-        try c.encode(highPriorityLog, forKey: .highPriorityLog)
-        try c.encodeIfPresent(frequentPushes, forKey: .frequentPushes)
-        try c.encodeIfPresent(scheduledStart, forKey: .scheduledStart)
-        try c.encodeIfPresent(channelID, forKey: .channelID)
-        try c.encodeIfPresent(broadcast, forKey: .broadcast)
     }
 }
 

@@ -1,5 +1,5 @@
 /// A value together with the key of the event that set it.
-package struct Register<Value: Hashable & Sendable & Codable>: Hashable, Sendable, Codable {
+package struct Register<Value: Hashable & Sendable>: Hashable, Sendable {
     package var value: Value
     package var key: EventKey
 
@@ -37,7 +37,7 @@ extension Optional {
 /// events arrive in (merging is commutative, associative and idempotent). The status follows the
 /// newest event, except that a terminal status absorbs: once any terminal status is known, it is the
 /// status, and later non-terminal events cannot move the order back.
-package struct OrderRecord: Hashable, Sendable, Codable {
+package struct OrderRecord: Hashable, Sendable {
     package var orderID: String
     package var userID: String
     /// The newest non-terminal status seen (kept even after the order ended).
@@ -50,6 +50,13 @@ package struct OrderRecord: Hashable, Sendable, Codable {
     package var eta: Register<ETAWindow>?
     /// The newest event merged.
     package var newest: EventKey
+
+    /// A record with no event merged yet (what a stored one is read over).
+    package init(orderID: String, userID: String, newest: EventKey) {
+        self.orderID = orderID
+        self.userID = userID
+        self.newest = newest
+    }
 
     package init(_ event: OrderStatusEvent) {
         orderID = event.orderID

@@ -1,8 +1,8 @@
 package import Foundation
 
-/// Everything the worker stores for one order (as JSON, plus the indexed columns it reads from
-/// the computed properties below).
-package struct OrderState: Hashable, Sendable, Codable {
+/// Everything the worker stores for one order (a document, plus the indexed columns it reads from the
+/// computed properties below).
+package struct OrderState: Hashable, Sendable {
     /// The most activities one order tracks, ended ones included (docs/events.md, Limits): an app's
     /// reports of more are recorded on the timeline and not tracked, so a publisher cannot grow an
     /// order's row without bound.
@@ -78,45 +78,6 @@ package struct OrderState: Hashable, Sendable, Codable {
     }
 
     package static let seenEventIDLimit = 64
-
-    private enum CodingKeys: String, CodingKey {
-        case orderID, record, activities, pushToStartTokens, followers, followersKey, channel, seenEventIDs
-        case createdAt, lastChangeAt, nextSweepAt
-    }
-
-    /// As synthesized for the stored properties, with ``channel`` as the key `channel`.
-    package func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(orderID, forKey: .orderID)
-        try container.encodeIfPresent(record, forKey: .record)
-        try container.encode(activities, forKey: .activities)
-        try container.encode(pushToStartTokens, forKey: .pushToStartTokens)
-        try container.encode(followers, forKey: .followers)
-        try container.encodeIfPresent(followersKey, forKey: .followersKey)
-        try container.encodeIfPresent(channel, forKey: .channel)
-        try container.encode(seenEventIDs, forKey: .seenEventIDs)
-        try container.encode(createdAt, forKey: .createdAt)
-        try container.encode(lastChangeAt, forKey: .lastChangeAt)
-        try container.encodeIfPresent(nextSweepAt, forKey: .nextSweepAt)
-    }
-
-    /// As synthesized, except that a state stored before followers existed (no `followers`) reads with none.
-    package init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        orderID = try container.decode(String.self, forKey: .orderID)
-        record = try container.decodeIfPresent(OrderRecord.self, forKey: .record)
-        activities = try container.decode([ActivityState].self, forKey: .activities)
-        pushToStartTokens = try container.decode([PushToStartRegistration].self, forKey: .pushToStartTokens)
-        let group = Group(
-            followers: try container.decodeIfPresent([String].self, forKey: .followers) ?? [],
-            followersKey: try container.decodeIfPresent(EventKey.self, forKey: .followersKey),
-            channel: try container.decodeIfPresent(ActivityState.self, forKey: .channel))
-        self.group = group.isEmpty ? nil : OutOfLine(group)
-        seenEventIDs = try container.decode([String].self, forKey: .seenEventIDs)
-        createdAt = try container.decode(Date.self, forKey: .createdAt)
-        lastChangeAt = try container.decode(Date.self, forKey: .lastChangeAt)
-        nextSweepAt = try container.decodeIfPresent(Date.self, forKey: .nextSweepAt)
-    }
 
     /// The newest order event applied (indexed column: last sequence / occurred_at).
     package var lastEventKey: EventKey? { record?.newest }
