@@ -30,6 +30,7 @@ COUNTERS = {
     "livedelivery_limits_total",  # {limit}
     "livedelivery_paused_apps_total",  # {app,reason}
     "livedelivery_database_unavailable_total",  # {component}
+    "livedelivery_events_forwarded_total",  # {to}
 }
 HISTOGRAMS = {  # exported as NAME_bucket, NAME_sum and NAME_count
     "livedelivery_push_latency_seconds",  # {app}
