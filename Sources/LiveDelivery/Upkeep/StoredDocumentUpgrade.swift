@@ -22,22 +22,11 @@ package enum StoredDocumentUpgrade {
 
     package static func run(on connection: PostgresConnection, logger: Logger) async throws -> Summary {
         var summary = Summary()
-        var skipped = 0
-        while true {
-            let round = try await rewriteStates(on: connection, skipping: skipped)
-            summary.states += round.rewritten
-            summary.unreadable += round.unreadable
-            skipped += round.unreadable
-            if round.rewritten + round.unreadable < rowsPerRound { break }
-        }
-        skipped = 0
-        while true {
-            let round = try await rewritePushes(on: connection, skipping: skipped)
-            summary.pushes += round.rewritten
-            summary.unreadable += round.unreadable
-            skipped += round.unreadable
-            if round.rewritten + round.unreadable < rowsPerRound { break }
-        }
+        let states = try await rounds { try await rewriteStates(on: connection, skipping: $0) }
+        let pushes = try await rounds { try await rewritePushes(on: connection, skipping: $0) }
+        summary.states = states.rewritten
+        summary.pushes = pushes.rewritten
+        summary.unreadable = states.unreadable + pushes.unreadable
         if summary != Summary() {
             logger.info(
                 "stored JSON documents rewritten in the binary form",
@@ -47,6 +36,19 @@ package enum StoredDocumentUpgrade {
                 ])
         }
         return summary
+    }
+
+    /// Runs `round` (given how many unreadable rows to skip) until a round finds fewer rows than it may take.
+    private static func rounds(
+        _ round: (Int) async throws -> (rewritten: Int, unreadable: Int)
+    ) async throws -> (rewritten: Int, unreadable: Int) {
+        var total = (rewritten: 0, unreadable: 0)
+        while true {
+            let done = try await round(total.unreadable)
+            total.rewritten += done.rewritten
+            total.unreadable += done.unreadable
+            if done.rewritten + done.unreadable < rowsPerRound { return total }
+        }
     }
 
     private static func rewriteStates(
