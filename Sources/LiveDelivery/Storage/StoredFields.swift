@@ -166,10 +166,11 @@ extension OrderState: StoredValue {
             try coder.strings("followers", &followers)
             try coder.optional("followersKey", &followersKey)
             try coder.optional("channel", &channel)
+            // Read over a blank state, which has none: set only what is there (each set boxes them anew).
             if coder.isReading {
-                self.followers = followers
-                self.followersKey = followersKey
-                self.channel = channel
+                if !followers.isEmpty { self.followers = followers }
+                if followersKey != nil { self.followersKey = followersKey }
+                if channel != nil { self.channel = channel }
             }
         }
         try coder.strings("seenEventIDs", &seenEventIDs)
@@ -255,8 +256,8 @@ extension ActivityState: StoredValue {
             try coder.string("channelID", &channelID)
             try coder.optional("broadcast", &broadcast)
             if coder.isReading {
-                self.channelID = channelID
-                self.broadcast = broadcast
+                if channelID != nil { self.channelID = channelID }
+                if broadcast != nil { self.broadcast = broadcast }
             }
         }
     }
