@@ -113,7 +113,7 @@ package enum LocalServers {
     /// PostgreSQL's programs refuse root: as root, a command runs as the `postgres` user (`runuser`).
     static func asPostgres(_ executable: String, _ arguments: [String]) -> (String, [String]) {
         getuid() == 0
-            ? ("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments) : (executable, arguments)
+            ? ("/sbin/runuser", ["-u", "postgres", "--", executable] + arguments) : (executable, arguments)
     }
 
     /// Polls until `produce` returns a value (nil means "not yet") and returns it; `every` paces the checks.
