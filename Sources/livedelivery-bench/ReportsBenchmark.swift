@@ -15,8 +15,9 @@ import Darwin
 /// `livedelivery-bench reports`: the admin reports at production scale, at two sizes of history on the same
 /// machine and settings, so that growth shows. For each size: a fresh database migrated to the current schema,
 /// N days of synthetic history in day partitions, the rollups caught up as the workers' retention rounds keep
-/// them (timed: the cost of rolling up a day), then each report over the last hour, day and week (the window
-/// function, median of `runs`), and retention of the oldest day (its partitions dropped, with the WAL written).
+/// them, in rounds bounded by rows (timed), a day of the rounds run once caught up, then each report over the
+/// last hour, day and week (the window function, median of `runs`), and retention of the oldest day (its
+/// partitions dropped, with the WAL written).
 struct ReportsBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "reports",
@@ -28,9 +29,10 @@ struct ReportsBenchmark: AsyncParsableCommand {
 
     @Option(
         name: .customLong("attempts"),
-        help: "Push attempts in all, once per size (about six per activity; two timeline rows and one inbox row each)."
+        help:
+            "Push attempts in all, once per size (about six per activity; two timeline rows and one inbox row each; about 1.06 GB per million)."
     )
-    var sizes: [Int] = [10_000_000, 30_000_000]
+    var sizes: [Int] = [10_000_000, 20_000_000]
 
     @Option(help: "Runs of each query; the median is printed.")
     var runs = 3
@@ -54,6 +56,9 @@ struct ReportsBenchmark: AsyncParsableCommand {
             "Measure a database this bench made and kept (migrated first; its oldest day is not dropped) instead of making one per size."
     )
     var database: String?
+
+    @Flag(help: "With --database: empty its rollups first, so that they catch up from nothing as after an upgrade.")
+    var rollUpAgain = false
 
     func validate() throws {
         guard days >= 8 else { throw ValidationError("--days must be at least 8 (a week, and a day to expire)") }
@@ -157,6 +162,17 @@ struct ReportsBenchmark: AsyncParsableCommand {
                 format: "migrated (%@) in %.1f s",
                 applied.isEmpty ? "nothing to apply" : applied.joined(separator: ", "),
                 (ContinuousClock.now - migrating).seconds))
+        if rollUpAgain {
+            try await database.query(
+                """
+                TRUNCATE report_rollups, report_push_outcomes_rollup, report_activity_timings_rollup,
+                         report_alerts_per_activity_rollup, report_failed_pushes_rollup,
+                         report_activity_timings_by_app_rollup, report_duplicate_starts_rollup,
+                         report_repeat_starts_rollup, report_activities_pending, report_activity_partials,
+                         report_failed_pushes_staged
+                """)
+            say("rollups emptied: they catch up from nothing")
+        }
         let newest = try await database.query("SELECT max(attempted_at) AS end, count(*) AS n FROM push_attempts")[0]
         return try await measure(
             database, name: name, attempts: try newest.decode(Int.self, "n"), end: try newest.decode(Date.self, "end"),
@@ -179,60 +195,73 @@ struct ReportsBenchmark: AsyncParsableCommand {
                 try sizes.decode(Int.self, "inbox"), try sizes.decode(Int.self, "activities"),
                 Double(try sizes.decode(Int64.self, "bytes")) / 1e9))
 
-        // What the workers' retention rounds keep, caught up a day per round as after an upgrade (sql/124):
-        // first the slices of attempts and timeline, a day per round, then the activities, a day per round
-        // (every one already final rolled up, the live ones pending). Timed apart: a whole day's slice and a
-        // whole day's activities are what rolling up a day costs. Then the push outcomes' closed hours.
+        // What the workers' retention rounds keep, caught up from where it stands (from nothing, as after an
+        // upgrade) in the rounds the workers ask for (`report_rollup_activities(now(), 48)` through the outcomes
+        // rollup): each bounded by rows (sql/125: about 100,000 attempts or 20,000 activities); first the slices
+        // of attempts and timeline, then the activities (every one already final rolled up, the live ones
+        // pending). Then the push outcomes' closed hours, in the same bounded rounds.
         var rounds: [Round] = []
         var before = try await Self.bounds(database)
         while true {
             let rolling = ContinuousClock.now
             let activities = try await database.query(
-                "SELECT report_rollup_activities(now(), 24) AS activities")[0].decode(Int.self, "activities")
+                "SELECT report_rollup_activities(now(), 48) AS activities")[0].decode(Int.self, "activities")
             let seconds = (ContinuousClock.now - rolling).seconds
             let after = try await Self.bounds(database)
+            // The first round sets the bounds from nothing (epoch before it): it counts as a round of slices.
+            let first = before.activities == Date(timeIntervalSince1970: 0)
             rounds.append(
                 Round(
                     activities: activities, seconds: seconds,
-                    sliceHours: after.attempts.timeIntervalSince(before.attempts) / 3600,
-                    activityHours: after.activities.timeIntervalSince(before.activities) / 3600))
+                    sliceHours: after.attempts.timeIntervalSince(first ? after.activities : before.attempts) / 3600,
+                    activityHours: first ? 0 : after.activities.timeIntervalSince(before.activities) / 3600))
             before = after
             if after.activities >= Date().addingTimeInterval(-360) { break }
         }
         let pending = try await database.query("SELECT count(*) AS n FROM report_activities_pending")[0]
             .decode(Int.self, "n")
-        // The newest whole day of each: a round that read 24 hours of attempts and rolled up no activity, and one
-        // that moved the activities' bound 24 hours and read no slice.
-        let slice = rounds.last { $0.sliceHours >= 23.99 && $0.activityHours == 0 }
-        let day = rounds.last { $0.activityHours >= 23.99 && $0.sliceHours < 1 }
+        let slicing = rounds.filter { $0.activityHours == 0 }
+        let rolling = rounds.filter { $0.activityHours > 0 }
         say(
             String(
                 format:
-                    "activity reports rollup: %d rounds, %.1f s, %d activities rolled up, %d pending (live); the newest whole day: its slice %.0f ms + its %d activities %.0f ms = %.0f ms (aim ≤ 1 s)",
+                    "activity reports rollup, caught up: %d rounds, %.1f s, %d activities rolled up, %d pending (live); %d rounds of slices %.1f s (slowest %.0f ms), %d rounds of activities %.1f s (slowest %.0f ms, %d activities)",
                 rounds.count, rounds.map(\.seconds).reduce(0, +), rounds.map(\.activities).reduce(0, +), pending,
-                (slice?.seconds ?? .nan) * 1000, day?.activities ?? 0, (day?.seconds ?? .nan) * 1000,
-                ((slice?.seconds ?? .nan) + (day?.seconds ?? .nan)) * 1000))
+                slicing.count, slicing.map(\.seconds).reduce(0, +), (slicing.map(\.seconds).max() ?? 0) * 1000,
+                rolling.count, rolling.map(\.seconds).reduce(0, +), (rolling.map(\.seconds).max() ?? 0) * 1000,
+                rolling.max { $0.seconds < $1.seconds }?.activities ?? 0))
         for (index, round) in rounds.enumerated() {
             say(
                 String(
-                    format: "  round %d: slice %.1f h, activities %.1f h (%d rolled up), %.0f ms", index + 1,
+                    format: "  round %d: slice %.2f h, activities %.2f h (%d rolled up), %.0f ms", index + 1,
                     round.sliceHours, round.activityHours, round.activities, round.seconds * 1000))
         }
-        let outcomesRolling = ContinuousClock.now
-        let outcomeHours = try await database.query("SELECT report_rollup_push_outcomes(now(), 100000) AS hours")[0]
-            .decode(Int.self, "hours")
-        let outcomesRolled = (ContinuousClock.now - outcomesRolling).seconds
+        var outcomeHours = 0
+        var outcomeRounds: [Double] = []
+        while true {
+            let outcomesRolling = ContinuousClock.now
+            let hours = try await database.query("SELECT report_rollup_push_outcomes(now(), 48) AS hours")[0]
+                .decode(Int.self, "hours")
+            outcomeRounds.append((ContinuousClock.now - outcomesRolling).seconds)
+            outcomeHours += hours
+            if hours == 0 { break }
+        }
+        let outcomesRolled = outcomeRounds.reduce(0, +)
         say(
             String(
-                format: "push outcomes rollup: %d hours in %.1f s (%.0f ms per hour)", outcomeHours, outcomesRolled,
-                outcomesRolled / Double(max(outcomeHours, 1)) * 1000))
-        let steady = try await steadyDay(database, end: end)
-        say(
-            String(
-                format:
-                    "a day of five-minute rounds once caught up (the newest whole day replayed, rolled back): slices %.0f ms + %d activities %.0f ms = %.0f ms (aim ≤ 1 s)",
-                steady.slices * 1000, steady.rolled, steady.activities * 1000,
-                (steady.slices + steady.activities) * 1000))
+                format: "push outcomes rollup: %d hours in %d rounds, %.1f s (%.0f ms per hour; slowest round %.0f ms)",
+                outcomeHours, outcomeRounds.count, outcomesRolled,
+                outcomesRolled / Double(max(outcomeHours, 1)) * 1000, (outcomeRounds.max() ?? 0) * 1000))
+        // As the workers run them (every five minutes), and in hourly rounds: what fewer, longer rounds would save.
+        for minutes in [5, 60] {
+            let steady = try await steadyDay(database, end: end, minutes: minutes)
+            say(
+                String(
+                    format:
+                        "a day of %d-minute rounds once caught up (the newest whole day replayed, rolled back): slices %.0f ms + %d activities %.0f ms = %.0f ms (aim ≤ 1 s)",
+                    minutes, steady.slices * 1000, steady.rolled, steady.activities * 1000,
+                    (steady.slices + steady.activities) * 1000))
+        }
         try await database.query("VACUUM ANALYZE")
 
         var figures = Figures(attempts: attempts)
@@ -289,13 +318,13 @@ struct ReportsBenchmark: AsyncParsableCommand {
         return figures
     }
 
-    /// A day of the workers' rounds as they run once caught up, every five minutes: each reads the next five
-    /// minutes of attempts and timeline, then rolls up the activities created in them (final by then in this
-    /// history) with what was written in the five minutes after. Replayed over the newest whole UTC day, after its
+    /// A day of the workers' rounds as they run once caught up, every `minutes` (five for the workers): each
+    /// reads the next `minutes` of attempts and timeline, then rolls up the activities created in them (final by
+    /// then in this history) with what was written in the `minutes` after. Replayed over the newest whole UTC day, after its
     /// rolled-up rows are taken out, in a transaction rolled back afterwards. Not in it: what a round also does
     /// (activities becoming and leaving pending, the hourly rows merged, the push outcomes' hour).
     func steadyDay(
-        _ database: PostgresClient, end: Date
+        _ database: PostgresClient, end: Date, minutes: Int
     ) async throws -> (
         slices: Double, activities: Double, rolled: Int
     ) {
@@ -326,9 +355,10 @@ struct ReportsBenchmark: AsyncParsableCommand {
                 var slices = 0.0
                 var activities = 0.0
                 var rolled = 0
-                for step in 0..<288 {
-                    let from = day.addingTimeInterval(Double(step) * 300)
-                    let upto = from.addingTimeInterval(300)
+                let length = Double(minutes * 60)
+                for step in 0..<(1440 / minutes) {
+                    let from = day.addingTimeInterval(Double(step) * length)
+                    let upto = from.addingTimeInterval(length)
                     var start = ContinuousClock.now
                     try await connection.query(
                         "SELECT report_rollup_slice(\(from)::timestamptz, \(upto)::timestamptz, \(from)::timestamptz)")
@@ -343,9 +373,9 @@ struct ReportsBenchmark: AsyncParsableCommand {
                             WITH f AS MATERIALIZED (\(final))
                             SELECT (SELECT count(*) FROM f) AS n,
                                    report_rollup_final(ARRAY(SELECT order_id FROM f), ARRAY(SELECT activity_key FROM f),
-                                                       $2, $2 + interval '5 minutes') IS NULL AS done
+                                                       $2, $3) IS NULL AS done
                             """)
-                    rollUp.binds = bindings(from, upto)
+                    rollUp.binds = bindings(from, upto, upto.addingTimeInterval(length))
                     rolled += try await connection.query(rollUp)[0].decode(Int.self, "n")
                     for table in ["report_activity_partials", "report_failed_pushes_staged"] {
                         var query = PostgresQuery(
