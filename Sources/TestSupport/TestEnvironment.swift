@@ -51,14 +51,6 @@ package enum TestEnvironment {
             + "?target_session_attrs=read-write"
     }
 
-    /// Runs `scripts/services ARGS` (what a person types, e.g. `["rabbitmqctl", "list_queues"]`) and returns what it
-    /// printed. Servers' faults are the fixtures' (``RabbitMQCluster``, ``PostgresReplica``, ``ManagedPostgres``), and
-    /// the main broker's listings ``RabbitMQBroker``'s.
-    @discardableResult
-    package static func services(_ arguments: [String]) async throws -> String {
-        try await output(servicesScript, arguments)
-    }
-
     /// The project's root folder (where `Package.swift` is), found from this source file.
     package static var projectRoot: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

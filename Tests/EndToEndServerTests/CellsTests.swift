@@ -440,12 +440,7 @@ struct CellsTests {
     /// acknowledged: the connection named `connection` (its `connection_name`); nil when there is none.
     static func channels(connection name: String) async throws -> (consumers: Int, unacknowledged: Int)? {
         func rows(_ arguments: [String]) async throws -> [[String: Any]] {
-            let output = try await TestEnvironment.services(
-                ["rabbitmqctl"] + arguments + ["--silent", "--formatter", "json"])
-            guard let start = output.firstIndex(of: "["),
-                let rows = try JSONSerialization.jsonObject(with: Data(output[start...].utf8)) as? [[String: Any]]
-            else { throw HarnessError("rabbitmqctl printed no JSON list: \(output)") }
-            return rows
+            try await RabbitMQBroker.main.rows(arguments)
         }
         // client_properties: [name, type, value] triples.
         let connections = try await rows(["list_connections", "pid", "client_properties"]).filter { row in
