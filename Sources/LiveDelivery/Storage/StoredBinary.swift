@@ -134,9 +134,10 @@ extension StoredState {
             _: StoredKey, _ value: inout Value?, blank: @autoclosure () -> Value,
             _ body: (inout Self, inout Value) throws -> Void
         ) rethrows {
-            guard var present = value else { return bytes.append(0) }
+            guard value != nil else { return bytes.append(0) }
             bytes.append(1)
-            try body(&self, &present)
+            // In place: a copy would retain every field of the value.
+            try body(&self, &value!)
         }
 
         mutating func array<Element>(
@@ -144,10 +145,12 @@ extension StoredState {
             _ body: (inout Self, inout Element) throws -> Void
         ) rethrows {
             unsigned(UInt64(value.count))
-            // By value: an element written in place would copy a shared array first.
-            for element in value {
-                var element = element
-                try body(&self, &element)
+            // Neither a copy of each element (which retains its every field) nor `&value[index]` (which copies a
+            // shared array first): the writer reads what `body` is given and never changes it.
+            try value.withUnsafeBufferPointer { elements in
+                guard let base = elements.baseAddress else { return }
+                let mutable = UnsafeMutablePointer(mutating: base)
+                for index in elements.indices { try body(&self, &mutable[index]) }
             }
         }
 

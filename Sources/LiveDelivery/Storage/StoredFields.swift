@@ -109,7 +109,7 @@ extension StoredCoder {
     )
         throws
     {
-        try text(key, &value, \.rawValue) { text in
+        try text(key, &value, { $0.rawValue }) { text in
             guard let value = Value(rawValue: text) else {
                 throw StoredDocumentError(message: "stored document has an unknown \(what)")
             }
@@ -118,7 +118,7 @@ extension StoredCoder {
     }
 
     mutating func token(_ key: StoredKey, _ value: inout DeviceToken) throws {
-        try text(key, &value, \.hex) { hex in
+        try text(key, &value, { $0.hex }) { hex in
             guard let token = DeviceToken(hex: hex) else {
                 throw StoredDocumentError(message: "stored document holds a malformed device token")
             }
@@ -127,11 +127,11 @@ extension StoredCoder {
     }
 
     mutating func status(_ key: StoredKey, _ value: inout OrderStatus) throws {
-        try text(key, &value, \.rawValue, OrderStatus.init(rawValue:))
+        try text(key, &value, { $0.rawValue }, OrderStatus.init(rawValue:))
     }
 
     mutating func environment(_ key: StoredKey, _ value: inout APNsEnvironment) throws {
-        try text(key, &value, \.rawValue, APNsEnvironment.init(rawValue:))
+        try text(key, &value, { $0.rawValue }, APNsEnvironment.init(rawValue:))
     }
 
     /// A value with the key of the event that set it (`{"value": …, "key": …}`).
