@@ -399,7 +399,7 @@ struct AdminRun {
         process.standardOutput = outHandle
         process.standardError = errHandle
         try process.run()
-        try await eventually("livedelivery \(arguments.joined(separator: " ")) to exit", timeout: .seconds(60)) {
+        try await eventually("livedelivery \(arguments.joined(separator: " ")) to exit", timeout: .seconds(300)) {
             !process.isRunning
         }
         try outHandle.close()

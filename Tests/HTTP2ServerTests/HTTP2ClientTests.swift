@@ -82,7 +82,12 @@ struct HTTP2ClientTests {
     }
 
     @Test func requestsBeyondTheInFlightLimitWaitForASlot() async throws {
-        try await withServerAndClient(configure: { $0.maxRequestsInFlight = 3 }) { server, client in
+        // A request's timeout counts its wait for a slot: 200 behind 3 slots on a loaded machine can wait longer than
+        // the default 30 s, and what is tested is that they wait, not how fast.
+        try await withServerAndClient(configure: {
+            $0.maxRequestsInFlight = 3
+            $0.defaultRequestTimeout = .seconds(600)
+        }) { server, client in
             let url = server.baseURL + "/echo"
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for index in 0..<200 {
@@ -281,7 +286,10 @@ struct HTTP2ClientFailureTests {
     /// GOAWAY(INTERNAL_ERROR) while up to 100 other streams are open. libcurl retries the streams
     /// above the GOAWAY's last-stream-id on a new connection; nothing may fail except retriably.
     @Test func goawayMidFlightIsSurvived() async throws {
-        try await withServerAndClient(echo: false) { server, client in
+        // Requests that time out on a loaded machine (the default is 30 s) are streams nghttpd does not finish, and
+        // can keep it from the count of resets that makes it send GOAWAY: the timeout is far above any request's.
+        try await withServerAndClient(echo: false, configure: { $0.defaultRequestTimeout = .seconds(600) }) {
+            server, client in
             let url = server.baseURL + "/empty"
             let body = [UInt8](repeating: UInt8(ascii: "x"), count: 300)
             let outcomes = try await withThrowingTaskGroup(of: (ok: Bool, retriable: Bool).self) { group in
