@@ -36,6 +36,26 @@ package enum LocalServers {
 
     static var environment: [String: String] { ProcessInfo.processInfo.environment }
 
+    /// The environment `rabbitmqctl` and `rabbitmq-server` need for one local node: its name, loopback ports, and
+    /// its configuration, data, logs and pid file under `directory`.
+    static func rabbitMQEnvironment(
+        home: String, directory: String, nodeName: String, port: Int, distributionPort: Int
+    ) -> [String: String] {
+        environment.merging([
+            "HOME": home,
+            "RABBITMQ_NODENAME": nodeName,
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_PORT": "\(port)",
+            "RABBITMQ_DIST_PORT": "\(distributionPort)",
+            "RABBITMQ_CONFIG_FILE": "\(directory)/rabbitmq",
+            "RABBITMQ_ADVANCED_CONFIG_FILE": "\(directory)/advanced.config",
+            "RABBITMQ_MNESIA_BASE": "\(directory)/mnesia",
+            "RABBITMQ_LOG_BASE": "\(directory)/log",
+            "RABBITMQ_ENABLED_PLUGINS_FILE": "\(directory)/enabled_plugins",
+            "RABBITMQ_PID_FILE": "\(directory)/rabbitmq.pid",
+        ]) { $1 }
+    }
+
     /// Runs `scripts/services ARGS` (starting and stopping servers: what a person types too) to completion.
     package static func script(_ arguments: [String]) async throws {
         _ = try await run(TestEnvironment.servicesScript, arguments, timeout: .seconds(600))

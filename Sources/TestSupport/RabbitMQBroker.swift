@@ -35,18 +35,8 @@ package struct RabbitMQBroker: Sendable {
     private var environment: [String: String] {
         let offset = instance == "fault" ? 10 : 0
         let directory = LocalServers.stateDirectory + (instance == "fault" ? "/fault" : "") + "/rabbitmq"
-        return LocalServers.environment.merging([
-            "HOME": directory,
-            "RABBITMQ_NODENAME": nodeName,
-            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
-            "RABBITMQ_NODE_PORT": "\(56720 + offset)",
-            "RABBITMQ_DIST_PORT": "\(56721 + offset)",
-            "RABBITMQ_CONFIG_FILE": "\(directory)/rabbitmq",
-            "RABBITMQ_ADVANCED_CONFIG_FILE": "\(directory)/advanced.config",
-            "RABBITMQ_MNESIA_BASE": "\(directory)/mnesia",
-            "RABBITMQ_LOG_BASE": "\(directory)/log",
-            "RABBITMQ_ENABLED_PLUGINS_FILE": "\(directory)/enabled_plugins",
-            "RABBITMQ_PID_FILE": "\(directory)/rabbitmq.pid",
-        ]) { $1 }
+        return LocalServers.rabbitMQEnvironment(
+            home: directory, directory: directory, nodeName: nodeName, port: 56720 + offset,
+            distributionPort: 56721 + offset)
     }
 }

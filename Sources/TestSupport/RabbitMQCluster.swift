@@ -145,21 +145,12 @@ package struct RabbitMQCluster: Sendable {
     /// the node's own ports, configuration, data, logs and pid file.
     static func environment(_ node: Int) -> [String: String] {
         let directory = "\(state)/\(node)"
-        return LocalServers.environment.merging([
-            "HOME": state,
-            "RABBITMQ_NODENAME": nodeName(node),
-            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
-            "RABBITMQ_NODE_PORT": "\(amqpPort(node))",
-            "RABBITMQ_DIST_PORT": "\(56750 + node)",
-            "RABBITMQ_CONFIG_FILE": "\(directory)/rabbitmq",
-            "RABBITMQ_ADVANCED_CONFIG_FILE": "\(directory)/advanced.config",
-            "RABBITMQ_MNESIA_BASE": "\(directory)/mnesia",
-            "RABBITMQ_LOG_BASE": "\(directory)/log",
-            "RABBITMQ_ENABLED_PLUGINS_FILE": "\(directory)/enabled_plugins",
-            "RABBITMQ_PID_FILE": "\(directory)/rabbitmq.pid",
-            // Erlang distribution on loopback too; without this it listens on every interface.
-            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
-        ]) { $1 }
+        var environment = LocalServers.rabbitMQEnvironment(
+            home: state, directory: directory, nodeName: nodeName(node), port: amqpPort(node),
+            distributionPort: 56750 + node)
+        // Erlang distribution on loopback too; without this it listens on every interface.
+        environment["RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS"] = "-kernel inet_dist_use_interface {127,0,0,1}"
+        return environment
     }
 
     /// The pid of node `node`'s VM: the one in its pid file, else found by node name.
