@@ -176,7 +176,7 @@ package enum LocalServers {
 
     /// The fields of `/proc/PID/stat` after the command's name: state, ppid, pgrp, session, …
     private static func statFields(_ pid: Int32) -> [Substring]? {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        guard let stat = procFile("/proc/\(pid)/stat"),
             let end = stat.lastIndex(of: ")")
         else { return nil }
         return stat[stat.index(after: end)...].split(separator: " ")
@@ -197,13 +197,22 @@ package enum LocalServers {
     static func portListening(_ port: Int) -> Bool {
         let suffix = ":" + String(format: "%04X", port)
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            guard let text = procFile(table) else { continue }
             for line in text.split(separator: "\n").dropFirst() {
                 let fields = line.split(separator: " ")
                 if fields.count > 3, fields[3] == "0A", fields[1].hasSuffix(suffix) { return true }
             }
         }
         return false
+    }
+
+    /// A file of `/proc`, read to its end. `String(contentsOfFile:)` and `Data(contentsOf:)` stop after the first
+    /// read of a file whose size says 0, as every `/proc` file's does: `/proc/net/tcp` then ends after 27 sockets,
+    /// and under the whole test run the cluster's listeners were past them.
+    static func procFile(_ path: String) -> String? {
+        guard let file = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? file.close() }
+        return String(decoding: (try? file.readToEnd()) ?? Data(), as: UTF8.self)
     }
 }
 

@@ -166,11 +166,7 @@ package struct RabbitMQCluster: Sendable {
     /// A node's Erlang VM: beam.smp started by rabbitmq-server (not a rabbitmqctl, which is a beam.smp too, with
     /// the same RABBITMQ_NODENAME in its environment) for that node name. Never the main or fault broker.
     static func isBeam(_ pid: Int32, _ node: Int) -> Bool {
-        func read(_ file: String) -> String? {
-            (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/\(file)"))).map {
-                String(decoding: $0, as: UTF8.self)
-            }
-        }
+        func read(_ file: String) -> String? { LocalServers.procFile("/proc/\(pid)/\(file)") }
         guard read("comm")?.trimmingCharacters(in: .newlines) == "beam.smp",
             let environ = read("environ"),
             environ.split(separator: "\0").contains("RABBITMQ_NODENAME=\(nodeName(node))"),

@@ -155,7 +155,8 @@ extension NGHTTPDServer {
     /// Bytes waiting unread in the server's established TCP connections (`ss`, i.e. the kernel's
     /// sock_diag): while the server is paused, these are requests that reached it.
     ///
-    /// Not `/proc/net/tcp`: on this kernel it left out the server's connection for a minute at a time.
+    /// (`/proc/net/tcp` would serve too if read to its end, as `LocalServers.procFile` reads it: Foundation's one-read
+    /// `String(contentsOfFile:)` of it stops after its first 27 sockets.)
     func unreadBytes() async throws -> Int {
         let process = Process()
         let output = Pipe()
