@@ -1,7 +1,7 @@
 import Foundation
 
 /// A single broker of `scripts/services` (the main one, or the fault one of `LIVEDELIVERY_INSTANCE=fault`), for
-/// tests that ask the broker itself what it holds (`rabbitmqctl list_queues`, `list_connections`).
+/// tests that ask the broker itself what it holds (`rabbitmqctl list_queues`, `list_connections`) or restart it.
 package struct RabbitMQBroker: Sendable {
     /// `main` or `fault`: where its state is, and its node name and ports.
     let instance: String
@@ -29,14 +29,35 @@ package struct RabbitMQBroker: Sendable {
         return rows
     }
 
+    /// Stops the broker (`rabbitmqctl stop` with its pid file, which waits until its VM has exited) and starts it
+    /// again with the configuration `scripts/services start` wrote; returns once it has booted (`await_startup`).
+    package func restart() async throws {
+        LocalServers.log("stopping RabbitMQ (node \(nodeName))")
+        do {
+            try await rabbitmqctl(["-q", "stop", "\(directory)/rabbitmq.pid"])
+        } catch {
+            // Not running is what a stop wants; anything still serving is not.
+            if LocalServers.portListening(port) { throw error }
+        }
+        LocalServers.log("starting RabbitMQ on 127.0.0.1:\(port) (node \(nodeName))")
+        _ = try await LocalServers.daemon(
+            "rabbitmq-\(instance)", try LocalServers.rabbitMQSbin() + "/rabbitmq-server", [], environment: environment,
+            log: "\(directory)/log/stdout.log", truncateLog: true)
+        _ = try await LocalServers.poll("RabbitMQ node \(nodeName) to boot", timeout: .seconds(180), every: .seconds(1))
+        {
+            () -> Bool? in
+            (try? await rabbitmqctl(["-q", "await_startup", "--timeout", "5"])) != nil ? true : nil
+        }
+    }
+
     private var nodeName: String { instance == "fault" ? "livedelivery-fault@localhost" : "livedelivery@localhost" }
+
+    private var port: Int { instance == "fault" ? 56730 : 56720 }
+    private var directory: String { LocalServers.stateDirectory + (instance == "fault" ? "/fault" : "") + "/rabbitmq" }
 
     /// The broker's environment, as `scripts/services` gives it.
     private var environment: [String: String] {
-        let offset = instance == "fault" ? 10 : 0
-        let directory = LocalServers.stateDirectory + (instance == "fault" ? "/fault" : "") + "/rabbitmq"
-        return LocalServers.rabbitMQEnvironment(
-            home: directory, directory: directory, nodeName: nodeName, port: 56720 + offset,
-            distributionPort: 56721 + offset)
+        LocalServers.rabbitMQEnvironment(
+            home: directory, directory: directory, nodeName: nodeName, port: port, distributionPort: port + 1)
     }
 }

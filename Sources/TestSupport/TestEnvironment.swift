@@ -67,62 +67,6 @@ package enum TestEnvironment {
         "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())"
     }
 
-    /// Restarts the fault broker (`scripts/services restart-rabbitmq` on the fault instance).
-    package static func restartFaultRabbitMQ() async throws {
-        try await runServices(["restart-rabbitmq"], instance: "fault")
-    }
-
-    /// Restarts the fault database (`scripts/services restart-postgres` on the fault instance).
-    package static func restartFaultPostgres() async throws {
-        try await runServices(["restart-postgres"], instance: "fault")
-    }
-
-    /// Runs `scripts/services ARGS` for an instance and waits for it to exit successfully.
-    package static func runServices(_ arguments: [String], instance: String) async throws {
-        try await run(servicesScript, arguments, environment: ["LIVEDELIVERY_INSTANCE": instance])
-    }
-
-    /// Runs a program to completion without blocking a cooperative thread; throws on non-zero exit.
-    package static func run(
-        _ executable: String,
-        _ arguments: [String],
-        environment: [String: String] = [:]
-    ) async throws {
-        _ = try await output(executable, arguments, environment: environment)
-    }
-
-    /// Runs a program to completion without blocking a cooperative thread and returns its standard
-    /// output; throws on non-zero exit.
-    package static func output(
-        _ executable: String, _ arguments: [String], environment: [String: String] = [:]
-    ) async throws -> String {
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "command-output-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: output) }
-        let handle = try FileHandle(forWritingTo: output)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.standardOutput = handle
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
-        }
-        try? handle.close()
-        guard status == 0 else {
-            throw CommandFailed(command: ([executable] + arguments).joined(separator: " "), status: status)
-        }
-        return (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-    }
-
-    package struct CommandFailed: Error, CustomStringConvertible {
-        package let command: String
-        package let status: Int32
-        package var description: String { "\(command) exited with status \(status)" }
-    }
-
     private static func value(_ name: String) -> String? {
         ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
     }

@@ -45,7 +45,7 @@ struct SoakBenchmark: AsyncParsableCommand {
     @Option(help: "Leading minutes left out of the memory-growth figure (connections and caches fill first).")
     var warmupMinutes = 5
 
-    /// The broker of `--amqp-url` is the one `scripts/services restart-rabbitmq` restarts.
+    /// The broker of `--amqp-url` is the one the soak restarts: `scripts/services`' main broker (``RabbitMQBroker/main``).
     @OptionGroup var deployment: DeploymentOptions
 
     func validate() throws {
@@ -162,7 +162,7 @@ private final class SoakRun: Sendable {
                 }
                 if command.restartMinute > 0, minute == command.restartMinute {
                     let began = offsetNow
-                    _ = try await services(["restart-rabbitmq"])
+                    try await RabbitMQBroker.main.restart()
                     faults.append(("broker restart", began, offsetNow))
                     print(
                         String(format: "        (the broker restarted: %.1f s from stop to ready)", offsetNow - began))

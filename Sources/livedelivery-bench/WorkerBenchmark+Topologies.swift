@@ -70,24 +70,6 @@ enum Topology: String, Sendable {
     }
 }
 
-/// Runs `scripts/services ARGS` (from the project's root, the bench's working folder) and returns its output: the
-/// soak's `restart-rabbitmq`. The topologies' servers and faults are TestSupport's fixtures (``RabbitMQCluster``,
-/// ``PostgresReplica``, ``ManagedPostgres``).
-@discardableResult
-func services(_ arguments: [String]) async throws -> String {
-    let output = FileManager.default.temporaryDirectory.appendingPathComponent("bench-services-\(UUID().uuidString)")
-        .path
-    defer { try? FileManager.default.removeItem(atPath: output) }
-    let child = try ChildProcess(
-        name: "services", executable: FileManager.default.currentDirectoryPath + "/scripts/services",
-        arguments: arguments, environment: ProcessInfo.processInfo.environment, outputPath: output)
-    let status = try await child.waitForExit(timeout: .seconds(300))
-    guard status == 0 else {
-        throw ValidationError("scripts/services \(arguments.joined(separator: " ")) exited \(status):\n\(child.tail())")
-    }
-    return child.output
-}
-
 extension BenchEnvironment {
     /// Publishes status updates at a steady 200 events/s while the topology loses a server, and returns
     /// the seconds processing paused: for the cluster, from `kill -9` of the node holding the most

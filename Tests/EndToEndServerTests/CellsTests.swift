@@ -367,7 +367,7 @@ struct CellsTests {
                     let seen = Set(try await a.inboxEventIDs()).union(try await b.inboxEventIDs())
                     return seen.intersection(published).count >= published.count / 2
                 }
-                try await TestEnvironment.restartFaultRabbitMQ()
+                try await RabbitMQBroker.fault.restart()
             }
 
             let events = Set(scenario.events.map(\.eventID))

@@ -19,7 +19,7 @@ struct ServerRestartTests {
             try await eventually("some events processed", timeout: .seconds(120)) {
                 try await fixture.count("SELECT count(*) FROM inbox") > 0
             }
-            try await TestEnvironment.restartFaultRabbitMQ()
+            try await RabbitMQBroker.fault.restart()
             try await fixture.publish(Array(messages[half...]))  // reconnects and publishes again as needed
 
             try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)), timeout: .seconds(200))
@@ -43,7 +43,7 @@ struct ServerRestartTests {
                 try await fixture.count("SELECT count(*) FROM inbox") > 0
             }
             let startedBefore = try await fixture.strings("SELECT pg_postmaster_start_time()::text")
-            try await TestEnvironment.restartFaultPostgres()
+            try await PostgresServer.fault.restart()
             // The workers are consuming while the database is gone and when it is back.
             try await fixture.publish(Array(messages[half...]))
             let startedAfter = try await eventuallyValue("the database to answer again", timeout: .seconds(60)) {

@@ -20,7 +20,7 @@ struct PostgresFaultTests {
                 }
                 return try await group.reduce(into: Set<Int>()) { $0.insert($1) }
             }
-            try await TestEnvironment.restartFaultPostgres()
+            try await PostgresServer.fault.restart()
 
             // The first calls may fail, but only with retriable errors; within a few attempts they succeed on
             // new server processes.
@@ -63,7 +63,7 @@ struct PostgresFaultTests {
             try await client.query("SELECT pg_notify(\(channel), \("before"))")
             #expect(payload(of: await notifications.next(), channel) == "before")
 
-            try await TestEnvironment.restartFaultPostgres()
+            try await PostgresServer.fault.restart()
 
             // The listener reconnects and says so; notifications flow again.
             #expect(await notifications.next() == .listening)

@@ -15,7 +15,7 @@ struct RabbitMQBrokerRestartTests {
         var iterator = try await connection.consume(queue: queue, prefetch: 10).makeAsyncIterator()
         let held = try await iterator.nextDelivery()
 
-        try await TestEnvironment.restartFaultRabbitMQ()
+        try await RabbitMQBroker.fault.restart()
 
         let consumerError = await #expect(throws: RabbitMQError.self) {
             while try await iterator.next() != nil {}

@@ -51,7 +51,7 @@ struct RestartTests {
                     exchange: harness.configuration.amqp.exchange, url: TestEnvironment.faultAMQPURL)
                 try await eventually("the first push") { !harness.simulator.pushes(token: token).isEmpty }
 
-                try await TestEnvironment.restartFaultRabbitMQ()
+                try await RabbitMQBroker.fault.restart()
                 try await eventually("the worker is ready again", limit: .seconds(90)) { worker.health.snapshot.ready }
                 try await publish(
                     [Events.status(order, "out_for_delivery", sequence: 2, courier: "Sam")],
@@ -71,12 +71,12 @@ struct RestartTests {
         try await withWorker(postgresServer: TestEnvironment.faultPostgresURL) { harness, worker in
             try await whileRunning(worker) {
                 try await eventually("the worker is ready") { worker.health.snapshot.ready }
-                try await TestEnvironment.runServices(["stop-postgres"], instance: "fault")
+                try await PostgresServer.fault.stop()
                 // Health says so while the database is away (the dispatcher's claims fail; /readyz is 503).
                 try await eventually("health reports the database down", limit: .seconds(60)) {
                     !worker.health.snapshot.database && !worker.health.snapshot.ready
                 }
-                try await TestEnvironment.runServices(["start-postgres"], instance: "fault")
+                try await PostgresServer.fault.start()
                 let order = TestEnvironment.uniqueName("DR")
                 let token = Events.token()
                 try await publish(
