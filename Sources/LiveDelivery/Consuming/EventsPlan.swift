@@ -27,11 +27,20 @@ struct EventsPlan {
         var startLimit = startLimit
         for event in events {
             for orderID in event.orders(openOrdersOfUser: { Array(ordersOfUser[$0] ?? []) }) {
-                let original = stored[orderID] ?? nil
-                var change =
-                    changes[orderID]
-                    ?? OrderChange(original: original, state: original ?? OrderState(orderID: orderID, now: now))
-                if event.reachesUser, change.state.isSettled { continue }
+                // Taken out of the dictionary while it is worked on, so that its box is not shared and is
+                // written in place (``OrderChange``: copy on write).
+                var change: OrderChange
+                if let taken = changes.removeValue(forKey: orderID) {
+                    change = taken
+                    if event.reachesUser, change.state.isSettled {
+                        changes[orderID] = change
+                        continue
+                    }
+                } else {
+                    let original = stored[orderID] ?? nil
+                    change = OrderChange(original: original, state: original ?? OrderState(orderID: orderID, now: now))
+                    if event.reachesUser, change.state.isSettled { continue }
+                }
                 // The followers' tokens and settings read for this batch (those of earlier batches are in the state).
                 var joining: [String] = []
                 if case .orderFollowers(let e) = event { joining = e.followers }
@@ -51,12 +60,11 @@ struct EventsPlan {
     /// Each push carries the trace of the status event that set its content, else of the order's newest
     /// event of the batch.
     private mutating func trace(_ traces: [String: String], _ orderTraces: [String: String]) {
-        for (orderID, var change) in changes {
-            for (key, var push) in change.pushes {
-                push.traceParent = traces[push.statusKey.eventID] ?? orderTraces[orderID]
-                change.pushes[key] = push
+        for orderID in Array(changes.keys) {
+            for key in Array(changes[orderID]?.pushes.keys ?? [:].keys) {
+                let eventID = changes[orderID]?.pushes[key]?.statusKey.eventID
+                changes[orderID]?.pushes[key]?.traceParent = eventID.flatMap { traces[$0] } ?? orderTraces[orderID]
             }
-            changes[orderID] = change
         }
     }
 

@@ -87,7 +87,8 @@ struct AnswersPlan {
     ) -> Bool {
         guard let outcome = settlement.outcome, let state = changes[claim.orderID]?.state ?? stored[claim.orderID]
         else { return false }
-        var change = changes[claim.orderID] ?? OrderChange(original: state, state: state)
+        // Taken out while it is worked on, so that its box is written in place (``OrderChange``).
+        var change = changes.removeValue(forKey: claim.orderID) ?? OrderChange(original: state, state: state)
         let recorded = tracker.record(outcome, for: claim.push, in: change.state, now: now)
         change.merge(recorded)
         var resend = false
