@@ -3,128 +3,76 @@ import LiveDeliveryCore
 import Postgres
 
 /// Several ``Step``s of one order merged: the final state, the newest push per activity, what
-/// to withdraw, and every decision in order.
+/// to withdraw, and every decision in order. Its fields are ``OrderChangeFields``', read and written through it.
+@dynamicMemberLookup
 struct OrderChange: Sendable {
-    /// The fields, in one box shared by the copies until one of them is written (copy on write). A batch's
-    /// changes pass through the plan, the statement builders and the dispatcher's hand-over, and a copy of the
-    /// fields themselves retains every part of two order states and five collections: about a thousand
-    /// instructions a copy, fourteen copies per status update under `scripts/bench events`. A copy of the box
-    /// is one retain.
-    private final class Fields: @unchecked Sendable {
-        // Sendable: a box is written only while one change holds it (``OrderChange/unique()``); shared, it is
-        // only read.
-        var original: OrderState?
-        var state: OrderState
-        var pushes: [String: PlannedPush] = [:]
-        var pushOrder: [String] = []
-        var withdrawn: Set<String> = []
-        var retired: [PushToStartRegistration] = []
-        var decisions: [Decision] = []
-        var notBefore: [String: Date] = [:]
-
-        init(original: OrderState?, state: OrderState) {
-            self.original = original
-            self.state = state
-        }
-
-        func copy() -> Fields {
-            let copy = Fields(original: original, state: state)
-            copy.pushes = pushes
-            copy.pushOrder = pushOrder
-            copy.withdrawn = withdrawn
-            copy.retired = retired
-            copy.decisions = decisions
-            copy.notBefore = notBefore
-            return copy
-        }
-    }
-
-    private var fields: Fields
-
-    private mutating func unique() {
-        if !isKnownUniquelyReferenced(&fields) { fields = fields.copy() }
-    }
-
-    var original: OrderState? {
-        get { fields.original }
-        _modify {
-            unique()
-            yield &fields.original
-        }
-    }
-    var state: OrderState {
-        get { fields.state }
-        _modify {
-            unique()
-            yield &fields.state
-        }
-    }
-    var pushes: [String: PlannedPush] {
-        get { fields.pushes }
-        _modify {
-            unique()
-            yield &fields.pushes
-        }
-    }
-    /// Activity keys in the order their pushes were planned (for deterministic writes).
-    var pushOrder: [String] {
-        get { fields.pushOrder }
-        _modify {
-            unique()
-            yield &fields.pushOrder
-        }
-    }
-    var withdrawn: Set<String> {
-        get { fields.withdrawn }
-        _modify {
-            unique()
-            yield &fields.withdrawn
-        }
-    }
-    var retired: [PushToStartRegistration] {
-        get { fields.retired }
-        _modify {
-            unique()
-            yield &fields.retired
-        }
-    }
-    var decisions: [Decision] {
-        get { fields.decisions }
-        _modify {
-            unique()
-            yield &fields.decisions
-        }
-    }
-    /// A push planned by a retry: sent not before this moment (backoff).
-    var notBefore: [String: Date] {
-        get { fields.notBefore }
-        _modify {
-            unique()
-            yield &fields.notBefore
-        }
-    }
+    private var fields: OrderChangeFields
 
     init(original: OrderState?, state: OrderState) {
-        fields = Fields(original: original, state: state)
+        fields = OrderChangeFields(original: original, state: state)
+    }
+
+    subscript<Value>(dynamicMember field: ReferenceWritableKeyPath<OrderChangeFields, Value>) -> Value {
+        get { fields[keyPath: field] }
+        _modify {
+            if !isKnownUniquelyReferenced(&fields) { fields = fields.copy() }
+            yield &fields[keyPath: field]
+        }
     }
 
     mutating func merge(_ step: Step) {
-        state = step.state
+        self.state = step.state
         for key in step.withdrawn {
-            withdrawn.insert(key)
-            pushes[key] = nil
+            self.withdrawn.insert(key)
+            self.pushes[key] = nil
         }
         for push in step.pushes {
-            if pushes[push.activityKey] == nil { pushOrder.append(push.activityKey) }
-            pushes[push.activityKey] = push
-            withdrawn.remove(push.activityKey)
+            if self.pushes[push.activityKey] == nil { self.pushOrder.append(push.activityKey) }
+            self.pushes[push.activityKey] = push
+            self.withdrawn.remove(push.activityKey)
         }
-        retired += step.retiredPushToStartTokens
-        decisions += step.decisions
+        self.retired += step.retiredPushToStartTokens
+        self.decisions += step.decisions
     }
 
-    var changed: Bool { original != state || !pushes.isEmpty || !withdrawn.isEmpty }
-    var orderedPushes: [PlannedPush] { pushOrder.compactMap { pushes[$0] } }
+    var changed: Bool { self.original != self.state || !self.pushes.isEmpty || !self.withdrawn.isEmpty }
+    var orderedPushes: [PlannedPush] { self.pushOrder.compactMap { self.pushes[$0] } }
+}
+
+/// An ``OrderChange``'s fields, in one box shared by the copies of the change until one of them is written (copy
+/// on write). A batch's changes pass through the plan, the statement builders and the dispatcher's hand-over, and
+/// a copy of the fields themselves retains every part of two order states and five collections: about a thousand
+/// instructions a copy, fourteen copies per status update under `scripts/bench events`. A copy of the box is one
+/// retain.
+final class OrderChangeFields: @unchecked Sendable {
+    // Sendable: a box is written only while one change holds it (``OrderChange``'s dynamic member); shared, it is
+    // only read.
+    var original: OrderState?
+    var state: OrderState
+    var pushes: [String: PlannedPush] = [:]
+    /// Activity keys in the order their pushes were planned (for deterministic writes).
+    var pushOrder: [String] = []
+    var withdrawn: Set<String> = []
+    var retired: [PushToStartRegistration] = []
+    var decisions: [Decision] = []
+    /// A push planned by a retry: sent not before this moment (backoff).
+    var notBefore: [String: Date] = [:]
+
+    init(original: OrderState?, state: OrderState) {
+        self.original = original
+        self.state = state
+    }
+
+    func copy() -> OrderChangeFields {
+        let copy = OrderChangeFields(original: original, state: state)
+        copy.pushes = pushes
+        copy.pushOrder = pushOrder
+        copy.withdrawn = withdrawn
+        copy.retired = retired
+        copy.decisions = decisions
+        copy.notBefore = notBefore
+        return copy
+    }
 }
 
 /// An order whose only change is APNs' acceptance of its activities' current updates: the state read
