@@ -29,17 +29,14 @@ struct EventsPlan {
             for orderID in event.orders(openOrdersOfUser: { Array(ordersOfUser[$0] ?? []) }) {
                 // Taken out of the dictionary while it is worked on, so that its box is not shared and is
                 // written in place (``OrderChange``: copy on write).
-                var change: OrderChange
-                if let taken = changes.removeValue(forKey: orderID) {
-                    change = taken
-                    if event.reachesUser, change.state.isSettled {
-                        changes[orderID] = change
-                        continue
-                    }
-                } else {
-                    let original = stored[orderID] ?? nil
-                    change = OrderChange(original: original, state: original ?? OrderState(orderID: orderID, now: now))
-                    if event.reachesUser, change.state.isSettled { continue }
+                let known = changes.index(forKey: orderID) != nil
+                let original = stored[orderID] ?? nil
+                var change =
+                    changes.removeValue(forKey: orderID)
+                    ?? OrderChange(original: original, state: original ?? OrderState(orderID: orderID, now: now))
+                if event.reachesUser, change.state.isSettled {
+                    if known { changes[orderID] = change }
+                    continue
                 }
                 // The followers' tokens and settings read for this batch (those of earlier batches are in the state).
                 var joining: [String] = []
@@ -60,10 +57,9 @@ struct EventsPlan {
     /// Each push carries the trace of the status event that set its content, else of the order's newest
     /// event of the batch.
     private mutating func trace(_ traces: [String: String], _ orderTraces: [String: String]) {
-        for orderID in Array(changes.keys) {
-            for key in Array(changes[orderID]?.pushes.keys ?? [:].keys) {
-                let eventID = changes[orderID]?.pushes[key]?.statusKey.eventID
-                changes[orderID]?.pushes[key]?.traceParent = eventID.flatMap { traces[$0] } ?? orderTraces[orderID]
+        for (orderID, change) in changes {
+            for (key, push) in change.pushes {
+                changes[orderID]?.pushes[key]?.traceParent = traces[push.statusKey.eventID] ?? orderTraces[orderID]
             }
         }
     }
