@@ -272,6 +272,97 @@ struct CellsTests {
         }
     }
 
+    @Test(
+        "a third cell added mid-run, as operations.md says: it takes over the orders the hash moves to it, whose phones keep their one activity, with no gap"
+    )
+    func addingAThirdCellHandsOrdersOver() async throws {
+        try await Self.withTwoCells("handover") { a, b, queueB in
+            try await Fixture.with("handover-c") { c in
+                let queueC = "\(a.queue).cell-c"
+                do {
+                    try await Self.growToThreeCells(a, b, c, queueB: queueB, queueC: queueC)
+                } catch {
+                    await Self.deleteQueues([queueC, "\(queueC).dead-letter"], on: a)
+                    throw error
+                }
+                for worker in a.runningWorkers { await worker.stop() }
+                await Self.deleteQueues([queueC, "\(queueC).dead-letter"], on: a)
+            }
+        }
+    }
+
+    static func growToThreeCells(_ a: Fixture, _ b: Fixture, _ c: Fixture, queueB: String, queueC: String) async throws
+    {
+        let two = [
+            "LIVEDELIVERY_CELL_ALL": "a,b", "LIVEDELIVERY_CELLS_A_QUEUE": a.queue, "LIVEDELIVERY_CELLS_B_QUEUE": queueB,
+        ]
+        var three = two.merging(["LIVEDELIVERY_CELL_ALL": "a,b,c", "LIVEDELIVERY_CELLS_C_QUEUE": queueC]) { $1 }
+        three["LIVEDELIVERY_DISPATCHER_LEASE_SECONDS"] = "5"
+        // Before: cells a and b; every order placed, confirmed, its activity's token reported and `preparing`.
+        let a1 = try await a.startWorker("a1", extraEnvironment: Self.cell("a", a, queue: a.queue).merging(two) { $1 })
+        let b1 = try await a.startWorker("b1", extraEnvironment: Self.cell("b", b, queue: queueB).merging(two) { $1 })
+        let scenario = Scenario.deliveries(orders: 60, prefix: a.name)
+        let byOrder = Dictionary(grouping: scenario.events, by: { $0.orderID ?? "" })
+        let before = byOrder.values.flatMap { $0.prefix(4) }
+        try await a.publish(before)
+        let published = Set(before.map(\.eventID))
+        try await eventually("the first events in the two cells", timeout: .seconds(120), every: .milliseconds(250)) {
+            published.isSubset(of: Set(try await a.inboxEventIDs()).union(try await b.inboxEventIDs()))
+        }
+        // Grow (operations.md, Adding a cell): the old cells' workers take the list of three; the new cell's worker
+        // takes over from them the orders the hash now gives it. Then the rest of every order.
+        await a1.process.stop()
+        await b1.process.stop()
+        try await a.startWorker("a2", extraEnvironment: Self.cell("a", a, queue: a.queue).merging(three) { $1 })
+        try await a.startWorker("b2", extraEnvironment: Self.cell("b", b, queue: queueB).merging(three) { $1 })
+        try await a.startWorker(
+            "c1",
+            extraEnvironment: Self.cell("c", c, queue: queueC).merging(three) { $1 }.merging([
+                "LIVEDELIVERY_CELL_TAKE_OVER_FROM": "a,b", "LIVEDELIVERY_CELLS_A_POSTGRES_URL": a.postgresURL,
+                "LIVEDELIVERY_CELLS_B_POSTGRES_URL": b.postgresURL,
+            ]) { $1 })
+        try await a.publish(byOrder.values.flatMap { $0.dropFirst(4) })
+        let events = Set(scenario.events.map(\.eventID))
+        let fixtures = ["a": a, "b": b, "c": c]
+        try await eventually("every event in a cell's inbox", timeout: .seconds(180), every: .milliseconds(250)) {
+            var seen = Set<String>()
+            for cell in fixtures.values { seen.formUnion(try await cell.inboxEventIDs()) }
+            return events.isSubset(of: seen)
+        }
+        try await a.waitUntilAllEnded(scenario)
+        // Every phone on its order's newest step, ended, with one activity: the moved ones kept theirs.
+        try await a.verifyConverged(scenario, database: false)
+
+        // The orders the third cell's hash moved are carried on there, with the activity they had; in their old
+        // cell that activity closed without a push (`handed_over`); the others stayed where they were, and so did
+        // an order with no event after the growth (a cancelled one: all its events came before).
+        var moved = 0
+        for order in scenario.orders {
+            let was = Self.owner(of: order.orderID, among: [("a", 1), ("b", 1)])
+            let now =
+                byOrder[order.orderID, default: []].count > 4
+                ? Self.owner(of: order.orderID, among: [("a", 1), ("b", 1), ("c", 1)]) : was
+            let activities = try await fixtures[now]!.strings(
+                "SELECT coalesce(activity_id, '-') || ' ' || state FROM activities WHERE order_id = '\(order.orderID)'")
+            #expect(activities.count == 1, "\(order.orderID): \(activities) in cell \(now)")
+            let status = try await fixtures[now]!.strings(
+                "SELECT status FROM orders WHERE order_id = '\(order.orderID)'")
+            #expect(status == [order.finalStatus], "\(order.orderID) in cell \(now): \(status)")
+            guard now != was, let activity = activities.first else { continue }
+            moved += 1
+            let old = try await fixtures[was]!.strings(
+                "SELECT coalesce(activity_id, '-') || ' ' || state || ' ' || coalesce(end_reason, '-') FROM activities WHERE order_id = '\(order.orderID)'"
+            )
+            let id = activity.split(separator: " ")[0]
+            #expect(old == ["\(id) ended handed_over"], "\(order.orderID) in its old cell \(was): \(old)")
+        }
+        #expect(moved > 0 && moved < scenario.orders.count, "\(moved) of \(scenario.orders.count) orders moved")
+        for cell in fixtures.values {
+            let refused = try await cell.strings("SELECT reason || ' ' || coalesce(event_id, '') FROM dead_letters")
+            #expect(refused.isEmpty, "\(cell.name) refused \(refused.prefix(5))")
+        }
+    }
+
     @Test("a message the broker dead-letters in one cell is stored once, in that cell, not in every cell")
     func deadLettersStayInTheirCell() async throws {
         try await Self.withTwoCells("cells-dlx") { a, b, queueB in

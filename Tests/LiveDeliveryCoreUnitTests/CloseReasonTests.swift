@@ -11,6 +11,7 @@ struct CloseReasonTests {
         ("sweep_never_adopted", .decided(.sweepNeverAdopted)),
         ("sweep_terminal_not_ended", .decided(.sweepTerminalNotEnded)), ("start_withdrawn", .decided(.startWithdrawn)),
         ("activities_disabled", .decided(.activitiesDisabled)), ("channel_limit_near", .decided(.channelLimitNear)),
+        ("handed_over", .decided(.handedOver)),
         ("dismissed_by_user", .reportedByApp(.dismissedByUser)), ("ended_on_device", .reportedByApp(.endedOnDevice)),
         ("expired", .reportedByApp(.expired)), ("ended_by_server", .endedByServer), ("close_retried", .closeRetried),
         ("token_gone: 410 Unregistered", .tokenGone("410 Unregistered")),

@@ -316,6 +316,16 @@ package final class EventConsumer: Service {
                     return
                 }
                 await sleepUnlessShuttingDown(backoff.next())
+            } catch let waiting as CellHandover.Waiting {
+                // An order this cell takes over is not ready to move yet (docs/scaling.md, Adding a cell).
+                logger.info(
+                    "an order is being taken over from another cell; the batch waits",
+                    metadata: [LiveDeliveryLoggingKeys.error: "\(waiting)"])
+                if Task.isShuttingDownGracefully || Task.isCancelled {
+                    try await batch.last?.nack(requeue: true, multiple: true)
+                    return
+                }
+                await sleepUnlessShuttingDown(backoff.next())
             } catch let error as RabbitMQError {
                 throw error
             } catch {

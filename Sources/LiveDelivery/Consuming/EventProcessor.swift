@@ -81,6 +81,8 @@ package final class EventProcessor: Sendable {
     let cell: String?
     /// The deployment's cells (`cell.all`), if listed: an order's event is applied only in the cell they give it.
     let cells: CellAssignment?
+    /// For a cell added to a deployment (`cell.takeOverFrom`): where an order it does not know was before.
+    let cellHandover: CellHandover?
 
     package convenience init(
         client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
@@ -95,10 +97,11 @@ package final class EventProcessor: Sendable {
         client: PostgresClient, tracking: TrackingConfiguration, metrics: WorkerMetrics, logger: Logger,
         pushToStart: WorkerConfiguration.PushToStart, states: OrderStateCache, capacity: PushCapacity?,
         tracer: any Tracer, apps: Set<String>?, cell: String? = nil, cells: CellAssignment? = nil,
-        now: @escaping @Sendable () -> Date
+        cellHandover: CellHandover? = nil, now: @escaping @Sendable () -> Date
     ) {
         self.cell = cell
         self.cells = cells
+        self.cellHandover = cellHandover
         self.tracer = tracer
         self.apps = apps
         self.client = client
@@ -300,6 +303,14 @@ package final class EventProcessor: Sendable {
         var orderIDs = Set(newEvents.compactMap(\.orderID))
         for orders in ordersOfUser.values { orderIDs.formUnion(orders) }
         let stored = try await OrderStore.lockOrders(Array(orderIDs), cache: states, on: connection)
+        // A cell added to the deployment takes over, from the cell it was in, an order of its events it does not know.
+        var takenOver: [String: (OrderState, Decision)] = [:]
+        if let cellHandover {
+            let unknown = newEvents.compactMap { event in
+                event.orderID.flatMap { (stored[$0] ?? nil) == nil ? $0 : nil }
+            }
+            if !unknown.isEmpty { takenOver = try await cellHandover.takeOver(unknown, now: now) }
+        }
         // Channels are counted only when an order's channel may be decided (followers in the batch or stored).
         let openChannels =
             BroadcastRows.needsCount(newEvents, stored: stored, policy: tracker.configuration.policy)
@@ -314,7 +325,7 @@ package final class EventProcessor: Sendable {
         }
         let plan = EventsPlan(
             newEvents, stored: stored, ordersOfUser: ordersOfUser, tokens: tokens, settings: settings,
-            startLimit: startLimit, openChannels: openChannels,
+            startLimit: startLimit, openChannels: openChannels, takenOver: takenOver,
             traces: traces, orderTraces: orderTraces, tracker: tracker, now: now)
         for event in newEvents { metrics.event(type: event.type.rawValue, outcome: "applied") }
         outcome.applied += newEvents.count

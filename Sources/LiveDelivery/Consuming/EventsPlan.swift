@@ -16,12 +16,14 @@ struct EventsPlan {
     ///   - tokens: the push-to-start tokens on file, by user.
     ///   - settings: the device settings on file, by user and device.
     ///   - openChannels: the broadcast channels open per app, when counted.
+    ///   - takenOver: the orders unknown here that the cell they were in handed over (``CellHandover``).
     ///   - traces: the `traceparent` each event's message carried, by event id.
     ///   - orderTraces: the `traceparent` of each order's newest event of the batch that carried one.
     init(
         _ events: [InboundEvent], stored: [String: OrderState?], ordersOfUser: [String: Set<String>],
         tokens: [String: [PushToStartRegistration]], settings: [String: [String: DeviceSettings]] = [:],
-        startLimit: StartLimit, openChannels: [String: Int]? = nil, traces: [String: String] = [:],
+        startLimit: StartLimit, openChannels: [String: Int]? = nil,
+        takenOver: [String: (OrderState, Decision)] = [:], traces: [String: String] = [:],
         orderTraces: [String: String] = [:], tracker: OrderTracker, now: Date
     ) {
         var startLimit = startLimit
@@ -31,9 +33,15 @@ struct EventsPlan {
                 // written in place (``OrderChange``: copy on write).
                 let known = changes.index(forKey: orderID) != nil
                 let original = stored[orderID] ?? nil
-                var change =
-                    changes.removeValue(forKey: orderID)
-                    ?? OrderChange(original: original, state: original ?? OrderState(orderID: orderID, now: now))
+                var change: OrderChange
+                if let planned = changes.removeValue(forKey: orderID) {
+                    change = planned
+                } else if original == nil, let (state, decision) = takenOver[orderID] {
+                    change = OrderChange(original: nil, state: state)
+                    change.decisions.append(decision)
+                } else {
+                    change = OrderChange(original: original, state: original ?? OrderState(orderID: orderID, now: now))
+                }
                 if event.reachesUser, change.state.isSettled {
                     if known { changes[orderID] = change }
                     continue

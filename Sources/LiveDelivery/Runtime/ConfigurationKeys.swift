@@ -224,6 +224,16 @@ extension WorkerConfiguration {
             defaultText: "`1`",
             read: { _, _ in },  // with cell.all
             show: { showCells($0, \.weight) }),
+        ConfigurationKey(
+            name: "cell.takeOverFrom", values: .list, secret: false,
+            meaning: "For a cell added to the deployment, while the orders in flight that the grown `cell.all` gives "
+                + "it move: the cells it was added to. An event of an order this cell does not know yet makes it take "
+                + "the order over from the one of them the hash names, through that cell's database "
+                + "(`cells.<name>.postgresUrl`, a login of `livedelivery_worker` on its primary), with the same "
+                + "activities ([operations.md](operations.md#adding-a-cell)). Unset once they have ended (12 hours).",
+            defaultText: "none",
+            read: { configuration, reader in configuration.cellHandover = readHandover(configuration.amqp, reader) },
+            show: { $0.cellHandover.map { $0.previous.cells.map(\.name).joined(separator: ", ") } ?? "none" }),
         .int("amqp.prefetch", \.amqp.prefetch, 1...65_535, "Deliveries a worker holds unacknowledged at most."),
         .int("amqp.deliveryLimit", \.amqp.deliveryLimit, 1...1000, "The queue's `x-delivery-limit`."),
         .int(

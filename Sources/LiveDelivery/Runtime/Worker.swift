@@ -21,6 +21,8 @@ package struct Worker: Sendable {
     package let sweeper: Sweeper
     package let retention: Retention
     let sampler: MetricsSampler
+    /// For a cell added to a deployment: takes over the orders it now holds from the cells they were in.
+    let cellHandover: CellHandover?
     /// Opens once ``SchemaGuard`` has found the schema this release works with.
     let schemaGate = SchemaGate()
     package let http: HTTPEndpoint
@@ -54,11 +56,19 @@ package struct Worker: Sendable {
             sender: pushSender, tracking: configuration.tracking, health: health, metrics: metrics, logger: logger,
             states: states, tracer: tracer, now: now)
         // The consumer hands the pushes it plans to this dispatcher when it has room for them.
+        let cellHandover = configuration.cellHandover.flatMap { sources in
+            configuration.amqp.cell.map { own in
+                CellHandover(
+                    own: own, sources: sources, tracking: configuration.tracking,
+                    applicationName: "livedelivery \(configuration.workerID) (handover)", logger: logger)
+            }
+        }
+        self.cellHandover = cellHandover
         self.processor = EventProcessor(
             client: client, tracking: configuration.tracking, metrics: metrics, logger: logger,
             pushToStart: configuration.pushToStart, states: states, capacity: dispatcher.capacity, tracer: tracer,
             apps: Set(configuration.apns.apps.map { "\($0.bundleID) \($0.environment)" }),
-            cell: configuration.amqp.cell, cells: configuration.amqp.cells,
+            cell: configuration.amqp.cell, cells: configuration.amqp.cells, cellHandover: cellHandover,
             now: now)
         self.consumer = try EventConsumer(
             configuration: configuration.amqp, processor: processor, client: client, health: health, metrics: metrics,
@@ -95,7 +105,7 @@ package struct Worker: Sendable {
         let gate = schemaGate
         var configuration = ServiceGroupConfiguration(
             services: (observability.map { [ServiceGroupConfiguration.ServiceConfiguration(service: $0)] } ?? []) + [
-                .init(service: PostgresService(client: client)),
+                .init(service: PostgresService(client: client, handover: cellHandover)),
                 .init(service: http),
                 .init(service: SchemaGuard(client: client, gate: gate, health: health, logger: logger)),
                 .init(service: AfterSchemaCheck(service: dispatcher, gate: gate)),
@@ -116,8 +126,10 @@ package struct Worker: Sendable {
 /// Closes the database pool after everything else stopped.
 struct PostgresService: Service {
     let client: PostgresClient
+    var handover: CellHandover? = nil
     func run() async throws {
         try? await gracefulShutdown()
+        await handover?.shutdown()
         await client.shutdown()
     }
 }

@@ -149,6 +149,9 @@ package struct WorkerConfiguration: Sendable {
 
     package var configDirectory: String
     package var amqp: AMQP
+    /// For a cell added to a deployment (`cell.takeOverFrom`): the cells it was added to and their databases,
+    /// where the orders it now holds were (``CellHandover``). nil: nothing to take over.
+    var cellHandover: CellHandover.Sources?
     package var postgres: Postgres
     package var apns: APNs
     package var http = HTTP()
@@ -389,6 +392,40 @@ package struct WorkerConfiguration: Sendable {
         }
         guard problems.items.count == before else { return nil }
         return CellAssignment(cells)
+    }
+
+    /// `cell.takeOverFrom`, checked: cells of `cell.all` other than this one, each with its database at
+    /// `cells.<name>.postgresUrl`. nil without it, or when it has problems (noted in `reader`).
+    static func readHandover(_ amqp: AMQP, _ reader: KeyReader) -> CellHandover.Sources? {
+        let names = (reader.config.stringArray(forKey: "cell.takeOverFrom") ?? [])
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !names.isEmpty else { return nil }
+        let listKey = "cell.takeOverFrom (environment \(environmentName("cell.takeOverFrom")))"
+        guard let cells = amqp.cells, let own = amqp.cell else {
+            reader.problems.add("\(listKey) needs cell.all, the deployment's cells, and cell.name")
+            return nil
+        }
+        let before = reader.problems.items.count
+        var previous: [CellAssignment.Cell] = []
+        var databases: [String: PostgresConfiguration] = [:]
+        for name in names {
+            guard let cell = cells.cell(named: name), name != own else {
+                reader.problems.add("\(listKey): \"\(EventDecoder.quoted(name))\" is not another cell of cell.all")
+                continue
+            }
+            guard !previous.contains(where: { $0.name == name }) else {
+                reader.problems.add("\(listKey): \(name) is listed twice")
+                continue
+            }
+            do throws(LiveDeliveryError) {
+                databases[name] = try readPostgres(reader.config, key: "cells.\(name).postgresUrl")
+                previous.append(cell)
+            } catch {
+                reader.problems.add("\(error.message): the database of cell \(name), whose orders this cell takes over")
+            }
+        }
+        guard reader.problems.items.count == before, !previous.isEmpty else { return nil }
+        return CellHandover.Sources(previous: CellAssignment(previous), databases: databases)
     }
 
     /// A libpq connection string at `key`, parsed by libpq. Errors name the key and libpq's reason,

@@ -10,7 +10,8 @@ import LiveDeliveryCore
 /// (``StoredPush``) was almost half the worker's own instructions per update (`livedelivery-bench events`).
 /// The layout is the fields of ``OrderState`` and its parts in the order ``StoredValue/code(_:)`` declares
 /// them (`StoredFields.swift`, the one definition the JSON documents use too):
-/// - a version byte first: 3 (an order's followers and broadcast channel after its push-to-start tokens, an
+/// - a version byte first: 4 for an order handed over to another cell (its ``OrderState/handedOver`` last), so
+///   that every other state keeps the 3 the release before reads; 3 (an order's followers and broadcast channel after its push-to-start tokens, an
 ///   activity's channel at its end, and a push's token optional and followed by its channel); 2 (without
 ///   them) and 1 (without an activity's frequent-updates setting and scheduled start either) still read;
 /// - strings as a length (LEB128) and their UTF-8 bytes; integers as zigzag LEB128;
@@ -24,12 +25,14 @@ import LiveDeliveryCore
 /// and push of the example deliveries.
 enum StoredState {
     static let version: UInt8 = 3
+    /// The version of a state handed over to another cell.
+    static let handedOverVersion: UInt8 = 4
     /// The versions this release reads.
-    static let readable: ClosedRange<UInt8> = 1...3
+    static let readable: ClosedRange<UInt8> = 1...4
 
     /// `version` 1 (without the frequent-updates setting) is what the release before wrote; tests write it.
-    static func encode(_ state: OrderState, version: UInt8 = version) -> [UInt8] {
-        write(state, version: version)
+    static func encode(_ state: OrderState, version: UInt8? = nil) -> [UInt8] {
+        write(state, version: version ?? (state.handedOver == nil ? Self.version : handedOverVersion))
     }
 
     static func decode(_ bytes: [UInt8]) throws -> OrderState {

@@ -177,6 +177,20 @@ extension OrderState: StoredValue {
         try coder.date("createdAt", &createdAt)
         try coder.date("lastChangeAt", &lastChangeAt)
         try coder.date("nextSweepAt", &nextSweepAt)
+        if coder.version >= 4 {
+            var handedOver = self.handedOver?.value
+            try coder.optional("handedOver", &handedOver)
+            if coder.isReading, let handedOver { self.handedOver = OutOfLine(handedOver) }
+        }
+    }
+}
+
+extension OrderState.Handover: StoredValue {
+    static var blank: OrderState.Handover { OrderState.Handover(cell: "", state: .blank) }
+
+    mutating func code<Coder: StoredCoder>(_ coder: inout Coder) throws {
+        try coder.string("cell", &cell)
+        try coder.value("state", &state)
     }
 }
 

@@ -6,7 +6,7 @@
 package enum CloseReason: Hashable, Sendable, CustomStringConvertible {
     /// A decision of the worker's: `sweep_idle`, `sweep_lifetime`, `sweep_never_adopted`,
     /// `sweep_terminal_not_ended` (the sweeper sends an end once more), `start_withdrawn`,
-    /// `activities_disabled`, `channel_limit_near`.
+    /// `activities_disabled`, `channel_limit_near`, `handed_over` (the order moved to another cell).
     case decided(Decision.Code)
     /// The app reported the end (`activity.ended`).
     case reportedByApp(ActivityEndReason)

@@ -39,6 +39,24 @@ package struct OrderState: Hashable, Sendable {
         set { updateGroup { $0.channel = newValue } }
     }
 
+    /// The order's move to another cell (docs/scaling.md, Adding a cell), once it was handed over: the cell, and
+    /// the state as it was handed over (what the new cell takes again if it asks twice). Nothing happens here
+    /// to an order handed over.
+    package var handedOver: OutOfLine<Handover>?
+
+    /// An order's move to another cell.
+    package struct Handover: Hashable, Sendable {
+        /// The cell that carries the order on.
+        package var cell: String
+        /// The state handed over (the one before its activities closed here).
+        package var state: OrderState
+
+        package init(cell: String, state: OrderState) {
+            self.cell = cell
+            self.state = state
+        }
+    }
+
     /// What only an order that people follow has.
     package struct Group: Hashable, Sendable {
         package var followers: [String] = []
@@ -85,8 +103,14 @@ package struct OrderState: Hashable, Sendable {
 
     /// The order is finished and nothing is left to send: the worker may archive it.
     package var isSettled: Bool {
-        (record?.isTerminal ?? false) && activities.allSatisfy { $0.phase.isFinal && $0.pending == nil }
-            && channel.map { $0.phase.isFinal && $0.pending == nil } ?? true
+        handedOver != nil
+            || ((record?.isTerminal ?? false) && activities.allSatisfy { $0.phase.isFinal && $0.pending == nil }
+                && channel.map { $0.phase.isFinal && $0.pending == nil } ?? true)
+    }
+
+    /// Whether no push of the order waits to be sent or answered: only such an order is handed over.
+    package var isQuiet: Bool {
+        activities.allSatisfy { $0.pending == nil } && channel?.pending == nil
     }
 
     package func activity(_ key: String) -> ActivityState? { activities.first { $0.key == key } }

@@ -7,6 +7,7 @@ extension OrderTracker {
     /// starts the app never adopted, end activities of finished orders that are still up, and try
     /// waiting starts again. Call it when ``OrderState/nextSweepAt`` has passed.
     package func sweep(_ state: OrderState, context: TrackingContext = TrackingContext(), now: Date) -> Step {
+        if let handedOver = state.handedOver { return handedOverStep(state, to: handedOver.value.cell) }
         var step = Step(state: state)
         _ = mergeRegistrations(context, into: &step.state)
         adoptSettings(context, &step, now: now)
@@ -61,6 +62,7 @@ extension OrderTracker {
     /// newest content, the same alert if the step is the same. Call it before resending a push
     /// that got `retryLater`.
     package func retry(_ state: OrderState, now: Date) -> Step {
+        if let handedOver = state.handedOver { return handedOverStep(state, to: handedOver.value.cell) }
         var step = Step(state: state)
         var keys = Set(state.activities.filter { $0.pending != nil }.map(\.key))
         if state.channel?.pending != nil { keys.insert(Self.channelKey) }

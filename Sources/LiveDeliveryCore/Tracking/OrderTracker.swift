@@ -28,6 +28,7 @@ package struct OrderTracker: Sendable {
     package func apply(
         _ event: InboundEvent, to state: OrderState, context: TrackingContext = TrackingContext(), now: Date
     ) -> Step {
+        if let handedOver = state.handedOver { return handedOverStep(state, to: handedOver.value.cell) }
         var step = Step(state: state)
         if let orderID = event.orderID, orderID != state.orderID {
             step.decisions.append(
@@ -376,6 +377,7 @@ package struct OrderTracker: Sendable {
 
     /// The earliest moment the sweeper has something to do for this order.
     func nextSweep(_ state: OrderState, now: Date) -> Date? {
+        guard state.handedOver == nil else { return nil }
         var earliest: Date?
         let sweep = policy.sweep
         func consider(_ date: Date) { earliest = min(earliest ?? date, date) }

@@ -121,6 +121,13 @@ package struct Decision: Hashable, Sendable, Codable, CustomStringConvertible {
         package static let pushRetry = Code(rawValue: "push_retry")
         package static let pushDropped = Code(rawValue: "push_dropped")
         package static let unknownActivity = Code(rawValue: "unknown_activity")
+        // Cells (docs/scaling.md, Adding a cell)
+        /// The order moved to another cell, which carries its activities on: here they close without a push.
+        package static let handedOver = Code(rawValue: "handed_over")
+        /// An order's state came from the cell it was in before this one was added.
+        package static let takenOver = Code(rawValue: "taken_over")
+        /// An event or a sweep of an order handed over to another cell: nothing happens here.
+        package static let orderHandedOver = Code(rawValue: "order_handed_over")
     }
 
     package var code: Code

@@ -98,4 +98,51 @@ struct CellsConfigurationTests {
         }
         #expect(error.problems.contains { $0.contains(expected) }, "\(error.problems)")
     }
+
+    @Test("a cell added to the deployment names the cells it takes orders over from, each with its database")
+    func takeOverFrom() async throws {
+        let configuration = try await load([
+            "LIVEDELIVERY_CELL_NAME": "c", "LIVEDELIVERY_CELL_ALL": "a,b,c", "LIVEDELIVERY_AMQP_QUEUE": "events-c",
+            "LIVEDELIVERY_CELLS_A_QUEUE": "events-a", "LIVEDELIVERY_CELLS_B_QUEUE": "events-b",
+            "LIVEDELIVERY_CELL_TAKE_OVER_FROM": "a, b",
+            "LIVEDELIVERY_CELLS_A_POSTGRES_URL": "postgresql://w:secret-a@db-a/livedelivery",
+            "LIVEDELIVERY_CELLS_B_POSTGRES_URL": "postgresql://w:secret-b@db-b/livedelivery",
+        ]).get()
+        #expect(configuration.summary.contains("cell.takeOverFrom: a, b"))
+        #expect(!configuration.summary.contains("secret-a") && !configuration.summary.contains("secret-b"))
+    }
+
+    @Test(
+        "every problem of cell.takeOverFrom is named, never a password",
+        arguments: [
+            (
+                ["LIVEDELIVERY_CELL_TAKE_OVER_FROM": "b"],
+                "cell.takeOverFrom (environment LIVEDELIVERY_CELL_TAKE_OVER_FROM) needs cell.all"
+            ),
+            (["LIVEDELIVERY_CELL_TAKE_OVER_FROM": "c"], "\"c\" is not another cell of cell.all"),
+            (["LIVEDELIVERY_CELL_TAKE_OVER_FROM": "d"], "\"d\" is not another cell of cell.all"),
+            (["LIVEDELIVERY_CELL_TAKE_OVER_FROM": "a"], "cells.a.postgresUrl is required"),
+            (
+                [
+                    "LIVEDELIVERY_CELL_TAKE_OVER_FROM": "a",
+                    "LIVEDELIVERY_CELLS_A_POSTGRES_URL": "host=db password=secret-a =",
+                ],
+                "the database of cell a"
+            ),
+        ])
+    func takeOverFromInvalid(_ settings: [String: String], _ expected: String) async throws {
+        var environment = settings
+        if settings["LIVEDELIVERY_CELL_TAKE_OVER_FROM"] != "b" {
+            environment.merge([
+                "LIVEDELIVERY_CELL_NAME": "c", "LIVEDELIVERY_CELL_ALL": "a,c", "LIVEDELIVERY_AMQP_QUEUE": "events-c",
+                "LIVEDELIVERY_CELLS_A_QUEUE": "events-a",
+            ]) { $1 }
+        }
+        guard case .failure(let error) = try await load(environment) else {
+            Issue.record("accepted \(settings)")
+            return
+        }
+        #expect(error.problems.contains { $0.contains(expected) }, "\(error.problems)")
+        #expect(!error.problems.joined().contains("secret-a"))
+    }
 }

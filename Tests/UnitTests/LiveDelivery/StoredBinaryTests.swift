@@ -1,5 +1,6 @@
 import Foundation
 import LiveDeliveryCore
+import TestSupport
 import Testing
 
 @testable import LiveDelivery
@@ -32,6 +33,23 @@ struct StoredBinaryTests {
             #expect(try StoredPush.decode(document) == push)
             #expect(try StoredPush.decode(try StoredJSON.encode(push)) == push)
             #expect(throws: StoredDocumentError.self) { try StoredPush.decode(Array(document.dropLast())) }
+        }
+    }
+
+    @Test("a state handed over to another cell is a version-4 document that reads back equal; every other stays 3")
+    func handedOverRoundTrip() throws {
+        let config = TestEnvironment.projectRoot.appendingPathComponent("Config")
+        let tracker = OrderTracker(
+            configuration: try DefaultConfiguration.load(
+                policyJSON: Array(try Data(contentsOf: config.appendingPathComponent("policy.json"))),
+                mappingJSON: Array(try Data(contentsOf: config.appendingPathComponent("content-mapping.json")))))
+        for state in try StoredJSONTests.examples().states where state.isQuiet && state.handedOver == nil {
+            #expect(StoredState.encode(state).first == 3)
+            let handedOver = tracker.handOver(state, to: "eu-2", now: state.lastChangeAt).state
+            let document = StoredState.encode(handedOver)
+            #expect(document.first == 4)
+            #expect(try StoredState.decode(document) == handedOver)
+            #expect(try StoredState.decode(document).handedOver?.value.state == state)
         }
     }
 
