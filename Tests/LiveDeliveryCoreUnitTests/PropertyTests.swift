@@ -150,6 +150,30 @@ struct PropertyTests {
         }
     }
 
+    /// The worker calls the tracker in place; tests and `render` by value: both give the same states and effects,
+    /// for events, answers and retries alike.
+    @Test func inPlaceCallsGiveWhatValueCallsGive() async {
+        await propertyCheck(count: 200, input: Gen.int(in: 0...Int(Int32.max)), Gen.int(in: 0...Int(Int32.max))) {
+            scenarioSeed, orderSeed in
+            let scenario = Scenario(seed: UInt64(scenarioSeed))
+            let now = Fixtures.at(1000)
+            var state = OrderState(orderID: "A-10023", now: now)
+            for (index, event) in scenario.delivery(seed: UInt64(orderSeed)).enumerated() {
+                let step = tracker.apply(event, to: state, context: scenario.context, now: now)
+                let effects = tracker.apply(event, updating: &state, context: scenario.context, now: now)
+                #expect(state == step.state && effects == step.effects)
+                for push in effects.pushes {
+                    let outcome: PushOutcome = index % 3 == 0 ? .retryLater(reason: "TooManyRequests") : .accepted
+                    let recorded = tracker.record(outcome, for: push, in: state, now: now)
+                    #expect(tracker.record(outcome, for: push, updating: &state, now: now) == recorded.effects)
+                    #expect(state == recorded.state)
+                    let retried = tracker.retry(state, now: now)
+                    #expect(tracker.retry(updating: &state, now: now) == retried.effects && state == retried.state)
+                }
+            }
+        }
+    }
+
     /// With the people around the order, which devices get an activity depends on what arrived before the order
     /// ended (a follower's token after the end starts nothing): the order converges, and whatever a phone still
     /// shows is the order's newest state.

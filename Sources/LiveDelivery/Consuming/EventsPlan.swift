@@ -53,9 +53,11 @@ struct EventsPlan {
                     order: change.state, userID: change.state.record?.userID ?? event.userID, joining: joining,
                     tokens: tokens, settings: settings, startRefusedDevices: startLimit.refused,
                     openChannels: openChannels)
-                let step = tracker.apply(event, to: change.state, context: context, now: now)
-                startLimit.count(step, before: change.state)
-                change.merge(step)
+                let pendingStarts = StartLimit.pendingStarts(change.state)
+                // In place: the change's box is this change's alone, so the state's arrays change where they lie.
+                let effects = tracker.apply(event, updating: &change.state, context: context, now: now)
+                startLimit.count(effects, pendingStarts: pendingStarts, after: change.state)
+                change.merge(effects)
                 changes[orderID] = change
             }
         }

@@ -89,11 +89,11 @@ struct AnswersPlan {
         else { return false }
         // Taken out while it is worked on, so that its box is written in place (``OrderChange``).
         var change = changes.removeValue(forKey: claim.orderID) ?? OrderChange(original: state, state: state)
-        let recorded = tracker.record(outcome, for: claim.push, in: change.state, now: now)
+        let recorded = tracker.record(outcome, for: claim.push, updating: &change.state, now: now)
         change.merge(recorded)
         var resend = false
         if let retryDelay = settlement.retryAfter {
-            let retried = tracker.retry(change.state, now: now)
+            let retried = tracker.retry(updating: &change.state, now: now)
             change.merge(retried)
             let notBefore = now.addingTimeInterval(retryDelay.seconds)
             for key in Set((recorded.pushes + retried.pushes).map(\.activityKey)) {

@@ -22,17 +22,22 @@ struct OrderChange: Sendable {
 
     mutating func merge(_ step: Step) {
         self.state = step.state
-        for key in step.withdrawn {
+        merge(step.effects)
+    }
+
+    /// The effects of a call that changed ``state`` in place.
+    mutating func merge(_ effects: Step.Effects) {
+        for key in effects.withdrawn {
             self.withdrawn.insert(key)
             self.pushes[key] = nil
         }
-        for push in step.pushes {
+        for push in effects.pushes {
             if self.pushes[push.activityKey] == nil { self.pushOrder.append(push.activityKey) }
             self.pushes[push.activityKey] = push
             self.withdrawn.remove(push.activityKey)
         }
-        self.retired += step.retiredPushToStartTokens
-        self.decisions += step.decisions
+        if !effects.retiredPushToStartTokens.isEmpty { self.retired += effects.retiredPushToStartTokens }
+        if !effects.decisions.isEmpty { self.decisions += effects.decisions }
     }
 
     var changed: Bool { self.original != self.state || !self.pushes.isEmpty || !self.withdrawn.isEmpty }
@@ -663,12 +668,18 @@ struct StartLimit: Sendable {
     }
 
     /// Counts the starts a step planned that were not already pending.
-    mutating func count(_ step: Step, before: OrderState) {
-        for push in step.pushes where push.kind == .start {
-            guard before.activity(push.activityKey)?.pending?.kind != .start,
-                let device = step.state.activity(push.activityKey)?.deviceID
+    /// Counts the devices `effects` start: a start push for an activity that had none pending before
+    /// (`pendingStarts`, ``pendingStarts(_:)`` of the state before the call).
+    mutating func count(_ effects: Step.Effects, pendingStarts: [String], after state: OrderState) {
+        for push in effects.pushes where push.kind == .start {
+            guard !pendingStarts.contains(push.activityKey), let device = state.activity(push.activityKey)?.deviceID
             else { continue }
             used[device, default: 0] += 1
         }
+    }
+
+    /// The activities of `state` whose pending push is a start.
+    static func pendingStarts(_ state: OrderState) -> [String] {
+        state.activities.compactMap { $0.pending?.kind == .start ? $0.key : nil }
     }
 }

@@ -110,7 +110,7 @@ package final class Sweeper: Service {
                     order: state, userID: state.record?.userID, tokens: tokens, settings: settings,
                     startRefusedDevices: startLimit.refused)
                 let step = tracker.sweep(state, context: context, now: now)
-                startLimit.count(step, before: state)
+                startLimit.count(step.effects, pendingStarts: StartLimit.pendingStarts(state), after: step.state)
                 let change = sweepChange(state, step, now: now)
                 summary.actions += report(change)
                 try await OrderStore.write(change, kind: "sweep", sweepColumn: .exact, now: now, on: connection)

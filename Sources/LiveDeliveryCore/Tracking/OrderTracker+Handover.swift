@@ -43,11 +43,9 @@ extension OrderTracker {
         return (handover.state, decision)
     }
 
-    /// The step for an event, a sweep or an outcome that reaches an order handed over: nothing changes.
-    func handedOverStep(_ state: OrderState, to cell: String) -> Step {
-        var step = Step(state: state)
+    /// An event, a sweep or a retry that reaches an order handed over: nothing changes.
+    func handedOverStep(_ step: inout Step, to cell: String) {
         step.decisions.append(
             Decision(.orderHandedOver, "the order was handed over to cell \(cell); nothing happens to it here"))
-        return step
     }
 }

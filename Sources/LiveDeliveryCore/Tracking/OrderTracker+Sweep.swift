@@ -7,8 +7,11 @@ extension OrderTracker {
     /// starts the app never adopted, end activities of finished orders that are still up, and try
     /// waiting starts again. Call it when ``OrderState/nextSweepAt`` has passed.
     package func sweep(_ state: OrderState, context: TrackingContext = TrackingContext(), now: Date) -> Step {
-        if let handedOver = state.handedOver { return handedOverStep(state, to: handedOver.value.cell) }
         var step = Step(state: state)
+        if let handedOver = state.handedOver {
+            handedOverStep(&step, to: handedOver.value.cell)
+            return step
+        }
         _ = mergeRegistrations(context, into: &step.state)
         adoptSettings(context, &step, now: now)
         let sweep = policy.sweep
@@ -24,11 +27,11 @@ extension OrderTracker {
             if let end { sweepEnds[key] = end }
         }
         if let end = sweepChannel(&step, idle: idle, now: now) { sweepEnds[Self.channelKey] = end }
-        if step.state.record == nil {
-            return finish(step, now: now)
+        if step.state.record != nil {
+            reconcile(&step, context: context, now: now, announce: false, rebuild: [], sweepEnds: sweepEnds)
         }
-        reconcile(&step, context: context, now: now, announce: false, rebuild: [], sweepEnds: sweepEnds)
-        return finish(step, now: now)
+        finish(&step, now: now)
+        return step
     }
 
     // MARK: - Outcomes
@@ -44,29 +47,56 @@ extension OrderTracker {
     /// - dropped: the push is given up; a start fails, an end counts as ended.
     package func record(_ outcome: PushOutcome, for push: PlannedPush, in state: OrderState, now: Date) -> Step {
         var step = Step(state: state)
+        record(outcome, for: push, &step, now: now)
+        return step
+    }
+
+    /// ``record(_:for:in:now:)`` in place: `state` is changed where it lies; the effects come back.
+    package func record(
+        _ outcome: PushOutcome, for push: PlannedPush, updating state: inout OrderState, now: Date
+    ) -> Step.Effects {
+        var step = Step(taking: &state)
+        record(outcome, for: push, &step, now: now)
+        return step.give(back: &state)
+    }
+
+    private func record(_ outcome: PushOutcome, for push: PlannedPush, _ step: inout Step, now: Date) {
+        defer { finish(&step, now: now) }
         if push.activityKey == Self.channelKey {
             recordChannel(outcome, for: push, &step, now: now)
-            return finish(step, now: now)
+            return
         }
         guard let index = step.state.activities.firstIndex(where: { $0.key == push.activityKey }) else {
             step.decisions.append(
-                Decision(.unknownActivity, activity: push.activityKey, "no such activity in order \(state.orderID)"))
-            return finish(step, now: now)
+                Decision(
+                    .unknownActivity, activity: push.activityKey, "no such activity in order \(step.state.orderID)"))
+            return
         }
         let actions = step.state.activities[index].receive(outcome, for: push, now: now)
         step.take(actions, for: push.activityKey)
-        return finish(step, now: now)
     }
 
     /// Rebuilds every pending push for sending now: a fresh strictly increasing timestamp, the
     /// newest content, the same alert if the step is the same. Call it before resending a push
     /// that got `retryLater`.
     package func retry(_ state: OrderState, now: Date) -> Step {
-        if let handedOver = state.handedOver { return handedOverStep(state, to: handedOver.value.cell) }
         var step = Step(state: state)
-        var keys = Set(state.activities.filter { $0.pending != nil }.map(\.key))
-        if state.channel?.pending != nil { keys.insert(Self.channelKey) }
+        retry(&step, now: now)
+        return step
+    }
+
+    /// ``retry(_:now:)`` in place: `state` is changed where it lies; the effects come back.
+    package func retry(updating state: inout OrderState, now: Date) -> Step.Effects {
+        var step = Step(taking: &state)
+        retry(&step, now: now)
+        return step.give(back: &state)
+    }
+
+    private func retry(_ step: inout Step, now: Date) {
+        if let handedOver = step.state.handedOver { return handedOverStep(&step, to: handedOver.value.cell) }
+        var keys = Set(step.state.activities.filter { $0.pending != nil }.map(\.key))
+        if step.state.channel?.pending != nil { keys.insert(Self.channelKey) }
         reconcile(&step, context: .unread, now: now, announce: false, rebuild: keys)
-        return finish(step, now: now)
+        finish(&step, now: now)
     }
 }

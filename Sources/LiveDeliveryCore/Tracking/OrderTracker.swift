@@ -28,18 +28,33 @@ package struct OrderTracker: Sendable {
     package func apply(
         _ event: InboundEvent, to state: OrderState, context: TrackingContext = TrackingContext(), now: Date
     ) -> Step {
-        if let handedOver = state.handedOver { return handedOverStep(state, to: handedOver.value.cell) }
         var step = Step(state: state)
-        if let orderID = event.orderID, orderID != state.orderID {
+        apply(event, &step, context: context, now: now)
+        return step
+    }
+
+    /// ``apply(_:to:context:now:)`` in place: `state` is changed where it lies; the effects come back.
+    package func apply(
+        _ event: InboundEvent, updating state: inout OrderState, context: TrackingContext = TrackingContext(),
+        now: Date
+    ) -> Step.Effects {
+        var step = Step(taking: &state)
+        apply(event, &step, context: context, now: now)
+        return step.give(back: &state)
+    }
+
+    private func apply(_ event: InboundEvent, _ step: inout Step, context: TrackingContext, now: Date) {
+        if let handedOver = step.state.handedOver { return handedOverStep(&step, to: handedOver.value.cell) }
+        if let orderID = event.orderID, orderID != step.state.orderID {
             step.decisions.append(
-                Decision(.wrongOrder, "event for order \(orderID) applied to order \(state.orderID); ignored"))
-            return step
+                Decision(.wrongOrder, "event for order \(orderID) applied to order \(step.state.orderID); ignored"))
+            return
         }
-        if state.seenEventIDs.contains(event.eventID) {
+        if step.state.seenEventIDs.contains(event.eventID) {
             step.decisions.append(
                 Decision(
                     .duplicateEvent, "event \(event.eventID) was already applied; nothing changes, nothing is sent"))
-            return step
+            return
         }
         step.state.remember(event.eventID)
         let unheld = mergeRegistrations(context, into: &step.state)
@@ -71,7 +86,7 @@ package struct OrderTracker: Sendable {
         }
         adoptSettings(context, &step, now: now)
         reconcile(&step, context: context, now: now, announce: announce, rebuild: rebuild)
-        return finish(step, now: now)
+        finish(&step, now: now)
     }
 
     /// Up to three of `items`, and an ellipsis for the rest.
@@ -369,10 +384,8 @@ package struct OrderTracker: Sendable {
 
     // MARK: - Bookkeeping
 
-    func finish(_ step: Step, now: Date) -> Step {
-        var step = step
+    func finish(_ step: inout Step, now: Date) {
         step.state.nextSweepAt = nextSweep(step.state, now: now)
-        return step
     }
 
     /// The earliest moment the sweeper has something to do for this order.

@@ -1,35 +1,69 @@
 package import Foundation
 
-/// The result of one call into ``OrderTracker``: the new state, the pushes to send, and why.
+/// The result of one call into ``OrderTracker``: the new state, and what it does (``Effects``).
+///
+/// The worker calls the tracker in place (``OrderTracker/apply(_:updating:context:now:)`` and the like): the state is
+/// changed where it lies and only the effects come back, so no step holds a second reference to the state's
+/// activities and event ids, which would copy them at the first change. Tests, `render` and the sweeper take a
+/// step by value.
 package struct Step: Hashable, Sendable {
     /// Store this.
     package var state: OrderState
-    /// Send these (at most one per activity). Each replaces any earlier pending push of its
-    /// activity (``PlannedPush/activityKey``): only the newest matters.
-    package var pushes: [PlannedPush]
-    /// Activities whose pending push must no longer be sent, with nothing to replace it.
-    package var withdrawn: [String]
-    /// Push-to-start tokens APNs reported gone: the worker retires them for the user.
-    package var retiredPushToStartTokens: [PushToStartRegistration]
-    /// Every decision, in order: the worker logs them, `render` prints them.
-    package var decisions: [Decision]
+    /// What the call does besides changing the state.
+    package var effects: Effects
 
-    /// The state passed in.
-    package let original: OrderState
+    /// The pushes, withdrawals, retired tokens and decisions of one call.
+    package struct Effects: Hashable, Sendable {
+        /// Send these (at most one per activity). Each replaces any earlier pending push of its
+        /// activity (``PlannedPush/activityKey``): only the newest matters.
+        package var pushes: [PlannedPush] = []
+        /// Activities whose pending push must no longer be sent, with nothing to replace it.
+        package var withdrawn: [String] = []
+        /// Push-to-start tokens APNs reported gone: the worker retires them for the user.
+        package var retiredPushToStartTokens: [PushToStartRegistration] = []
+        /// Every decision, in order: the worker logs them, `render` prints them.
+        package var decisions: [Decision] = []
 
-    /// Whether ``state`` differs from the state passed in (the worker may skip the write if not). Compared
-    /// when asked, not on every step: a state's comparison is a few thousand instructions, and the worker
-    /// compares once per order and batch (``OrderChange``), not once per event.
-    package var changed: Bool { state != original }
+        package init() {}
+    }
+
+    package var pushes: [PlannedPush] {
+        get { effects.pushes }
+        _modify { yield &effects.pushes }
+    }
+    package var withdrawn: [String] {
+        get { effects.withdrawn }
+        _modify { yield &effects.withdrawn }
+    }
+    package var retiredPushToStartTokens: [PushToStartRegistration] {
+        get { effects.retiredPushToStartTokens }
+        _modify { yield &effects.retiredPushToStartTokens }
+    }
+    package var decisions: [Decision] {
+        get { effects.decisions }
+        _modify { yield &effects.decisions }
+    }
 
     init(state: OrderState) {
         self.state = state
-        self.original = state
-        self.pushes = []
-        self.withdrawn = []
-        self.retiredPushToStartTokens = []
-        self.decisions = []
+        self.effects = Effects()
     }
+
+    /// Takes `state` for the step to change in place, leaving an empty state behind; ``give(back:)`` returns it.
+    init(taking state: inout OrderState) {
+        self.state = Self.vacated
+        self.effects = Effects()
+        swap(&self.state, &state)
+    }
+
+    /// Puts the state back where ``init(taking:)`` took it from; returns the effects.
+    mutating func give(back state: inout OrderState) -> Effects {
+        swap(&self.state, &state)
+        return effects
+    }
+
+    /// What a state taken leaves behind (no storage of its own: its arrays are empty).
+    private static let vacated = OrderState(orderID: "", now: Date(timeIntervalSinceReferenceDate: 0))
 }
 
 /// One decision: a machine code (for logs and metrics) and a sentence for people.
