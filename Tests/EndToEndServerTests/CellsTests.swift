@@ -1,3 +1,4 @@
+import APNsSimulator
 import ChildProcesses
 import Foundation
 import Postgres
@@ -304,6 +305,9 @@ struct CellsTests {
         let scenario = Scenario.deliveries(orders: 60, prefix: a.name)
         let byOrder = Dictionary(grouping: scenario.events, by: { $0.orderID ?? "" })
         let before = byOrder.values.flatMap { $0.prefix(4) }
+        // APNs holds back some of their pushes (429, retry after 2 s): at the growth, some orders the new cell takes
+        // over still have a push waiting in their old cell, and the new cell waits for it to be settled.
+        a.simulator.injectFault(FaultRule(status: 429, reason: "TooManyRequests", count: 20, retryAfter: 2))
         try await a.publish(before)
         let published = Set(before.map(\.eventID))
         try await eventually("the first events in the two cells", timeout: .seconds(120), every: .milliseconds(250)) {
