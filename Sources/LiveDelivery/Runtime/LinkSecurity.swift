@@ -26,9 +26,12 @@ package struct LinkFinding: Sendable, Hashable, CustomStringConvertible {
     /// Every link of `configuration` that is not encrypted and verified.
     package static func findings(_ configuration: WorkerConfiguration) -> [LinkFinding] {
         var findings = findings(amqp: configuration.amqp.endpoints)
-        for (name, postgres) in [("database", configuration.postgres.connection)]
-            + (configuration.postgres.reporting.map { [("reporting database", $0)] } ?? [])
-        {
+        var links = [("database", configuration.postgres.connection)]
+        if let reporting = configuration.postgres.reporting { links.append(("reporting database", reporting)) }
+        for (cell, postgres) in (configuration.cellHandover?.databases ?? [:]).sorted(by: { $0.key < $1.key }) {
+            links.append(("cell \(cell) database (cells.\(cell).postgresUrl)", postgres))
+        }
+        for (name, postgres) in links {
             if let finding = finding(postgres: postgres, name: name) { findings.append(finding) }
         }
         if let finding = TraceExportSettings().linkFinding { findings.append(finding) }

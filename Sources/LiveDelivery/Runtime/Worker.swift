@@ -55,7 +55,6 @@ package struct Worker: Sendable {
             configuration: configuration.dispatcher, workerID: configuration.workerID, client: client,
             sender: pushSender, tracking: configuration.tracking, health: health, metrics: metrics, logger: logger,
             states: states, tracer: tracer, now: now)
-        // The consumer hands the pushes it plans to this dispatcher when it has room for them.
         let cellHandover = configuration.cellHandover.flatMap { sources in
             configuration.amqp.cell.map { own in
                 CellHandover(
@@ -64,6 +63,7 @@ package struct Worker: Sendable {
             }
         }
         self.cellHandover = cellHandover
+        // The consumer hands the pushes it plans to this dispatcher when it has room for them.
         self.processor = EventProcessor(
             client: client, tracking: configuration.tracking, metrics: metrics, logger: logger,
             pushToStart: configuration.pushToStart, states: states, capacity: dispatcher.capacity, tracer: tracer,

@@ -110,6 +110,13 @@ struct CellsConfigurationTests {
         ]).get()
         #expect(configuration.summary.contains("cell.takeOverFrom: a, b"))
         #expect(!configuration.summary.contains("secret-a") && !configuration.summary.contains("secret-b"))
+        // Their links are checked as the worker's own database link is, and warned about at start.
+        let findings = LinkFinding.findings(configuration).map(\.message)
+        #expect(
+            findings.contains {
+                $0.contains("the cell b database (cells.b.postgresUrl) link may fall back to plain text")
+            })
+        #expect(!findings.joined().contains("secret-"))
     }
 
     @Test(
