@@ -311,21 +311,11 @@ package final class EventConsumer: Service {
                 logger.warning(
                     "database unavailable; the batch waits",
                     metadata: [LiveDeliveryLoggingKeys.error: "\(error.code)"])
-                if Task.isShuttingDownGracefully || Task.isCancelled {
-                    try await batch.last?.nack(requeue: true, multiple: true)
-                    return
-                }
-                await sleepUnlessShuttingDown(backoff.next())
             } catch let waiting as CellHandover.Waiting {
                 // An order this cell takes over is not ready to move yet (docs/scaling.md, Adding a cell).
                 logger.info(
                     "an order is being taken over from another cell; the batch waits",
                     metadata: [LiveDeliveryLoggingKeys.error: "\(waiting)"])
-                if Task.isShuttingDownGracefully || Task.isCancelled {
-                    try await batch.last?.nack(requeue: true, multiple: true)
-                    return
-                }
-                await sleepUnlessShuttingDown(backoff.next())
             } catch let error as RabbitMQError {
                 throw error
             } catch {
@@ -342,6 +332,12 @@ package final class EventConsumer: Service {
                 for delivery in batch { try await apply([delivery]) }
                 return
             }
+            // The batch waits, unacknowledged, and is tried again; at shutdown it goes back to the queue.
+            if Task.isShuttingDownGracefully || Task.isCancelled {
+                try await batch.last?.nack(requeue: true, multiple: true)
+                return
+            }
+            await sleepUnlessShuttingDown(backoff.next())
         }
     }
 

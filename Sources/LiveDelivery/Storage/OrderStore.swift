@@ -667,7 +667,6 @@ struct StartLimit: Sendable {
         return limit
     }
 
-    /// Counts the starts a step planned that were not already pending.
     /// Counts the devices `effects` start: a start push for an activity that had none pending before
     /// (`pendingStarts`, ``pendingStarts(_:)`` of the state before the call).
     mutating func count(_ effects: Step.Effects, pendingStarts: [String], after state: OrderState) {

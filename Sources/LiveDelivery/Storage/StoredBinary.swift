@@ -11,9 +11,10 @@ import LiveDeliveryCore
 /// The layout is the fields of ``OrderState`` and its parts in the order ``StoredValue/code(_:)`` declares
 /// them (`StoredFields.swift`, the one definition the JSON documents use too):
 /// - a version byte first: 4 for an order handed over to another cell (its ``OrderState/handedOver`` last), so
-///   that every other state keeps the 3 the release before reads; 3 (an order's followers and broadcast channel after its push-to-start tokens, an
-///   activity's channel at its end, and a push's token optional and followed by its channel); 2 (without
-///   them) and 1 (without an activity's frequent-updates setting and scheduled start either) still read;
+///   that every other state keeps the 3 the release before reads; 3 (an order's followers and broadcast
+///   channel after its push-to-start tokens, an activity's channel at its end, and a push's token optional and
+///   followed by its channel); 2 (without them) and 1 (without an activity's frequent-updates setting and
+///   scheduled start either) still read;
 /// - strings as a length (LEB128) and their UTF-8 bytes; integers as zigzag LEB128;
 /// - `Double`s and `Date`s (seconds since 2001) as their 8 bytes, little-endian, so they read back exactly;
 /// - optionals as a 0 or 1 byte before the value; arrays and sets as a count before the elements;
