@@ -90,6 +90,11 @@ struct EventDecoderTests {
         Case(
             name: "occurred_at as number", bytes: with { $0["occurred_at"] = 1_795_255_290 },
             reason: .invalidTimestamp, field: "occurred_at"),
+        Case(
+            // Valid RFC 3339 read where it lies, but longer than a timestamp may be.
+            name: "occurred_at of 65 characters",
+            bytes: with { $0["occurred_at"] = "2026-11-21T10:04:05." + String(repeating: "0", count: 44) + "Z" },
+            reason: .invalidTimestamp, field: "occurred_at"),
         Case(name: "missing order_id", bytes: with { $0["order_id"] = nil }, reason: .missingField, field: "order_id"),
         Case(
             name: "order_id over 64", bytes: with { $0["order_id"] = String(repeating: "o", count: 65) },
@@ -247,6 +252,20 @@ struct EventDecoderTests {
         }
         #expect(b.reason == .messageIDMismatch)
         #expect((try? EventDecoder.decode(bytes, routingKey: "order.status", messageID: "evt-7d1c7e1e").get()) != nil)
+    }
+
+    /// A timestamp is read from the body's bytes when it holds no escape; one written with escapes, or of exactly
+    /// 64 characters, is the same instant either way.
+    @Test func timestampsReadTheSameEscapedOrNot() throws {
+        func occurredAt(_ raw: String) throws -> Date {
+            let bytes = Self.withText("\"occurred_at\":\"\(raw)\"")
+            return try EventDecoder.decode(bytes).get().occurredAt
+        }
+        let plain = try occurredAt("2026-11-21T10:04:05.25Z")
+        #expect(plain == RFC3339.parse("2026-11-21T10:04:05.25Z"))
+        #expect(try occurredAt("2026-11-21T10:04:05.25\\u005a") == plain)
+        #expect(try occurredAt("2026\\u002d11-21T10:04:05.25+00:00") == plain)
+        #expect(try occurredAt("2026-11-21T10:04:05.25" + String(repeating: "0", count: 41) + "Z") == plain)
     }
 
     @Test func decodesTheContractExample() throws {

@@ -191,6 +191,13 @@ struct FieldReader {
     }
 
     func requiredTimestamp(_ key: String) throws(EventRejection) -> Date {
+        // An unescaped string is parsed where it lies; anything else takes the checked path below, which
+        // says what is wrong with it.
+        if let member = member(key), let date = tape.withUnescapedString(at: member, RFC3339.parse(bytes:)),
+            tape.tokens[member].end - tape.tokens[member].start <= 64
+        {
+            return date
+        }
         let text: String
         do {
             text = try requiredString(key, length: 1...64)

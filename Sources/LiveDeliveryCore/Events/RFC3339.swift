@@ -7,7 +7,13 @@ package enum RFC3339 {
     /// An offset is required; fractional seconds are allowed (any number of digits); a leap second
     /// (`:60`) counts as the next second. Returns nil for anything else, including impossible dates.
     package static func parse(_ text: String) -> Date? {
-        let b = Array(text.utf8)
+        var text = text
+        return text.withUTF8 { parse(bytes: $0) }
+    }
+
+    /// As ``parse(_:)``, from the text's UTF-8 bytes: an event's timestamps are read where its JSON lies,
+    /// with no `String` made for them.
+    package static func parse(bytes b: UnsafeBufferPointer<UInt8>) -> Date? {
         var i = 0
         func digits(_ count: Int) -> Int? {
             guard i + count <= b.count else { return nil }
