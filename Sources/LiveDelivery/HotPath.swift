@@ -18,18 +18,19 @@ import Postgres
 /// Left out: I/O and what surrounds it (the broker, libpq, libcurl, the threads and tasks between
 /// them), the state cache, metrics and traces.
 package struct HotPath: Sendable {
-    /// An order as the database holds it: its state document (``StoredState``) in the text form
-    /// PostgreSQL sends it in, and the updates APNs accepted that the document does not say yet
-    /// (`activities.delivered_apns_id`).
+    /// An order as the database holds it: its state document (``StoredState``) as PostgreSQL sends it
+    /// to the lock (``OrderStore/ExistingLock``: binary format, the document's bytes), and the updates APNs
+    /// accepted that the document does not say yet (`activities.delivered_apns_id`).
     package struct StoredOrder: Sendable {
-        var text: String
+        var bytes: [UInt8]
         package var accepted: Set<String> = []
 
-        init(document: [UInt8]) { text = PostgresBytes(document).postgresText }
+        init(document: [UInt8]) { bytes = document }
 
         /// The document, read from its column as ``OrderStore/ExistingLock`` reads it.
         func document() throws -> [UInt8] {
-            try [UInt8].decode(from: PostgresCell(columnName: "state", columnIndex: 3, dataType: .bytea, text: text))
+            try [UInt8].decode(
+                from: PostgresCell(columnName: "state", columnIndex: 3, dataType: .bytea, text: nil, bytes: bytes))
         }
     }
 

@@ -276,14 +276,15 @@ final class CPostgresHandle: @unchecked Sendable {
     ) throws(PostgresError) {
         let sent: Int32 = try withParameterValues(binds.parameters) { values, lengths, formats throws(PostgresError) in
             if let name {
-                return PQsendQueryPrepared(connection, name, Int32(binds.count), values, lengths, formats, 0)
+                return PQsendQueryPrepared(
+                    connection, name, Int32(binds.count), values, lengths, formats, query.resultFormatCode)
             }
             return binds.types.withUnsafeBufferPointer { types in
                 // `PostgresDataType` is a one-field struct around the OID.
                 types.withMemoryRebound(to: Oid.self) { oids in
                     PQsendQueryParams(
-                        connection, query.sql, Int32(binds.count), oids.baseAddress, values, lengths, formats, 0
-                    )
+                        connection, query.sql, Int32(binds.count), oids.baseAddress, values, lengths, formats,
+                        query.resultFormatCode)
                 }
             }
         }
@@ -410,22 +411,33 @@ final class CPostgresHandle: @unchecked Sendable {
         }
         var cells: [String?] = []
         cells.reserveCapacity(columnCount * rowCount)
+        // Binary cells PostgresCell reads as text are turned into their text form here; the others keep their bytes.
+        var bytes: [[UInt8]?] = []
+        let binary = (0..<Int32(columnCount)).contains { PQfformat(result, $0) == 1 }
+        if binary { bytes = Array(repeating: nil, count: columnCount * rowCount) }
         for row in 0..<Int32(rowCount) {
             for column in 0..<Int32(columnCount) {
-                if PQgetisnull(result, row, column) == 1 {
+                guard PQgetisnull(result, row, column) == 0 else {
                     cells.append(nil)
-                } else {
-                    let buffer = UnsafeRawBufferPointer(
-                        start: PQgetvalue(result, row, column),
-                        count: Int(PQgetlength(result, row, column))
-                    )
-                    cells.append(String(decoding: buffer, as: UTF8.self))
+                    continue
                 }
+                let buffer = UnsafeRawBufferPointer(
+                    start: PQgetvalue(result, row, column),
+                    count: Int(PQgetlength(result, row, column))
+                )
+                guard PQfformat(result, column) == 1 else {
+                    cells.append(String(decoding: buffer, as: UTF8.self))
+                    continue
+                }
+                let text = PostgresBinaryCell.text(buffer, columns[Int(column)].dataType)
+                cells.append(text)
+                if text == nil { bytes[cells.count - 1] = Array(buffer) }
             }
         }
         let commandTag = PQcmdStatus(result).map { String(cString: $0) } ?? ""
         let affected = PQcmdTuples(result).flatMap { Int(String(cString: $0)) } ?? 0
-        return PostgresRows(columns: columns, cells: cells, affectedRows: affected, commandTag: commandTag)
+        return PostgresRows(
+            columns: columns, cells: cells, bytes: bytes, affectedRows: affected, commandTag: commandTag)
     }
 
     private static func error(from result: OpaquePointer, connection: OpaquePointer) -> PostgresError {

@@ -9,7 +9,7 @@ package protocol PostgresDecodable: Sendable {
 extension Optional: PostgresDecodable where Wrapped: PostgresDecodable {
     /// SQL NULL decodes as nil.
     package static func decode(from cell: PostgresCell) throws(PostgresError) -> Wrapped? {
-        cell.text == nil ? nil : try Wrapped.decode(from: cell)
+        cell.isNull ? nil : try Wrapped.decode(from: cell)
     }
 }
 
@@ -103,6 +103,7 @@ extension UUID: PostgresDecodable {
 extension Array: PostgresDecodable where Element == UInt8 {
     /// `bytea` bytes; `json`/`jsonb`/text columns give their UTF-8 bytes.
     package static func decode(from cell: PostgresCell) throws(PostgresError) -> [UInt8] {
+        if cell.dataType == .bytea, let bytes = cell.bytes { return bytes }
         let text = try cell.requireText(for: [UInt8].self)
         if cell.dataType == .bytea {
             guard let bytes = PostgresHex.decode(text) else { throw cell.decodingError([UInt8].self, "bad hex") }

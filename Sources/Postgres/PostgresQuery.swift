@@ -14,6 +14,8 @@ package struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolati
     package var binds: PostgresBindings
     /// Whether the server may reuse one plan for every run (the default) or plans each run afresh.
     package var planning: Planning = .cached
+    /// The wire format the server sends the result in.
+    package var results: ResultFormat = .text
 
     package init(unsafeSQL sql: String, binds: PostgresBindings = PostgresBindings()) {
         self.sql = sql
@@ -30,6 +32,26 @@ package struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolati
         /// cached while it was empty (a sequential scan, or the table as the outer side of a join) turns
         /// quadratic once it fills.
         case everyRun
+    }
+
+    /// The format of a statement's result cells.
+    package enum ResultFormat: Sendable, Hashable {
+        /// Every cell in PostgreSQL's text output form (`bytea` as hex): any column type decodes.
+        case text
+        /// Every cell in PostgreSQL's binary form: `bytea` arrives as its bytes, with no hex to write on the server
+        /// and to read here (half the bytes on the wire). Only columns of text, integer, `bool` and `bytea` types
+        /// may be in such a result: a statement that returns another type fails with a `.decoding` error.
+        case binary
+    }
+
+    /// libpq's `resultFormat`.
+    var resultFormatCode: Int32 { results == .binary ? 1 : 0 }
+
+    /// This statement with its result in another ``ResultFormat``.
+    package func results(_ format: ResultFormat) -> PostgresQuery {
+        var query = self
+        query.results = format
+        return query
     }
 
     /// This statement with another ``Planning``.

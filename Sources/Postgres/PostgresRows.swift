@@ -1,5 +1,6 @@
-/// The result of one statement, copied out of libpq: column descriptions, rows of text values and the number
-/// of rows affected. Nothing in it refers to C memory.
+/// The result of one statement, copied out of libpq: column descriptions, rows of values and the number of rows
+/// affected. Nothing in it refers to C memory. Values are text, as PostgreSQL writes them, except the `bytea` cells
+/// of a result asked for in binary format (``PostgresQuery/ResultFormat/binary``), which keep their bytes.
 package struct PostgresRows: Sendable, RandomAccessCollection {
     /// The result's columns, in order.
     package var columns: [PostgresColumn] { storage.columns }
@@ -10,8 +11,8 @@ package struct PostgresRows: Sendable, RandomAccessCollection {
 
     let storage: Storage
 
-    init(columns: [PostgresColumn], cells: [String?], affectedRows: Int, commandTag: String) {
-        storage = Storage(columns: columns, cells: cells)
+    init(columns: [PostgresColumn], cells: [String?], bytes: [[UInt8]?] = [], affectedRows: Int, commandTag: String) {
+        storage = Storage(columns: columns, cells: cells, bytes: bytes)
         self.affectedRows = affectedRows
         self.commandTag = commandTag
     }
@@ -27,10 +28,13 @@ package struct PostgresRows: Sendable, RandomAccessCollection {
     final class Storage: Sendable {
         let columns: [PostgresColumn]
         let indexByName: [String: Int]
-        /// Row-major: `cells[row * columns.count + column]`; nil is SQL NULL.
+        /// Row-major: `cells[row * columns.count + column]`; nil is SQL NULL, or a cell in ``bytes``.
         let cells: [String?]
+        /// Empty, or row-major as ``cells``: the cells a binary result keeps as bytes.
+        let bytes: [[UInt8]?]
 
-        init(columns: [PostgresColumn], cells: [String?]) {
+        init(columns: [PostgresColumn], cells: [String?], bytes: [[UInt8]?]) {
+            self.bytes = bytes
             self.columns = columns
             var indexByName: [String: Int] = [:]
             for (index, column) in columns.enumerated() where indexByName[column.name] == nil {
@@ -73,7 +77,8 @@ package struct PostgresRow: Sendable {
             columnName: column.name,
             columnIndex: index,
             dataType: column.dataType,
-            text: storage.cells[row * storage.columns.count + index]
+            text: storage.cells[row * storage.columns.count + index],
+            bytes: storage.bytes.isEmpty ? nil : storage.bytes[row * storage.columns.count + index]
         )
     }
 
@@ -102,15 +107,22 @@ package struct PostgresCell: Sendable, Hashable {
     package var columnName: String
     package var columnIndex: Int
     package var dataType: PostgresDataType
-    /// The text form; nil is SQL NULL.
+    /// The text form; nil is SQL NULL, or a value sent as ``bytes``.
     package var text: String?
+    /// The value in PostgreSQL's binary form, for a result asked for in binary format (`bytea`: its bytes).
+    package var bytes: [UInt8]?
 
-    package init(columnName: String, columnIndex: Int, dataType: PostgresDataType, text: String?) {
+    package init(columnName: String, columnIndex: Int, dataType: PostgresDataType, text: String?, bytes: [UInt8]? = nil)
+    {
         self.columnName = columnName
         self.columnIndex = columnIndex
         self.dataType = dataType
         self.text = text
+        self.bytes = bytes
     }
+
+    /// SQL NULL.
+    package var isNull: Bool { text == nil && bytes == nil }
 
     /// A `.decoding` error that names the column, its type and the Swift type; never the value.
     package func decodingError<Value>(_ type: Value.Type, _ reason: String? = nil) -> PostgresError {
@@ -123,7 +135,29 @@ package struct PostgresCell: Sendable, Hashable {
 
     /// The text, or a `.decoding` error when the cell is NULL.
     package func requireText<Value>(for type: Value.Type) throws(PostgresError) -> String {
-        guard let text else { throw decodingError(type, "unexpected NULL") }
+        guard let text else { throw decodingError(type, bytes == nil ? "unexpected NULL" : "sent in binary format") }
         return text
+    }
+}
+
+/// The binary forms of the column types a binary result may hold (``PostgresQuery/ResultFormat/binary``).
+enum PostgresBinaryCell {
+    /// The text form of a binary cell that decoders read as text: text types as they are, integers and `bool`
+    /// written as PostgreSQL writes them. Nil for `bytea`, kept as bytes, and for any other type, whose decoders
+    /// then refuse the cell ("sent in binary format").
+    static func text(_ value: UnsafeRawBufferPointer, _ type: PostgresDataType) -> String? {
+        func integer<Integer: FixedWidthInteger>(_: Integer.Type) -> String? {
+            guard value.count == MemoryLayout<Integer>.size else { return nil }
+            return String(Integer(bigEndian: value.loadUnaligned(as: Integer.self)))
+        }
+        switch type {
+        case .text, .varchar, .bpchar, .name, .char, .unknown: return String(decoding: value, as: UTF8.self)
+        case .int8: return integer(Int64.self)
+        case .int4: return integer(Int32.self)
+        case .int2: return integer(Int16.self)
+        case .oid: return integer(UInt32.self)
+        case .bool: return value.count == 1 ? (value[0] == 0 ? "f" : "t") : nil
+        default: return nil
+        }
     }
 }

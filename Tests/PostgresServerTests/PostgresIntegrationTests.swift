@@ -122,6 +122,45 @@ struct PostgresIntegrationTests {
         }
     }
 
+    /// A result in binary format: `bytea` as its bytes, text, integers and `bool` decoded as from text, NULLs as
+    /// NULL, in a statement of its own and in a pipeline beside a text one; another type is refused by name.
+    @Test func binaryResultsDecodeAsText() async throws {
+        let bytes = (0...255).map(UInt8.init) + Array("{\"x\": 1}".utf8)
+        let query: PostgresQuery = """
+            SELECT \(bytes)::bytea AS data, 'héllo ✓'::text AS label, \(Int64.min)::bigint AS min,
+                   \(Int32.max)::int4 AS i32, (-7)::int2 AS i16, 4294967295::oid AS big, true AS yes, false AS no,
+                   NULL::bytea AS none, NULL::bigint AS nothing, ''::bytea AS empty, now() AS at
+            """
+        func check(_ row: PostgresRow) throws {
+            #expect(try row.decode([UInt8].self, "data") == bytes)
+            #expect(try row.decode(String.self, "label") == "héllo ✓")
+            #expect(try row.decode(Int64.self, "min") == .min)
+            #expect(try row.decode(Int32.self, "i32") == .max)
+            #expect(try row.decode(Int16.self, "i16") == -7)
+            #expect(try row.decode(Int64.self, "big") == 4_294_967_295)
+            #expect(try row.decode(Bool.self, "yes"))
+            #expect(try !row.decode(Bool.self, "no"))
+            #expect(try row.decode([UInt8]?.self, "none") == nil)
+            #expect(try row.decode(Int64?.self, "nothing") == nil)
+            #expect(try row.decode([UInt8].self, "empty") == [])
+            let refused = #expect(throws: PostgresError.self) { try row.decode(Date.self, "at") }
+            #expect(refused?.message?.contains("binary format") == true)
+            #expect(refused?.columnName == "at")
+        }
+        try await PostgresTestSupport.withClient { client in
+            try check(try await client.query(query.results(.binary))[0])
+            try await client.withConnection { connection in
+                let results = try await connection.pipeline([
+                    query.results(.binary), "SELECT \(bytes)::bytea AS data", query.results(.binary),
+                ])
+                try check(results[0][0])
+                #expect(try results[1][0].decode([UInt8].self, "data") == bytes)
+                #expect(results[1][0].cell(at: 0).text?.hasPrefix("\\x") == true)
+                try check(results[2][0])
+            }
+        }
+    }
+
     @Test func decodingErrorsNameTheColumn() async throws {
         try await PostgresTestSupport.withClient { client in
             let row = try await client.query("SELECT 'abc'::text AS label, NULL::int AS missing")[0]

@@ -184,16 +184,19 @@ enum OrderStore {
         /// The lock, then the updates APNs accepted (``OrderStore/acceptedQuery(_:)``), in this order.
         var queries: [PostgresQuery] { [query, OrderStore.acceptedQuery(ids)] }
 
-        /// `xmin` is the id of the transaction that wrote the row's current version.
+        /// `xmin` is the id of the transaction that wrote the row's current version. The result comes in binary
+        /// format: the state document as its bytes, not as hex text twice its size that the server writes and this
+        /// process reads back.
         var query: PostgresQuery {
-            """
-            SELECT o.order_id, o.xmin::text::bigint AS version, o.xmin::text::bigint = k.known AS held,
-                   CASE WHEN o.xmin::text::bigint = k.known THEN NULL ELSE o.state END AS state
-            FROM unnest(\(PostgresTextArray(ids))::text[], \(PostgresNullableArray(ids.map { held[$0]?.version }))::bigint[])
-                AS k(order_id, known)
-            JOIN orders AS o ON o.order_id = k.order_id
-            ORDER BY o.order_id FOR UPDATE OF o
-            """
+            let query: PostgresQuery = """
+                SELECT o.order_id, o.xmin::text::bigint AS version, o.xmin::text::bigint = k.known AS held,
+                       CASE WHEN o.xmin::text::bigint = k.known THEN NULL ELSE o.state END AS state
+                FROM unnest(\(PostgresTextArray(ids))::text[], \(PostgresNullableArray(ids.map { held[$0]?.version }))::bigint[])
+                    AS k(order_id, known)
+                JOIN orders AS o ON o.order_id = k.order_id
+                ORDER BY o.order_id FOR UPDATE OF o
+                """
+            return query.results(.binary)
         }
 
         /// The version of each order's row (its `xmin`) when it was locked: the version it keeps until
