@@ -6,50 +6,70 @@ import Postgres
 /// for people (the state itself is the order's `state` document). Written with the order, in the
 /// same statement pipeline (``OrderStore/write(_:kind:handover:delivered:leading:sweepColumn:now:on:)``).
 enum Activities {
-    /// The activity projection rows (the columns of an `unnest`).
-    private struct Row: Equatable {
-        var orderID: String
-        var activityKey: String
-        var activityID: String?
-        var deviceID: String?
-        var bundleID: String?
-        var environment: String?
-        var state: String
-        var endReason: String?
-        var tokenPrefix: String?
-        var tokenReceivedAt: Date?
-        var lastSentTimestamp: Int?
-        var lastSentContent: String?
-        var lastSentStep: String?
-        var relevanceScore: Double?
-        var alertCount: Int
-        var pendingKind: String?
-        var startedAt: Date?
-        var endedAt: Date?
-        var deliveredAPNsID: String?
+    /// The projection rows to write, one array per column (the arguments of the statement's `unnest`), appended
+    /// row by row from the activities' states: no row value is built, and an unchanged activity costs a comparison.
+    private struct Columns {
+        var orderID: [String] = []
+        var activityKey: [String] = []
+        var activityID: [String?] = []
+        var deviceID: [String?] = []
+        var bundleID: [String?] = []
+        var environment: [String?] = []
+        var state: [String] = []
+        var endReason: [String?] = []
+        var tokenPrefix: [String?] = []
+        var tokenReceivedAt: [Date?] = []
+        var lastSentTimestamp: [Int?] = []
+        var lastSentContent: [String?] = []
+        var lastSentStep: [String?] = []
+        var relevanceScore: [Double?] = []
+        var alertCount: [Int] = []
+        var pendingKind: [String?] = []
+        var startedAt: [Date?] = []
+        var endedAt: [Date?] = []
+        var deliveredAPNsID: [String?] = []
 
-        init(orderID: String, _ activity: ActivityState) {
-            let target =
-                activity.updateToken.map { ($0.token, $0.bundleID, $0.environment) }
-                ?? activity.startToken.map { ($0.token, $0.bundleID, $0.environment) }
-            self.orderID = orderID
-            activityKey = activity.key
-            activityID = activity.activityID
-            deviceID = activity.deviceID
-            bundleID = target?.1
-            environment = target?.2.rawValue
-            state = activity.phase.rawValue
-            endReason = activity.closeReason?.stored
-            tokenPrefix = target?.0.prefix
-            tokenReceivedAt = activity.updateToken?.receivedAt
-            lastSentTimestamp = activity.lastTimestamp == 0 ? nil : activity.lastTimestamp
-            lastSentContent = activity.sent?.contentState
-            lastSentStep = activity.sent?.step
-            relevanceScore = activity.sent?.relevance
-            alertCount = activity.alertCount
-            pendingKind = activity.pending?.kind.rawValue
-            startedAt = activity.startedAt
-            endedAt = activity.endedAt
+        /// The device the activity's pushes go to: its update token, else its push-to-start token.
+        static func target(_ a: ActivityState) -> (token: DeviceToken, bundleID: String, environment: APNsEnvironment)?
+        {
+            a.updateToken.map { ($0.token, $0.bundleID, $0.environment) }
+                ?? a.startToken.map { ($0.token, $0.bundleID, $0.environment) }
+        }
+
+        /// Whether two states of an activity give the same row (a changed token gives another row, even where
+        /// its prefix is the same).
+        static func sameRow(_ a: ActivityState, _ b: ActivityState) -> Bool {
+            let (ta, tb) = (target(a), target(b))
+            return a.key == b.key && a.activityID == b.activityID && a.deviceID == b.deviceID && a.phase == b.phase
+                && a.closeReason == b.closeReason && ta?.token == tb?.token && ta?.bundleID == tb?.bundleID
+                && ta?.environment == tb?.environment && a.updateToken?.receivedAt == b.updateToken?.receivedAt
+                && a.lastTimestamp == b.lastTimestamp && a.sent?.contentState == b.sent?.contentState
+                && a.sent?.step == b.sent?.step && a.sent?.relevance == b.sent?.relevance
+                && a.alertCount == b.alertCount && a.pending?.kind == b.pending?.kind && a.startedAt == b.startedAt
+                && a.endedAt == b.endedAt
+        }
+
+        mutating func append(orderID: String, _ activity: ActivityState, delivered: String?) {
+            let target = Self.target(activity)
+            self.orderID.append(orderID)
+            activityKey.append(activity.key)
+            activityID.append(activity.activityID)
+            deviceID.append(activity.deviceID)
+            bundleID.append(target?.bundleID)
+            environment.append(target?.environment.rawValue)
+            state.append(activity.phase.rawValue)
+            endReason.append(activity.closeReason?.stored)
+            tokenPrefix.append(target?.token.prefix)
+            tokenReceivedAt.append(activity.updateToken?.receivedAt)
+            lastSentTimestamp.append(activity.lastTimestamp == 0 ? nil : activity.lastTimestamp)
+            lastSentContent.append(activity.sent?.contentState)
+            lastSentStep.append(activity.sent?.step)
+            relevanceScore.append(activity.sent?.relevance)
+            alertCount.append(activity.alertCount)
+            pendingKind.append(activity.pending?.kind.rawValue)
+            startedAt.append(activity.startedAt)
+            endedAt.append(activity.endedAt)
+            deliveredAPNsID.append(delivered)
         }
     }
 
@@ -67,24 +87,18 @@ enum Activities {
     /// whose columns the change leaves as they were (an ended activity beside a live one, say) is not
     /// written again; a row with an accepted update always is.
     static func writeQuery(_ changes: [Change]) -> PostgresQuery? {
-        let rows = changes.flatMap { change in
-            let accepted = Dictionary(
-                change.original?.activities.compactMap { activity in
-                    activity.pending.flatMap { change.delivered.contains($0.apnsID) ? (activity.key, $0.apnsID) : nil }
-                } ?? [],
-                uniquingKeysWith: { first, _ in first })
-            return change.state.activities.compactMap { activity -> Row? in
-                var row = Row(orderID: change.state.orderID, activity)
-                row.deliveredAPNsID = accepted[activity.key]
-                if row.deliveredAPNsID == nil, let before = change.original?.activity(activity.key),
-                    Row(orderID: change.state.orderID, before) == row
-                {
-                    return nil
-                }
-                return row
+        var rows = Columns()
+        for change in changes {
+            let orderID = change.state.orderID
+            for activity in change.state.activities {
+                let before = change.original?.activity(activity.key)
+                // The update APNs accepted for this activity, if it was pending in the state read.
+                let delivered = before?.pending.flatMap { change.delivered.contains($0.apnsID) ? $0.apnsID : nil }
+                if delivered == nil, let before, Columns.sameRow(before, activity) { continue }
+                rows.append(orderID: orderID, activity, delivered: delivered)
             }
         }
-        guard !rows.isEmpty else { return nil }
+        guard !rows.orderID.isEmpty else { return nil }
         return """
             INSERT INTO activities (order_id, activity_key, activity_id, device_id, bundle_id, environment, state,
                                     end_reason, token_prefix, token_received_at, last_sent_timestamp,
@@ -94,22 +108,22 @@ enum Activities {
                    r.end_reason, r.token_prefix, r.token_received_at, r.last_sent_timestamp,
                    r.last_sent_content::jsonb, r.last_sent_step, r.relevance_score, r.alert_count, r.pending_kind,
                    r.started_at, r.ended_at, r.delivered_apns_id::uuid
-            FROM unnest(\(PostgresTextArray(rows.map(\.orderID)))::text[], \(PostgresTextArray(rows.map(\.activityKey)))::text[],
-                        \(PostgresTextArray(rows.map(\.activityID)))::text[],
-                        \(PostgresTextArray(rows.map(\.deviceID)))::text[],
-                        \(PostgresTextArray(rows.map(\.bundleID)))::text[],
-                        \(PostgresTextArray(rows.map(\.environment)))::text[], \(PostgresTextArray(rows.map(\.state)))::text[],
-                        \(PostgresTextArray(rows.map(\.endReason)))::text[],
-                        \(PostgresTextArray(rows.map(\.tokenPrefix)))::text[],
-                        \(PostgresNullableArray(rows.map(\.tokenReceivedAt)))::timestamptz[],
-                        \(PostgresNullableArray(rows.map(\.lastSentTimestamp)))::bigint[],
-                        \(PostgresTextArray(rows.map(\.lastSentContent)))::text[],
-                        \(PostgresTextArray(rows.map(\.lastSentStep)))::text[],
-                        \(PostgresNullableArray(rows.map(\.relevanceScore)))::double precision[],
-                        \(rows.map(\.alertCount))::integer[], \(PostgresTextArray(rows.map(\.pendingKind)))::text[],
-                        \(PostgresNullableArray(rows.map(\.startedAt)))::timestamptz[],
-                        \(PostgresNullableArray(rows.map(\.endedAt)))::timestamptz[],
-                        \(PostgresTextArray(rows.map(\.deliveredAPNsID)))::text[])
+            FROM unnest(\(PostgresTextArray(rows.orderID))::text[], \(PostgresTextArray(rows.activityKey))::text[],
+                        \(PostgresTextArray(rows.activityID))::text[],
+                        \(PostgresTextArray(rows.deviceID))::text[],
+                        \(PostgresTextArray(rows.bundleID))::text[],
+                        \(PostgresTextArray(rows.environment))::text[], \(PostgresTextArray(rows.state))::text[],
+                        \(PostgresTextArray(rows.endReason))::text[],
+                        \(PostgresTextArray(rows.tokenPrefix))::text[],
+                        \(PostgresNullableArray(rows.tokenReceivedAt))::timestamptz[],
+                        \(PostgresNullableArray(rows.lastSentTimestamp))::bigint[],
+                        \(PostgresTextArray(rows.lastSentContent))::text[],
+                        \(PostgresTextArray(rows.lastSentStep))::text[],
+                        \(PostgresNullableArray(rows.relevanceScore))::double precision[],
+                        \(rows.alertCount)::integer[], \(PostgresTextArray(rows.pendingKind))::text[],
+                        \(PostgresNullableArray(rows.startedAt))::timestamptz[],
+                        \(PostgresNullableArray(rows.endedAt))::timestamptz[],
+                        \(PostgresTextArray(rows.deliveredAPNsID))::text[])
                 AS r(order_id, activity_key, activity_id, device_id, bundle_id, environment, state, end_reason,
                      token_prefix, token_received_at, last_sent_timestamp, last_sent_content, last_sent_step,
                      relevance_score, alert_count, pending_kind, started_at, ended_at, delivered_apns_id)
