@@ -389,7 +389,18 @@ package final class JSONTape {
         }
     }
 
+    /// ``integer(_:at:)`` for `Int`, which nearly every reader asks for: concrete, so that a caller in another
+    /// module runs the specialized loop rather than the generic one through witness tables (1,200 instructions
+    /// for a two-digit number).
+    package func integer(_ type: Int.Type, at index: Int) throws -> Int {
+        try genericInteger(Int.self, at: index)
+    }
+
     package func integer<T: FixedWidthInteger>(_ type: T.Type, at index: Int) throws -> T {
+        try genericInteger(T.self, at: index)
+    }
+
+    private func genericInteger<T: FixedWidthInteger>(_ type: T.Type, at index: Int) throws -> T {
         let token = tokens[index]
         guard token.kind == .number else { throw mismatch(T.self, at: index) }
         if !token.flag {
