@@ -254,6 +254,21 @@ struct EventDecoderTests {
         #expect((try? EventDecoder.decode(bytes, routingKey: "order.status", messageID: "evt-7d1c7e1e").get()) != nil)
     }
 
+    /// A token is hex digits only, of either case (kept in lowercase): every other byte is refused wherever it is.
+    @Test func deviceTokensAreHexOfEitherCase() {
+        let base = Array(Fixtures.updateHex.utf8)
+        for byte in UInt8.min...UInt8.max {
+            for position in [0, base.count / 2, base.count - 1] {
+                var bytes = base
+                bytes[position] = byte
+                let token = DeviceToken(hex: String(decoding: bytes, as: UTF8.self))
+                let isHex = (48...57).contains(byte) || (65...70).contains(byte) || (97...102).contains(byte)
+                #expect((token != nil) == isHex, "byte \(byte) at \(position)")
+                if let token { #expect(token.hex == String(decoding: bytes, as: UTF8.self).lowercased()) }
+            }
+        }
+    }
+
     /// A timestamp is read from the body's bytes when it holds no escape; one written with escapes, or of exactly
     /// 64 characters, is the same instant either way.
     @Test func timestampsReadTheSameEscapedOrNot() throws {

@@ -103,12 +103,21 @@ package struct DeviceToken: Hashable, Sendable, Codable, CustomStringConvertible
 
     /// Validates and normalises to lowercase; nil unless hex, even length, 16–200 bytes decoded.
     package init?(hex: String) {
-        let utf8 = hex.utf8
-        guard utf8.count % 2 == 0, (32...400).contains(utf8.count),
-            utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 | 0x20 >= 97 && $0 | 0x20 <= 102) })
-        else { return nil }
+        var hex = hex
+        // One pass over the bytes where they lie: every stored state and every push reads a token back.
+        let (valid, upper) = hex.withUTF8 { bytes in
+            var valid = bytes.count % 2 == 0 && (32...400).contains(bytes.count)
+            var upper = false
+            for byte in bytes where valid {
+                let lower = byte | 0x20
+                valid = (byte >= 48 && byte <= 57) || (lower >= 97 && lower <= 102)
+                upper = upper || (byte >= 65 && byte <= 70)
+            }
+            return (valid, upper)
+        }
+        guard valid else { return nil }
         // Stored tokens are lowercase already: read back from every stored state, they are kept as they are.
-        self.hex = utf8.contains { $0 >= 65 && $0 <= 70 } ? hex.lowercased() : hex
+        self.hex = upper ? hex.lowercased() : hex
     }
 
     /// The first eight hex digits, for logs and the printed request path.
