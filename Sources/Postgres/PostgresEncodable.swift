@@ -147,6 +147,7 @@ extension Array: PostgresEncodable where Element: PostgresArrayElement {
         return PostgresArrayText.make(self) { $0 }
     }
     package var postgresParameter: PostgresParameterValue {
+        if let bytes = PostgresBinary.eightByteArray(self) { return .binary(bytes) }
         guard let elementType = Element.postgresBinaryElementType else { return .text(postgresText) }
         return .binary(PostgresBinary.array(self, elementType: elementType) { $0 })
     }
@@ -163,6 +164,7 @@ package struct PostgresNullableArray<Element: PostgresArrayElement>: PostgresEnc
         return PostgresArrayText.make(elements) { $0 }
     }
     package var postgresParameter: PostgresParameterValue {
+        if let bytes = PostgresBinary.eightByteArray(elements) { return .binary(bytes) }
         guard let elementType = Element.postgresBinaryElementType else { return .text(postgresText) }
         return .binary(PostgresBinary.array(elements, elementType: elementType) { $0 })
     }
@@ -239,6 +241,67 @@ package struct PostgresTextArray: PostgresEncodable {
 
 /// PostgreSQL's binary forms (network byte order), as its `*_recv` functions read them.
 enum PostgresBinary {
+    /// The array of `Int`, `Int64`, `Double` or `Date` elements (nil elements are NULL), written in place with no
+    /// generic call per element; nil for any other element type. An array parameter built in another module runs
+    /// ``array(_:elementType:_:)`` unspecialized: about 800 instructions an element, where this takes a few dozen.
+    static func eightByteArray<Element: PostgresArrayElement>(_ items: [Element?]) -> [UInt8]? {
+        if Element.self == Date.self {
+            return eightByteArray(unsafeBitCast(items, to: [Date?].self), .timestamptz) {
+                UInt64(bitPattern: PostgresTimestamp.microsecondsSince2000($0))
+            }
+        }
+        if Element.self == Int.self {
+            return eightByteArray(unsafeBitCast(items, to: [Int?].self), .int8) { UInt64(bitPattern: Int64($0)) }
+        }
+        if Element.self == Int64.self {
+            return eightByteArray(unsafeBitCast(items, to: [Int64?].self), .int8) { UInt64(bitPattern: $0) }
+        }
+        if Element.self == Double.self {
+            return eightByteArray(unsafeBitCast(items, to: [Double?].self), .float8) { $0.bitPattern }
+        }
+        return nil
+    }
+
+    /// ``eightByteArray(_:)-([Element?])`` for an array without NULLs.
+    static func eightByteArray<Element: PostgresArrayElement>(_ items: [Element]) -> [UInt8]? {
+        guard
+            Element.self == Date.self || Element.self == Int.self || Element.self == Int64.self
+                || Element.self == Double.self
+        else { return nil }
+        return eightByteArray(items.map { Optional($0) })
+    }
+
+    private static func eightByteArray<Item>(
+        _ items: [Item?], _ elementType: PostgresDataType, _ bits: (Item) -> UInt64
+    ) -> [UInt8] {
+        let hasNull = items.contains { $0 == nil }
+        let size = 20 + items.count * 12
+        return [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            var offset = 0
+            func put<Integer: FixedWidthInteger>(_ value: Integer) {
+                raw.storeBytes(of: value.bigEndian, toByteOffset: offset, as: Integer.self)
+                offset += MemoryLayout<Integer>.size
+            }
+            put(Int32(items.isEmpty ? 0 : 1))  // dimensions
+            put(Int32(hasNull ? 1 : 0))
+            put(Int32(bitPattern: elementType.rawValue))
+            if !items.isEmpty {
+                put(Int32(items.count))
+                put(Int32(1))  // lower bound
+            }
+            for item in items {
+                guard let item else {
+                    put(Int32(-1))
+                    continue
+                }
+                put(Int32(8))
+                put(bits(item))
+            }
+            initialized = offset
+        }
+    }
+
     static func append<Integer: FixedWidthInteger>(_ value: Integer, to bytes: inout [UInt8]) {
         withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
     }

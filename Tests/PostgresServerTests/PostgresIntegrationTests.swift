@@ -612,6 +612,21 @@ struct ParameterTests {
             #expect(try await same([PostgresJSONText(bytes: Array(#"{"a":"\"q\" \\ é"}"#.utf8)), nil], "json"))
             #expect(try await same([Int](), "bigint"))
             #expect(try await same([nil] as [Date?], "timestamptz"))
+            // Arrays without NULLs (the eight-byte types are written by a path of their own).
+            func sameNonNull<Element: PostgresArrayElement>(_ values: [Element], _ type: String) async throws -> Bool {
+                guard case .binary = values.postgresParameter else { return false }
+                let rows = try await client.query(
+                    """
+                    SELECT \(values)::\(unsafeRaw: type)[]::text[]
+                               IS NOT DISTINCT FROM \(values.postgresText)::text::\(unsafeRaw: type)[]::text[] AS same
+                    """)
+                return try rows[0].decode(Bool.self, "same")
+            }
+            #expect(try await sameNonNull([Int.min, 0, Int.max], "bigint"))
+            #expect(try await sameNonNull([Int64.min, 42], "bigint"))
+            #expect(try await sameNonNull(doubles, "double precision"))
+            #expect(try await sameNonNull(dates, "timestamptz"))
+            #expect(try await sameNonNull([Int32.min, 5], "integer"))
             // NaN is not equal to itself in SQL arrays either way: compared apart.
             let nan = try await client.query("SELECT (\([Double.nan]))[1] = 'NaN'::float8 AS nan")
             #expect(try nan[0].decode(Bool.self, "nan"))
