@@ -532,8 +532,9 @@ enum OrderStore {
                     """)
             }
             statements += BroadcastRows.writes(changed)
-            let decisions = changes.flatMap { change in change.decisions.map { (change.state.orderID, $0) } }
-            if let timeline = Timeline.insertQuery(decisions, kind: kind) { statements.append(timeline) }
+            var timeline = Timeline.Rows()
+            for change in changes { timeline.append(orderID: change.state.orderID, change.decisions) }
+            if let insert = Timeline.insertQuery(timeline, kind: kind) { statements.append(insert) }
         }
 
         /// Reads the statements' answers: the states written with their rows' versions, for the cache
