@@ -245,58 +245,73 @@ enum PostgresBinary {
     /// generic call per element; nil for any other element type. An array parameter built in another module runs
     /// ``array(_:elementType:_:)`` unspecialized: about 800 instructions an element, where this takes a few dozen.
     static func eightByteArray<Element: PostgresArrayElement>(_ items: [Element?]) -> [UInt8]? {
+        func write<Item>(_ items: [Item?], _ type: PostgresDataType, _ bits: (Item) -> UInt64) -> [UInt8] {
+            eightByteArray(items.count, hasNull: items.contains { $0 == nil }, type) { items[$0].map(bits) }
+        }
         if Element.self == Date.self {
-            return eightByteArray(unsafeBitCast(items, to: [Date?].self), .timestamptz) {
+            return write(unsafeBitCast(items, to: [Date?].self), .timestamptz) {
                 UInt64(bitPattern: PostgresTimestamp.microsecondsSince2000($0))
             }
         }
         if Element.self == Int.self {
-            return eightByteArray(unsafeBitCast(items, to: [Int?].self), .int8) { UInt64(bitPattern: Int64($0)) }
+            return write(unsafeBitCast(items, to: [Int?].self), .int8) { UInt64(bitPattern: Int64($0)) }
         }
         if Element.self == Int64.self {
-            return eightByteArray(unsafeBitCast(items, to: [Int64?].self), .int8) { UInt64(bitPattern: $0) }
+            return write(unsafeBitCast(items, to: [Int64?].self), .int8) { UInt64(bitPattern: $0) }
         }
         if Element.self == Double.self {
-            return eightByteArray(unsafeBitCast(items, to: [Double?].self), .float8) { $0.bitPattern }
+            return write(unsafeBitCast(items, to: [Double?].self), .float8) { $0.bitPattern }
         }
         return nil
     }
 
     /// ``eightByteArray(_:)-([Element?])`` for an array without NULLs.
     static func eightByteArray<Element: PostgresArrayElement>(_ items: [Element]) -> [UInt8]? {
-        guard
-            Element.self == Date.self || Element.self == Int.self || Element.self == Int64.self
-                || Element.self == Double.self
-        else { return nil }
-        return eightByteArray(items.map { Optional($0) })
+        func write<Item>(_ items: [Item], _ type: PostgresDataType, _ bits: (Item) -> UInt64) -> [UInt8] {
+            eightByteArray(items.count, hasNull: false, type) { bits(items[$0]) }
+        }
+        if Element.self == Date.self {
+            return write(unsafeBitCast(items, to: [Date].self), .timestamptz) {
+                UInt64(bitPattern: PostgresTimestamp.microsecondsSince2000($0))
+            }
+        }
+        if Element.self == Int.self {
+            return write(unsafeBitCast(items, to: [Int].self), .int8) { UInt64(bitPattern: Int64($0)) }
+        }
+        if Element.self == Int64.self {
+            return write(unsafeBitCast(items, to: [Int64].self), .int8) { UInt64(bitPattern: $0) }
+        }
+        if Element.self == Double.self {
+            return write(unsafeBitCast(items, to: [Double].self), .float8) { $0.bitPattern }
+        }
+        return nil
     }
 
-    private static func eightByteArray<Item>(
-        _ items: [Item?], _ elementType: PostgresDataType, _ bits: (Item) -> UInt64
+    /// `count` elements of eight bytes, each element's bits by its index (nil is NULL), into one buffer.
+    private static func eightByteArray(
+        _ count: Int, hasNull: Bool, _ elementType: PostgresDataType, _ bits: (Int) -> UInt64?
     ) -> [UInt8] {
-        let hasNull = items.contains { $0 == nil }
-        let size = 20 + items.count * 12
-        return [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
+        [UInt8](unsafeUninitializedCapacity: 20 + count * 12) { buffer, initialized in
             let raw = UnsafeMutableRawBufferPointer(buffer)
             var offset = 0
             func put<Integer: FixedWidthInteger>(_ value: Integer) {
                 raw.storeBytes(of: value.bigEndian, toByteOffset: offset, as: Integer.self)
                 offset += MemoryLayout<Integer>.size
             }
-            put(Int32(items.isEmpty ? 0 : 1))  // dimensions
+            put(Int32(count == 0 ? 0 : 1))  // dimensions
             put(Int32(hasNull ? 1 : 0))
             put(Int32(bitPattern: elementType.rawValue))
-            if !items.isEmpty {
-                put(Int32(items.count))
+            if count > 0 {
+                put(Int32(count))
                 put(Int32(1))  // lower bound
             }
-            for item in items {
-                guard let item else {
+            for index in 0..<count {
+                guard let value = bits(index) else {
                     put(Int32(-1))
                     continue
                 }
                 put(Int32(8))
-                put(bits(item))
+                put(value)
             }
             initialized = offset
         }
