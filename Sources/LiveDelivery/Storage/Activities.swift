@@ -29,6 +29,29 @@ enum Activities {
         var endedAt: [Date?] = []
         var deliveredAPNsID: [String?] = []
 
+        /// Room for `count` rows in every column: each column is allocated once.
+        init(capacity count: Int) {
+            orderID.reserveCapacity(count)
+            activityKey.reserveCapacity(count)
+            activityID.reserveCapacity(count)
+            deviceID.reserveCapacity(count)
+            bundleID.reserveCapacity(count)
+            environment.reserveCapacity(count)
+            state.reserveCapacity(count)
+            endReason.reserveCapacity(count)
+            tokenPrefix.reserveCapacity(count)
+            tokenReceivedAt.reserveCapacity(count)
+            lastSentTimestamp.reserveCapacity(count)
+            lastSentContent.reserveCapacity(count)
+            lastSentStep.reserveCapacity(count)
+            relevanceScore.reserveCapacity(count)
+            alertCount.reserveCapacity(count)
+            pendingKind.reserveCapacity(count)
+            startedAt.reserveCapacity(count)
+            endedAt.reserveCapacity(count)
+            deliveredAPNsID.reserveCapacity(count)
+        }
+
         /// The device the activity's pushes go to: its update token, else its push-to-start token.
         static func target(_ a: ActivityState) -> (token: DeviceToken, bundleID: String, environment: APNsEnvironment)?
         {
@@ -87,7 +110,7 @@ enum Activities {
     /// whose columns the change leaves as they were (an ended activity beside a live one, say) is not
     /// written again; a row with an accepted update always is.
     static func writeQuery(_ changes: [Change]) -> PostgresQuery? {
-        var rows = Columns()
+        var rows = Columns(capacity: changes.reduce(0) { $0 + $1.state.activities.count })
         for change in changes {
             let orderID = change.state.orderID
             for activity in change.state.activities {

@@ -37,7 +37,12 @@ struct OrderChange: Sendable {
             self.withdrawn.remove(push.activityKey)
         }
         if !effects.retiredPushToStartTokens.isEmpty { self.retired += effects.retiredPushToStartTokens }
-        if !effects.decisions.isEmpty { self.decisions += effects.decisions }
+        // The first effects' decisions are taken as they are: their array is shared, not copied.
+        if self.decisions.isEmpty {
+            self.decisions = effects.decisions
+        } else if !effects.decisions.isEmpty {
+            self.decisions += effects.decisions
+        }
     }
 
     var changed: Bool { self.original != self.state || !self.pushes.isEmpty || !self.withdrawn.isEmpty }
@@ -532,7 +537,7 @@ enum OrderStore {
                     """)
             }
             statements += BroadcastRows.writes(changed)
-            var timeline = Timeline.Rows()
+            var timeline = Timeline.Rows(capacity: changes.reduce(0) { $0 + $1.decisions.count })
             for change in changes { timeline.append(orderID: change.state.orderID, change.decisions) }
             if let insert = Timeline.insertQuery(timeline, kind: kind) { statements.append(insert) }
         }

@@ -12,6 +12,14 @@ enum Timeline {
         var codes: [String] = []
         var messages: [String] = []
 
+        /// Room for `count` decisions in every column.
+        init(capacity count: Int) {
+            orderIDs.reserveCapacity(count)
+            activityKeys.reserveCapacity(count)
+            codes.reserveCapacity(count)
+            messages.reserveCapacity(count)
+        }
+
         /// Appends an order's decisions; each order is appended once per write.
         mutating func append(orderID: String, _ decisions: [Decision]) {
             for decision in decisions {
