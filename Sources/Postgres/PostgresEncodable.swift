@@ -245,9 +245,6 @@ enum PostgresBinary {
     /// generic call per element; nil for any other element type. An array parameter built in another module runs
     /// ``array(_:elementType:_:)`` unspecialized: about 800 instructions an element, where this takes a few dozen.
     static func eightByteArray<Element: PostgresArrayElement>(_ items: [Element?]) -> [UInt8]? {
-        func write<Item>(_ items: [Item?], _ type: PostgresDataType, _ bits: (Item) -> UInt64) -> [UInt8] {
-            eightByteArray(items.count, hasNull: items.contains { $0 == nil }, type) { items[$0].map(bits) }
-        }
         if Element.self == Date.self {
             return write(unsafeBitCast(items, to: [Date?].self), .timestamptz) {
                 UInt64(bitPattern: PostgresTimestamp.microsecondsSince2000($0))
@@ -267,9 +264,6 @@ enum PostgresBinary {
 
     /// ``eightByteArray(_:)-([Element?])`` for an array without NULLs.
     static func eightByteArray<Element: PostgresArrayElement>(_ items: [Element]) -> [UInt8]? {
-        func write<Item>(_ items: [Item], _ type: PostgresDataType, _ bits: (Item) -> UInt64) -> [UInt8] {
-            eightByteArray(items.count, hasNull: false, type) { bits(items[$0]) }
-        }
         if Element.self == Date.self {
             return write(unsafeBitCast(items, to: [Date].self), .timestamptz) {
                 UInt64(bitPattern: PostgresTimestamp.microsecondsSince2000($0))
@@ -285,6 +279,16 @@ enum PostgresBinary {
             return write(unsafeBitCast(items, to: [Double].self), .float8) { $0.bitPattern }
         }
         return nil
+    }
+
+    // Not nested in the functions above: a nested function shares their generic context, and is not specialized
+    // when they are called from another module.
+    private static func write<Item>(_ items: [Item?], _ type: PostgresDataType, _ bits: (Item) -> UInt64) -> [UInt8] {
+        eightByteArray(items.count, hasNull: items.contains { $0 == nil }, type) { items[$0].map(bits) }
+    }
+
+    private static func write<Item>(_ items: [Item], _ type: PostgresDataType, _ bits: (Item) -> UInt64) -> [UInt8] {
+        eightByteArray(items.count, hasNull: false, type) { bits(items[$0]) }
     }
 
     /// `count` elements of eight bytes, each element's bits by its index (nil is NULL), into one buffer.
