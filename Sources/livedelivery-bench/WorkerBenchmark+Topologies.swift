@@ -3,6 +3,7 @@ import ChildProcesses
 import Foundation
 import Postgres
 import RabbitMQ
+import ServerFixtures
 import Synchronization
 import TestSupport
 
