@@ -43,7 +43,7 @@ package struct ManagedPostgres: Sendable {
         try LocalServers.makeDirectories(forPostgres: folders)
         try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: "\(Self.state)/run")
         // Where pg_autoctl's nodes put their sockets (Debian's default); without systemd nothing makes it.
-        if !FileManager.default.fileExists(atPath: "/var/run/postgresql") {
+        if getuid() == 0, !FileManager.default.fileExists(atPath: "/var/run/postgresql") {
             try FileManager.default.createDirectory(
                 atPath: "/var/run/postgresql", withIntermediateDirectories: true,
                 attributes: [.posixPermissions: 0o2775])
