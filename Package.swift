@@ -17,6 +17,8 @@ let package = Package(
         .executable(name: "livedelivery", targets: ["LiveDeliveryCLI"]),
         .executable(name: "livedelivery-bench", targets: ["livedelivery-bench"]),
         .executable(name: "apns-sim", targets: ["apns-sim"]),
+        // The failover topologies (cluster, replica, managed) for a person and scripts/test: start, stop, reset, env.
+        .executable(name: "livedelivery-servers", targets: ["livedelivery-servers"]),
         // What an iOS app imports: the default contract's ActivityAttributes and the events the app reports.
         .library(name: "LiveDeliveryActivity", targets: ["LiveDeliveryActivity"]),
     ],
@@ -174,7 +176,8 @@ let package = Package(
             name: "livedelivery-bench",
             dependencies: [
                 "RabbitMQ", "Postgres", "HTTP2", "LiveDeliveryCore", "LiveDeliveryJSON", "LiveDelivery",
-                "APNs", "APNsSimulator", "ChildProcesses", "LiveDeliveryAdmin", "TestSupport", "WorkerHarness",
+                "APNs", "APNsSimulator", "ChildProcesses", "LiveDeliveryAdmin", "ServerFixtures", "TestSupport",
+                "WorkerHarness",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -184,16 +187,22 @@ let package = Package(
 
         // MARK: Tests
         // What the test targets share: the servers' addresses, fresh databases, event bodies, traits, and the
-        // servers' faults (a node's crash, a promotion, a switchover) through the servers' own tools.
+        // main and fault pairs' restarts.
         .target(
             name: "TestSupport",
             dependencies: [
-                "ChildProcesses", "LiveDelivery", "LiveDeliveryCore", "Postgres",
+                "ChildProcesses", "LiveDelivery", "LiveDeliveryCore", "Postgres", "ServerFixtures",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // Child processes with a clean signal mask, for the end-to-end tests and the benchmarks.
         .target(name: "ChildProcesses"),
+        // The failover topologies (a RabbitMQ cluster, a primary/standby pair, a pg_auto_failover pair): started,
+        // stopped, reset and described, and their faults played, through the servers' own tools. Foundation and
+        // ChildProcesses only, so that scripts/test builds `livedelivery-servers` in seconds and boots the
+        // topologies while the rest builds.
+        .target(name: "ServerFixtures", dependencies: ["ChildProcesses"]),
+        .executableTarget(name: "livedelivery-servers", dependencies: ["ServerFixtures"]),
         // One private deployment of the worker (database, simulator, key, processes): the end-to-end
         // tests and the worker benchmark share it.
         .target(
@@ -281,7 +290,7 @@ let package = Package(
             name: "EndToEndServerTests",
             dependencies: [
                 "APNsSimulator", "ChildProcesses", "DeviceAgent", "LiveDeliveryCore", "LiveDeliveryJSON", "Postgres",
-                "RabbitMQ", "TestSupport", "WorkerHarness",
+                "RabbitMQ", "ServerFixtures", "TestSupport", "WorkerHarness",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftCSV", package: "SwiftCSV"),

@@ -1,4 +1,5 @@
 import Foundation
+import ServerFixtures
 
 /// The fault instance's PostgreSQL of `scripts/services` (`LIVEDELIVERY_INSTANCE=fault`, 127.0.0.1:55442, state
 /// under `.state/fault/postgres`), and the faults the tests play on it: a stop, a start and a restart, each with

@@ -1,4 +1,5 @@
 import Foundation
+import ServerFixtures
 
 /// A single broker of `scripts/services` (the main one, or the fault one of `LIVEDELIVERY_INSTANCE=fault`), for
 /// tests that ask the broker itself what it holds (`rabbitmqctl list_queues`, `list_connections`) or restart it.

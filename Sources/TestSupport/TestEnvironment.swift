@@ -21,13 +21,13 @@ package enum TestEnvironment {
             ?? "postgresql://livedelivery:livedelivery@127.0.0.1:55442/livedelivery"
     }
 
-    /// The three-node RabbitMQ cluster of `scripts/services cluster`: its nodes' URLs, comma-separated.
+    /// The three-node RabbitMQ cluster (``RabbitMQCluster``, `livedelivery-servers cluster`): its nodes' URLs, comma-separated.
     package static var clusterAMQPURLs: String {
         value("LIVEDELIVERY_CLUSTER_AMQP_URLS")
             ?? (1...3).map { "amqp://livedelivery:livedelivery@127.0.0.1:\(56740 + $0)/%2F" }.joined(separator: ",")
     }
 
-    /// The primary/standby pair of `scripts/services replica`: each server, and both in one libpq URL
+    /// The primary/standby pair (``PostgresReplica``, `livedelivery-servers replica`): each server, and both in one libpq URL
     /// that follows a failover (`target_session_attrs=read-write`).
     package static var replicaPrimaryURL: String {
         value("LIVEDELIVERY_REPLICA_PRIMARY_URL")
@@ -43,7 +43,7 @@ package enum TestEnvironment {
             + "?target_session_attrs=read-write"
     }
 
-    /// The pair that pg_auto_failover manages (`scripts/services managed`): both nodes in one libpq URL that
+    /// The pair that pg_auto_failover manages (``ManagedPostgres``, `livedelivery-servers managed`): both nodes in one libpq URL that
     /// follows the monitor's failovers and switchovers (`target_session_attrs=read-write`).
     package static var managedURL: String {
         value("LIVEDELIVERY_MANAGED_URL")
@@ -55,11 +55,6 @@ package enum TestEnvironment {
     package static var projectRoot: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
-    }
-
-    /// `scripts/services` of the checkout that started the servers.
-    package static var servicesScript: String {
-        value("LIVEDELIVERY_SERVICES") ?? projectRoot.appendingPathComponent("scripts/services").path
     }
 
     /// A name no other test (or concurrent test run) uses: for queues, exchanges, tables, ids.

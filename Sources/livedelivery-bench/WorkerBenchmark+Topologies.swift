@@ -3,6 +3,7 @@ import ChildProcesses
 import Foundation
 import Postgres
 import RabbitMQ
+import ServerFixtures
 import Synchronization
 import TestSupport
 
@@ -12,7 +13,7 @@ enum Topology: String, Sendable {
     case cluster
     case replica
     case replicaSync = "replica-sync"
-    /// The pair pg_auto_failover manages (`scripts/services managed`), the monitor's health checks tightened
+    /// The pair pg_auto_failover manages (`ManagedPostgres`, `livedelivery-servers managed`), the monitor's health checks tightened
     /// (`managed`) or as shipped (`managed-default`).
     case managed
     case managedDefault = "managed-default"

@@ -34,9 +34,9 @@ import Darwin
 ///
 /// `--topologies` runs all of it once per topology, in the same command, and closes with a table that
 /// sets each beside the first: `single` (the broker and database of `scripts/services`), `cluster` (the
-/// three-node RabbitMQ cluster of `scripts/services cluster`), `replica` and `replica-sync` (the
-/// primary/standby pair of `scripts/services replica`, asynchronous and synchronous), `managed` and
-/// `managed-default` (the pair pg_auto_failover runs, `scripts/services managed`, its monitor's health checks
+/// three-node RabbitMQ cluster of `livedelivery-servers cluster`), `replica` and `replica-sync` (the
+/// primary/standby pair of `livedelivery-servers replica`, asynchronous and synchronous), `managed` and
+/// `managed-default` (the pair pg_auto_failover runs, `livedelivery-servers managed`, its monitor's health checks
 /// tightened or as shipped). With
 /// `--failover`, each non-single topology then loses a server under a steady stream of events, and the
 /// bench prints how long processing stopped: from `kill -9` of the broker node the worker is attached
@@ -78,9 +78,9 @@ struct WorkerBenchmark: AsyncParsableCommand {
 
     @Option(
         help: """
-            Comma-separated, each measured in turn: single, cluster (scripts/services cluster), replica, \
-            replica-sync (scripts/services replica, asynchronous or synchronous standby), managed, \
-            managed-default (scripts/services managed: pg_auto_failover, its monitor's health checks tightened \
+            Comma-separated, each measured in turn: single, cluster (livedelivery-servers cluster), replica, \
+            replica-sync (livedelivery-servers replica, asynchronous or synchronous standby), managed, \
+            managed-default (livedelivery-servers managed: pg_auto_failover, its monitor's health checks tightened \
             or as shipped).
             """)
     var topologies = "single"

@@ -1,14 +1,15 @@
 import ChildProcesses
 import Foundation
 import Postgres
+import ServerFixtures
 import TestSupport
 import Testing
 import WorkerHarness
 
 /// Beyond one machine: workers on a three-node RabbitMQ cluster whose nodes die under them, and on a
 /// primary/standby pair that fails over, with the same converged result as on one node of each.
-/// The cluster and the pair are `scripts/services cluster` and `scripts/services replica`, and their faults
-/// the fixtures ``RabbitMQCluster`` and ``PostgresReplica``; only this suite uses them, one test at a time.
+/// The cluster and the pair, and their faults, are the fixtures ``RabbitMQCluster`` and ``PostgresReplica``
+/// (`livedelivery-servers cluster|replica`); only this suite uses them, one test at a time.
 @Suite(.serialized, .timeLimit(.minutes(10)))
 struct ClusterTests {
     @Test("kill -9 the node the consumer is on, then the queue's leader: every event once, nothing lost")

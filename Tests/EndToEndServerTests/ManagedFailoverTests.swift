@@ -1,6 +1,7 @@
 import ChildProcesses
 import Foundation
 import Postgres
+import ServerFixtures
 import TestSupport
 import Testing
 import WorkerHarness

@@ -1,44 +1,52 @@
-import ChildProcesses
+package import ChildProcesses
 import Foundation
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// What the server fixtures (``RabbitMQCluster``, ``PostgresReplica``, ``ManagedPostgres``, ``RabbitMQBroker``)
-/// share: where `scripts/services` keeps the servers' state, the servers' own tools, and running them.
+/// What the server fixtures (``RabbitMQCluster``, ``PostgresReplica``, ``ManagedPostgres``, and TestSupport's
+/// `RabbitMQBroker` and `PostgresServer`) share: where the servers keep their state, the servers' own tools, and
+/// running them.
 ///
-/// `scripts/services` starts, stops and describes the servers (what a person types); the faults the tests
-/// play on them (a crash, a promotion, a switchover) are these fixtures', in Swift, through the servers' own
-/// tools (`rabbitmqctl`, `pg_ctl`, `pg_autoctl`, `psql`) and signals. Every tool is run as a ``ChildProcess``:
-/// off the cooperative pool, with an empty signal mask (a daemon started here sees the signals that stop it).
+/// `scripts/services` installs the servers and runs the main and fault pairs (what a person types); the failover
+/// topologies are started, stopped, reset and described here (`livedelivery-servers` gives a person and the
+/// scripts the same), and the faults the tests play on them (a crash, a promotion, a switchover) are these
+/// fixtures' too, through the servers' own tools (`rabbitmqctl`, `pg_ctl`, `pg_autoctl`, `psql`) and signals.
+/// Every tool is run as a ``ChildProcess``: off the cooperative pool, with an empty signal mask (a daemon started
+/// here sees the signals that stop it).
 package enum LocalServers {
-    /// `scripts/services`' state folder: `LIVEDELIVERY_STATE_DIR`, else `.state` beside the checkout's `scripts`.
+    /// The servers' state folder: `LIVEDELIVERY_STATE_DIR`, else `.state` in the checkout of `LIVEDELIVERY_SERVICES`
+    /// (the `scripts/services` that started the main pair), else in this checkout.
     package static var stateDirectory: String {
         if let value = environment["LIVEDELIVERY_STATE_DIR"], !value.isEmpty { return value }
-        return URL(fileURLWithPath: TestEnvironment.servicesScript).deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent(".state").path
+        let root =
+            environment["LIVEDELIVERY_SERVICES"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0) }?
+            .deletingLastPathComponent().deletingLastPathComponent()
+            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        return root.appendingPathComponent(".state").path
     }
 
     /// PostgreSQL 15's programs (Debian's `postgresql-15` and `postgresql-client-15`).
-    static let postgresBin = "/usr/lib/postgresql/15/bin"
+    package static let postgresBin = "/usr/lib/postgresql/15/bin"
 
     /// RabbitMQ's `sbin` folder (Debian's `rabbitmq-server`), the newest version installed.
-    static func rabbitMQSbin() throws -> String {
+    package static func rabbitMQSbin() throws -> String {
         let lib = "/usr/lib/rabbitmq/lib"
         let versions = ((try? FileManager.default.contentsOfDirectory(atPath: lib)) ?? [])
             .filter { $0.hasPrefix("rabbitmq_server-") }.sorted()
         guard let newest = versions.last else {
-            throw ServerFixtureError("RabbitMQ is not installed (scripts/services cluster start installs it)")
+            throw ServerFixtureError("RabbitMQ is not installed (scripts/services install installs it)")
         }
         return "\(lib)/\(newest)/sbin"
     }
 
-    static var environment: [String: String] { ProcessInfo.processInfo.environment }
+    package static var environment: [String: String] { ProcessInfo.processInfo.environment }
 
     /// The environment `rabbitmqctl` and `rabbitmq-server` need for one local node: its name, loopback ports, and
     /// its configuration, data, logs and pid file under `directory`.
-    static func rabbitMQEnvironment(
+    package static func rabbitMQEnvironment(
         home: String, directory: String, nodeName: String, port: Int, distributionPort: Int
     ) -> [String: String] {
         environment.merging([
@@ -56,15 +64,10 @@ package enum LocalServers {
         ]) { $1 }
     }
 
-    /// Runs `scripts/services ARGS` (starting and stopping servers: what a person types too) to completion.
-    package static func script(_ arguments: [String]) async throws {
-        _ = try await run(TestEnvironment.servicesScript, arguments, timeout: .seconds(600))
-    }
-
     /// Runs a program to completion and returns what it printed (its standard output and error, in one);
     /// throws, with the end of that output, when it exits with another status than 0.
     @discardableResult
-    static func run(
+    package static func run(
         _ executable: String, _ arguments: [String], environment: [String: String] = environment,
         asPostgres: Bool = false, timeout: Duration = .seconds(120), appendingTo log: String? = nil
     ) async throws -> String {
@@ -93,7 +96,7 @@ package enum LocalServers {
 
     /// Starts a daemon in a session of its own (its processes can be killed together, and a terminal's signals
     /// never reach it), its output in `log`, and returns it; its pid is its session's id.
-    static func daemon(
+    package static func daemon(
         _ name: String, _ executable: String, _ arguments: [String], environment: [String: String],
         log: String, truncateLog: Bool
     ) async throws -> ChildProcess {
@@ -131,13 +134,13 @@ package enum LocalServers {
     }
 
     /// PostgreSQL's programs refuse root: as root, a command runs as the `postgres` user (`runuser`).
-    static func asPostgres(_ executable: String, _ arguments: [String]) -> (String, [String]) {
+    package static func asPostgres(_ executable: String, _ arguments: [String]) -> (String, [String]) {
         getuid() == 0
             ? ("/sbin/runuser", ["-u", "postgres", "--", executable] + arguments) : (executable, arguments)
     }
 
     /// Polls until `produce` returns a value (nil means "not yet") and returns it; `every` paces the checks.
-    static func poll<Value>(
+    package static func poll<Value>(
         _ what: String, timeout: Duration, every interval: Duration, _ produce: () async throws -> Value?
     ) async throws -> Value {
         let clock = ContinuousClock()
@@ -150,12 +153,12 @@ package enum LocalServers {
     }
 
     /// Says what a fixture does, on standard error, as `scripts/services` does.
-    static func log(_ message: String) {
+    package static func log(_ message: String) {
         FileHandle.standardError.write(Data("fixture: \(message)\n".utf8))
     }
 
     /// The last lines of a log file, for an error.
-    static func lastLines(of path: String, _ count: Int = 20) -> String {
+    package static func lastLines(of path: String, _ count: Int = 20) -> String {
         let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
         return text.split(separator: "\n", omittingEmptySubsequences: false).suffix(count).joined(separator: "\n")
     }
@@ -163,13 +166,13 @@ package enum LocalServers {
     // MARK: Processes and ports, from /proc
 
     /// Whether a process exists and is not a zombie.
-    static func processAlive(_ pid: Int32) -> Bool {
+    package static func processAlive(_ pid: Int32) -> Bool {
         guard let fields = statFields(pid), let state = fields.first else { return false }
         return state != "Z"
     }
 
     /// A process's session id (`/proc/PID/stat`), nil when it is gone.
-    static func session(of pid: Int32) -> Int32? {
+    package static func session(of pid: Int32) -> Int32? {
         guard let fields = statFields(pid), fields.count > 3 else { return nil }
         return Int32(fields[3])
     }
@@ -183,18 +186,18 @@ package enum LocalServers {
     }
 
     /// The pids of every process now.
-    static func allPids() -> [Int32] {
+    package static func allPids() -> [Int32] {
         ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { Int32($0) }
     }
 
     /// The pids of every process of a session.
-    static func sessionPids(_ session: Int32) -> [Int32] {
+    package static func sessionPids(_ session: Int32) -> [Int32] {
         allPids().filter { Self.session(of: $0) == session }
     }
 
     /// Whether something listens on a loopback TCP port, read from the kernel's table rather than probed with a
     /// connection: a probe would show up, however briefly, among a broker's client connections.
-    static func portListening(_ port: Int) -> Bool {
+    package static func portListening(_ port: Int) -> Bool {
         let suffix = ":" + String(format: "%04X", port)
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
             guard let text = procFile(table) else { continue }
@@ -209,7 +212,7 @@ package enum LocalServers {
     /// A file of `/proc`, read to its end. `String(contentsOfFile:)` and `Data(contentsOf:)` stop after the first
     /// read of a file whose size says 0, as every `/proc` file's does: `/proc/net/tcp` then ends after 27 sockets,
     /// and under the whole test run the cluster's listeners were past them.
-    static func procFile(_ path: String) -> String? {
+    package static func procFile(_ path: String) -> String? {
         guard let file = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? file.close() }
         return String(decoding: (try? file.readToEnd()) ?? Data(), as: UTF8.self)

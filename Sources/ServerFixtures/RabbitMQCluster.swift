@@ -4,20 +4,59 @@ import Foundation
 import Glibc
 #endif
 
-/// The three-node RabbitMQ cluster of `scripts/services cluster` (nodes `livedelivery-1…3@localhost`, AMQP on
-/// 127.0.0.1:56741–56743, state under `.state/cluster`), and the faults the failover tests play on it: a node's
-/// crash, its return, and which node leads a queue or holds the clients' connections.
+/// A three-node RabbitMQ cluster on loopback for the failover tests and benchmark (nodes `livedelivery-1…3@localhost`,
+/// AMQP on 127.0.0.1:56741–56743, distribution on 56751–56753, state under `.state/cluster`, whatever
+/// `LIVEDELIVERY_INSTANCE` says, since its ports are fixed), and the faults played on it: a node's crash, its
+/// return, and which node leads a queue or holds the clients' connections. Each node has its own mnesia, logs, pid
+/// file and configuration under `.state/cluster/N`; they share one HOME, `.state/cluster`, for its `.erlang.cookie`
+/// (nodes and rabbitmqctl only talk when their cookies match). `livedelivery-servers cluster …` runs the same.
 package struct RabbitMQCluster: Sendable {
-    /// The cluster `scripts/services cluster start` runs.
+    /// The cluster on this machine.
     package static let local = RabbitMQCluster()
 
     /// The node numbers.
     package static let nodes = 1...3
 
-    /// Starts the nodes that do not run and joins them (`scripts/services cluster start`); a no-op on a running
-    /// cluster.
+    /// Starts the nodes that do not run (all at once: a node started alone after the whole cluster stopped waits
+    /// for its peers' tables), joins each that is not a member to node 1, and waits until the cluster lists all
+    /// three as running; a no-op on a running cluster.
     package func start() async throws {
-        try await LocalServers.script(["cluster", "start"])
+        LocalServers.reservePorts()
+        try Self.prepare()
+        try await startNodes(Array(Self.nodes))
+        LocalServers.log("cluster ready")
+    }
+
+    /// Stops the three nodes at once, each cleanly (`rabbitmqctl stop`) or, if its VM has not gone within a minute,
+    /// with SIGTERM and then SIGKILL. The state is kept.
+    package func stop() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for node in Self.nodes { group.addTask { try await stop(node: node) } }
+            try await group.waitForAll()
+        }
+    }
+
+    /// Stops the nodes and deletes their state: the next start makes a fresh cluster.
+    package func reset() async throws {
+        try await stop()
+        try? FileManager.default.removeItem(atPath: Self.state)
+    }
+
+    /// One line per node: running, or stopped (its VM up or not).
+    package func summary() -> String {
+        Self.nodes.map { node in
+            let name = "cluster node \(node) (\(Self.nodeName(node)))"
+            if Self.serving(node) { return "\(name): running on 127.0.0.1:\(Self.amqpPort(node))" }
+            if Self.beamPid(node) != nil { return "\(name): stopped (its VM is up: booting, or the app is stopped)" }
+            return "\(name): stopped"
+        }.joined(separator: "\n")
+    }
+
+    /// The variables the tests and the benchmark read: `LIVEDELIVERY_CLUSTER_AMQP_URLS`, comma-separated.
+    package var environment: KeyValuePairs<String, String> {
+        let login = LocalServers.login
+        let urls = Self.nodes.map { "amqp://\(login):\(login)@127.0.0.1:\(Self.amqpPort($0))/%2F" }
+        return ["LIVEDELIVERY_CLUSTER_AMQP_URLS": urls.joined(separator: ",")]
     }
 
     /// A crash: SIGKILL to node `node`'s Erlang VM, no clean shutdown. Returns once the process is gone and its
@@ -47,16 +86,25 @@ package struct RabbitMQCluster: Sendable {
         try Self.check(node)
         let directory = "\(Self.state)/\(node)"
         guard FileManager.default.fileExists(atPath: "\(directory)/rabbitmq.conf") else {
-            throw ServerFixtureError("cluster node \(node) was never set up (scripts/services cluster start)")
+            throw ServerFixtureError("cluster node \(node) was never set up (livedelivery-servers cluster start)")
         }
-        if !Self.serving(node) {
+        try await startNodes([node])
+    }
+
+    /// Starts those of `nodes` that do not run (their VMs all at once), joins each that is not a member to node 1,
+    /// and waits until node 1 (or, while it is down, the first running node) lists them all as running.
+    private func startNodes(_ nodes: [Int]) async throws {
+        var launched: [Int] = []
+        for node in nodes where !Self.serving(node) {
             // A VM without its AMQP listener is booting or has its application stopped: a second would crash.
             if Self.beamPid(node) == nil { try await launch(node) }
-            try await awaitStartup(node)
+            launched.append(node)
         }
+        for node in launched { try await awaitStartup(node) }
         let viewer = Self.serving(1) ? 1 : try firstServing()
         var status = try await Self.clusterStatus(viewer)
-        if node != 1, !Self.nodes(in: "disk_nodes", of: status).contains(node) {
+        let members = Self.nodes(in: "disk_nodes", of: status)
+        for node in nodes where node != 1 && !members.contains(node) {
             LocalServers.log("joining cluster node \(node) to livedelivery-1@localhost")
             try await rabbitmqctl(node: node, ["-q", "stop_app"])
             // The join logs errors about connection tracking tables on the stopped node even when it succeeds:
@@ -65,10 +113,10 @@ package struct RabbitMQCluster: Sendable {
             try await rabbitmqctl(node: node, ["-q", "start_app"])
         }
         _ = try await LocalServers.poll(
-            "cluster node \(node) running in the cluster as node \(viewer) sees it", timeout: .seconds(120),
+            "cluster node(s) \(nodes) running in the cluster as node \(viewer) sees it", timeout: .seconds(120),
             every: .seconds(1)
         ) { () -> Bool? in
-            if Self.nodes(in: "running_nodes", of: status).contains(node) { return true }
+            if Set(nodes).isSubset(of: Self.nodes(in: "running_nodes", of: status)) { return true }
             status = (try? await Self.clusterStatus(viewer)) ?? ""
             return nil
         }
@@ -141,7 +189,7 @@ package struct RabbitMQCluster: Sendable {
         return Int(name.dropFirst("livedelivery-".count).dropLast("@localhost".count))
     }
 
-    /// A node's environment, as `scripts/services` gives it: one HOME for the nodes' shared `.erlang.cookie`, and
+    /// A node's environment: one HOME for the nodes' shared `.erlang.cookie`, and
     /// the node's own ports, configuration, data, logs and pid file.
     static func environment(_ node: Int) -> [String: String] {
         let directory = "\(state)/\(node)"
@@ -189,6 +237,56 @@ package struct RabbitMQCluster: Sendable {
         // Only the JSON object: anything the tool said around it is not the status.
         guard let start = output.firstIndex(of: "{"), let end = output.lastIndex(of: "}") else { return "" }
         return String(output[start...end])
+    }
+
+    /// The shared cookie (made once) and each node's folders and configuration (written at every start).
+    static func prepare() throws {
+        let files = FileManager.default
+        try files.createDirectory(atPath: state, withIntermediateDirectories: true)
+        let cookie = "\(state)/.erlang.cookie"
+        if !files.fileExists(atPath: cookie) {
+            try LocalServers.randomHex(bytes: 32).write(toFile: cookie, atomically: false, encoding: .utf8)
+            try files.setAttributes([.posixPermissions: 0o400], ofItemAtPath: cookie)
+        }
+        let login = LocalServers.login
+        for node in nodes {
+            let directory = "\(state)/\(node)"
+            for folder in ["mnesia", "log"] {
+                try files.createDirectory(atPath: "\(directory)/\(folder)", withIntermediateDirectories: true)
+            }
+            let configuration = """
+                listeners.tcp.1 = 127.0.0.1:\(amqpPort(node))
+                loopback_users = none
+                default_user = \(login)
+                default_pass = \(login)
+                default_vhost = /
+                heartbeat = 60
+                log.console = false
+                log.file.level = warning
+                vm_memory_high_watermark.relative = 0.6
+                disk_free_limit.absolute = 200MB
+
+                """
+            try configuration.write(toFile: "\(directory)/rabbitmq.conf", atomically: true, encoding: .utf8)
+            try "[].\n".write(toFile: "\(directory)/advanced.config", atomically: true, encoding: .utf8)
+            try "[rabbitmq_consistent_hash_exchange].\n".write(
+                toFile: "\(directory)/enabled_plugins", atomically: true, encoding: .utf8)
+        }
+    }
+
+    private func stop(node: Int) async throws {
+        guard let pid = Self.beamPid(node) else { return }
+        LocalServers.log("stopping RabbitMQ cluster node \(node)")
+        _ = try? await rabbitmqctl(node: node, ["-q", "stop"])
+        for (signal, timeout) in [(SIGTERM, 60), (SIGKILL, 30), (0, 30)] {
+            let gone = try? await LocalServers.poll(
+                "cluster node \(node) stopped", timeout: .seconds(timeout), every: .milliseconds(500)
+            ) { () -> Bool? in LocalServers.processAlive(pid) ? nil : true }
+            if gone != nil { return }
+            guard signal != 0 else { throw ServerFixtureError("cluster node \(node) (pid \(pid)) does not stop") }
+            LocalServers.log("cluster node \(node) did not stop; signal \(signal) to it")
+            _ = Glibc.kill(pid, signal)
+        }
     }
 
     private func launch(_ node: Int) async throws {
