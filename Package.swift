@@ -199,10 +199,13 @@ let package = Package(
         .target(name: "ChildProcesses"),
         // The failover topologies (a RabbitMQ cluster, a primary/standby pair, a pg_auto_failover pair): started,
         // stopped, reset and described, and their faults played, through the servers' own tools. Foundation and
-        // ChildProcesses only, so that scripts/test builds `livedelivery-servers` in seconds and boots the
-        // topologies while the rest builds.
+        // ChildProcesses only (the command adds ArgumentParser), so that scripts/test builds `livedelivery-servers`
+        // in seconds and boots the topologies while the rest builds.
         .target(name: "ServerFixtures", dependencies: ["ChildProcesses"]),
-        .executableTarget(name: "livedelivery-servers", dependencies: ["ServerFixtures"]),
+        .executableTarget(
+            name: "livedelivery-servers",
+            dependencies: ["ServerFixtures", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         // One private deployment of the worker (database, simulator, key, processes): the end-to-end
         // tests and the worker benchmark share it.
         .target(
