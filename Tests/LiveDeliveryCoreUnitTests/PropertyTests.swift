@@ -258,6 +258,9 @@ struct OutboxReplay {
     var outbox: [String: PlannedPush] = [:]
     var sweeps = 0
     var phones = Phones()
+    /// For each acceptance ``OrderTracker/acceptanceSettles(_:in:now:)`` allowed: whether settling its id gave the
+    /// state recording it gave.
+    var settledAsRecorded: [Bool] = []
 
     init(_ events: [InboundEvent], context: TrackingContext, tracker: OrderTracker, seed: UInt64) {
         var rng = SplitMix64(seed: seed)
@@ -320,7 +323,17 @@ struct OutboxReplay {
             }
             answered.append((push, outcome))
             phones.answered(push, outcome, state: state)
-            take(tracker.record(outcome, for: push, in: state, now: max(now, push.notBefore)))
+            let at = max(now, push.notBefore)
+            let recorded = tracker.record(outcome, for: push, in: state, now: at)
+            // Where the worker writes an acceptance as the update's id alone, settling it must be recording it.
+            if outcome == .accepted, tracker.acceptanceSettles(push, in: state, now: at) {
+                var settled = state
+                settled.settleDelivered([push.apnsID])
+                settledAsRecorded.append(
+                    settled == recorded.state && recorded.pushes.isEmpty && recorded.withdrawn.isEmpty
+                        && recorded.retiredPushToStartTokens.isEmpty)
+            }
+            take(recorded)
             if case .retryLater = outcome { take(tracker.retry(state, now: now)) }
         }
     }
@@ -368,6 +381,20 @@ struct OutboxPropertyTests {
             scenario.delivery(seed: UInt64(orderSeed)), context: scenario.context, tracker: tracker,
             seed: UInt64(answerSeed))
         Self.check(replay, scenario)
+        #expect(!replay.settledAsRecorded.contains(false), "settling an accepted update differs from recording it")
+    }
+
+    /// The acceptances the worker settles by id alone happen in these replays, and each gives the recorded state.
+    @Test func acceptedUpdatesSettledByIDAreRecorded() {
+        var checked = 0
+        for seed in 0..<40 {
+            let scenario = Scenario(seed: UInt64(seed)).withMoreDevices(seed: UInt64(seed))
+            let replay = OutboxReplay(
+                scenario.delivery(seed: UInt64(seed)), context: scenario.context, tracker: tracker, seed: UInt64(seed))
+            #expect(!replay.settledAsRecorded.contains(false), "seed \(seed)")
+            checked += replay.settledAsRecorded.count
+        }
+        #expect(checked >= 20)
     }
 
     /// An input the random property check found (in CI): a follower's start into the order's broadcast channel,

@@ -76,6 +76,31 @@ extension OrderTracker {
         step.take(actions, for: push.activityKey)
     }
 
+    /// Whether recording APNs' acceptance of `push` (``record(_:for:in:now:)`` with `.accepted`) would leave `state`
+    /// exactly as settling its `apns-id` does (``OrderState/settleDelivered(_:)``), with nothing to push, withdraw or
+    /// retire: an update that is still its activity's pending push, whose budget log and next sweep come out the same
+    /// either way. The worker then writes the acceptance as the update's id alone, without recording it
+    /// (docs/data-path.md, A delivered update); `OutboxPropertyTests` checks the two agree wherever this says so.
+    package func acceptanceSettles(_ push: PlannedPush, in state: OrderState, now: Date) -> Bool {
+        guard push.kind == .update, push.activityKey != Self.channelKey, state.handedOver == nil,
+            let activity = state.activity(push.activityKey), !activity.phase.isFinal,
+            activity.phase != .pendingStart, activity.phase != .ending, let pending = activity.pending,
+            pending.apnsID == push.apnsID, pending.kind == .update, pending.timestamp == push.timestamp,
+            pending.priority == push.priority, pending.mark == push.mark
+        else { return false }
+        // Recording drops the budget log's entries an hour before the clock; settling, an hour before the push.
+        if pending.priority == 10 {
+            let cutoffs = [Int(now.timeIntervalSince1970.rounded(.down)) - 3600, pending.timestamp - 3600]
+            if activity.highPriorityLog.contains(where: { $0 > cutoffs.min()! && $0 <= cutoffs.max()! }) {
+                return false
+            }
+        }
+        // Recording computes the next sweep anew; settling keeps the stored one.
+        var settled = state
+        settled.settleDelivered([push.apnsID])
+        return nextSweep(settled, now: now) == state.nextSweepAt
+    }
+
     /// Rebuilds every pending push for sending now: a fresh strictly increasing timestamp, the
     /// newest content, the same alert if the step is the same. Call it before resending a push
     /// that got `retryLater`.
