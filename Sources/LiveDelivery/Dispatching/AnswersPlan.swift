@@ -39,6 +39,11 @@ struct AnswersPlan {
         // The ids of delivered updates by order, and the orders with any other answer (never folded).
         var deliveredUpdates: [String: Set<String>] = [:]
         var otherAnswers = Set<String>()
+        // Orders whose one answer is an accepted update that settling its id records (`acceptanceSettles`): the
+        // core's `record` does not run for them, and their acceptance is written as the id alone.
+        var settledByID: [String: (state: OrderState, claim: Outbox.Claim, settlement: PushSettlement)] = [:]
+        var answersPerOrder: [String: Int] = [:]
+        for answer in answers { answersPerOrder[answer.claim.orderID, default: 0] += 1 }
         for answer in answers {
             let claim = answer.claim
             if case .delivered = answer.outcome, let occurred = stored[claim.orderID]?.record?.newest.occurredAt {
@@ -47,7 +52,14 @@ struct AnswersPlan {
             let settlement = PushSettlement.settle(
                 answer.outcome, attempts: claim.attempts, rules: rules, jitter: jitter())
             note(settlement, for: claim)
-            let resend = record(settlement, for: claim, stored: stored, tracker: tracker, now: now)
+            var resend = false
+            if settlement.outcome == .accepted, settlement.retryAfter == nil, answersPerOrder[claim.orderID] == 1,
+                let state = stored[claim.orderID], tracker.acceptanceSettles(claim.push, in: state, now: now)
+            {
+                settledByID[claim.orderID] = (state, claim, settlement)
+            } else {
+                resend = record(settlement, for: claim, stored: stored, tracker: tracker, now: now)
+            }
             // The outbox row: delete when settled and not replaced meanwhile, else release it.
             guard let current = outbox[Outbox.Key(orderID: claim.orderID, activityKey: claim.activityKey)] else {
                 continue
@@ -71,11 +83,19 @@ struct AnswersPlan {
         // A delivered current update changes nothing but its activity: the order's state is not
         // written again: the update's id goes to the activity's row, and every read settles it (`sql/116`).
         for (orderID, ids) in deliveredUpdates.sorted(by: { $0.key < $1.key }) where !otherAnswers.contains(orderID) {
-            guard let change = changes[orderID], let version = versions[orderID],
-                let folded = Delivered(folding: change, ids: ids, version: version)
+            guard let version = versions[orderID] else { continue }
+            if let settled = settledByID.removeValue(forKey: orderID) {
+                delivered.append(Delivered(settling: settled.state, ids: ids, version: version))
+                continue
+            }
+            guard let change = changes[orderID], let folded = Delivered(folding: change, ids: ids, version: version)
             else { continue }
             delivered.append(folded)
             changes[orderID] = nil
+        }
+        // An acceptance not written by its id after all (its outbox row was gone or replaced) is recorded in full.
+        for (_, left) in settledByID {
+            _ = record(left.settlement, for: left.claim, stored: stored, tracker: tracker, now: now)
         }
     }
 

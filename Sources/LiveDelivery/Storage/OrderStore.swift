@@ -105,6 +105,18 @@ struct Delivered: Sendable {
         else { return nil }
         var settled = original
         guard settled.settleDelivered(ids), settled == change.state else { return nil }
+        self.init(original: original, settled: settled, ids: ids, version: version)
+    }
+
+    /// The acceptance of updates that ``OrderTracker/acceptanceSettles(_:in:now:)`` says settling records: the
+    /// core's `record` did not run for them.
+    init(settling original: OrderState, ids: Set<String>, version: Int64) {
+        var settled = original
+        settled.settleDelivered(ids)
+        self.init(original: original, settled: settled, ids: ids, version: version)
+    }
+
+    private init(original: OrderState, settled: OrderState, ids: Set<String>, version: Int64) {
         self.original = original
         self.settled = settled
         apnsIDs = original.activities.compactMap { $0.pending?.apnsID }.filter(ids.contains).sorted()

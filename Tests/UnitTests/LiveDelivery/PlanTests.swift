@@ -120,6 +120,20 @@ struct PlanTests {
         #expect(plan.ages.count == 1)
     }
 
+    @Test("a delivered update whose outbox row is gone is recorded in full, as recording gives it")
+    func deliveredWithoutRowRecorded() throws {
+        let tracker = try Self.tracker()
+        let (_, change) = try Self.orderWithUpdate(tracker)
+        let (sent, _) = Self.answers([change], outcome: { .delivered(apnsID: UUIDText.parse($0.apnsID)!) })
+        let plan = AnswersPlan(
+            sent, stored: ["o-1": change.state], versions: ["o-1": 7], outbox: [:], tracker: tracker,
+            rules: PushSettlement.Rules(WorkerConfiguration.Dispatcher()), jitter: { 1 }, now: Self.now)
+        let push = try #require(change.orderedPushes.first)
+        #expect(plan.delivered.isEmpty && plan.settled.isEmpty)
+        #expect(
+            plan.changes["o-1"]?.state == tracker.record(.accepted, for: push, in: change.state, now: Self.now).state)
+    }
+
     @Test("a push replaced while in flight: recorded, its row released as replaced, nothing folded")
     func replacedReleased() throws {
         let tracker = try Self.tracker()
