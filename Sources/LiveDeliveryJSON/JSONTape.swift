@@ -345,16 +345,12 @@ package final class JSONTape {
         }
     }
 
-    /// `body` over a string's bytes, where they lie in the document, when it holds no escape; nil for any other
-    /// token (then ``string(at:)`` reads it).
-    package func withUnescapedString<Result>(
-        at index: Int, _ body: (UnsafeBufferPointer<UInt8>) -> Result?
-    ) -> Result? {
+    /// Where a string's bytes lie in ``bytes`` when it holds no escape (the text between its quotes); nil for any
+    /// other token (then ``string(at:)`` reads it).
+    package func unescapedString(at index: Int) -> Range<Int>? {
         let token = tokens[index]
         guard token.kind == .string, !token.flag else { return nil }
-        return bytes.withUnsafeBufferPointer { buffer in
-            body(UnsafeBufferPointer(rebasing: buffer[Int(token.start)..<Int(token.end)]))
-        }
+        return Int(token.start)..<Int(token.end)
     }
 
     package func string(at index: Int) throws -> String {

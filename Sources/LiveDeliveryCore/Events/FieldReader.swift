@@ -193,8 +193,8 @@ struct FieldReader {
     func requiredTimestamp(_ key: String) throws(EventRejection) -> Date {
         // An unescaped string is parsed where it lies; anything else takes the checked path below, which
         // says what is wrong with it.
-        if let member = member(key), let date = tape.withUnescapedString(at: member, RFC3339.parse(bytes:)),
-            tape.tokens[member].end - tape.tokens[member].start <= 64
+        if let member = member(key), let range = tape.unescapedString(at: member), range.count <= 64,
+            let date = tape.bytes.withUnsafeBufferPointer({ RFC3339.parse(bytes: .init(rebasing: $0[range])) })
         {
             return date
         }

@@ -26,13 +26,19 @@ package enum RFC3339 {
             i += count
             return value
         }
-        func expect(_ chars: String) -> Bool {
-            guard i < b.count, chars.utf8.contains(b[i]) else { return false }
+        /// One of up to three bytes.
+        func expect(_ first: Unicode.Scalar, _ second: Unicode.Scalar? = nil, _ third: Unicode.Scalar? = nil) -> Bool {
+            guard i < b.count else { return false }
+            let byte = b[i]
+            guard
+                byte == UInt8(ascii: first) || second.map({ byte == UInt8(ascii: $0) }) == true
+                    || third.map({ byte == UInt8(ascii: $0) }) == true
+            else { return false }
             i += 1
             return true
         }
         guard let year = digits(4), expect("-"), let month = digits(2), expect("-"), let day = digits(2),
-            expect("Tt "), let hour = digits(2), expect(":"), let minute = digits(2), expect(":"),
+            expect("T", "t", " "), let hour = digits(2), expect(":"), let minute = digits(2), expect(":"),
             let second = digits(2)
         else { return nil }
         guard (1...12).contains(month), day >= 1, day <= daysInMonth(year: year, month: month),
@@ -52,7 +58,7 @@ package enum RFC3339 {
         }
         var offset = 0
         guard i < b.count else { return nil }
-        if expect("Zz") {
+        if expect("Z", "z") {
             offset = 0
         } else if b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-") {
             let sign = b[i] == UInt8(ascii: "-") ? -1 : 1
