@@ -258,8 +258,8 @@ struct OutboxReplay {
     var outbox: [String: PlannedPush] = [:]
     var sweeps = 0
     var phones = Phones()
-    /// For each acceptance ``OrderTracker/acceptanceSettles(_:in:now:)`` allowed: whether settling its id gave the
-    /// state recording it gave.
+    /// For each acceptance ``OrderTracker/settledAcceptance(of:in:now:)`` settled: whether it gave the state recording
+    /// it gave.
     var settledAsRecorded: [Bool] = []
 
     init(_ events: [InboundEvent], context: TrackingContext, tracker: OrderTracker, seed: UInt64) {
@@ -326,9 +326,7 @@ struct OutboxReplay {
             let at = max(now, push.notBefore)
             let recorded = tracker.record(outcome, for: push, in: state, now: at)
             // Where the worker writes an acceptance as the update's id alone, settling it must be recording it.
-            if outcome == .accepted, tracker.acceptanceSettles(push, in: state, now: at) {
-                var settled = state
-                settled.settleDelivered([push.apnsID])
+            if outcome == .accepted, let settled = tracker.settledAcceptance(of: push, in: state, now: at) {
                 settledAsRecorded.append(
                     settled == recorded.state && recorded.pushes.isEmpty && recorded.withdrawn.isEmpty
                         && recorded.retiredPushToStartTokens.isEmpty)

@@ -39,9 +39,11 @@ struct AnswersPlan {
         // The ids of delivered updates by order, and the orders with any other answer (never folded).
         var deliveredUpdates: [String: Set<String>] = [:]
         var otherAnswers = Set<String>()
-        // Orders whose one answer is an accepted update that settling its id records (`acceptanceSettles`): the
+        // Orders whose one answer is an accepted update that settling its id records (`settledAcceptance`): the
         // core's `record` does not run for them, and their acceptance is written as the id alone.
-        var settledByID: [String: (state: OrderState, claim: Outbox.Claim, settlement: PushSettlement)] = [:]
+        var settledByID:
+            [String: (original: OrderState, settled: OrderState, claim: Outbox.Claim, settlement: PushSettlement)] =
+                [:]
         var answersPerOrder: [String: Int] = [:]
         for answer in answers { answersPerOrder[answer.claim.orderID, default: 0] += 1 }
         for answer in answers {
@@ -54,9 +56,10 @@ struct AnswersPlan {
             note(settlement, for: claim)
             var resend = false
             if settlement.outcome == .accepted, settlement.retryAfter == nil, answersPerOrder[claim.orderID] == 1,
-                let state = stored[claim.orderID], tracker.acceptanceSettles(claim.push, in: state, now: now)
+                let state = stored[claim.orderID],
+                let settled = tracker.settledAcceptance(of: claim.push, in: state, now: now)
             {
-                settledByID[claim.orderID] = (state, claim, settlement)
+                settledByID[claim.orderID] = (state, settled, claim, settlement)
             } else {
                 resend = record(settlement, for: claim, stored: stored, tracker: tracker, now: now)
             }
@@ -85,7 +88,8 @@ struct AnswersPlan {
         for (orderID, ids) in deliveredUpdates.sorted(by: { $0.key < $1.key }) where !otherAnswers.contains(orderID) {
             guard let version = versions[orderID] else { continue }
             if let settled = settledByID.removeValue(forKey: orderID) {
-                delivered.append(Delivered(settling: settled.state, ids: ids, version: version))
+                delivered.append(
+                    Delivered(original: settled.original, settled: settled.settled, ids: ids, version: version))
                 continue
             }
             guard let change = changes[orderID], let folded = Delivered(folding: change, ids: ids, version: version)

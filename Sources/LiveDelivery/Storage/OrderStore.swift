@@ -108,15 +108,9 @@ struct Delivered: Sendable {
         self.init(original: original, settled: settled, ids: ids, version: version)
     }
 
-    /// The acceptance of updates that ``OrderTracker/acceptanceSettles(_:in:now:)`` says settling records: the
-    /// core's `record` did not run for them.
-    init(settling original: OrderState, ids: Set<String>, version: Int64) {
-        var settled = original
-        settled.settleDelivered(ids)
-        self.init(original: original, settled: settled, ids: ids, version: version)
-    }
-
-    private init(original: OrderState, settled: OrderState, ids: Set<String>, version: Int64) {
+    /// `original` with the updates `ids` settled (``OrderTracker/settledAcceptance(of:in:now:)`` gave `settled`: the
+    /// core's `record` did not run for them).
+    init(original: OrderState, settled: OrderState, ids: Set<String>, version: Int64) {
         self.original = original
         self.settled = settled
         apnsIDs = original.activities.compactMap { $0.pending?.apnsID }.filter(ids.contains).sorted()

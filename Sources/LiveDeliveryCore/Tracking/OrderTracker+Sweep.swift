@@ -76,29 +76,32 @@ extension OrderTracker {
         step.take(actions, for: push.activityKey)
     }
 
-    /// Whether recording APNs' acceptance of `push` (``record(_:for:in:now:)`` with `.accepted`) would leave `state`
-    /// exactly as settling its `apns-id` does (``OrderState/settleDelivered(_:)``), with nothing to push, withdraw or
-    /// retire: an update that is still its activity's pending push, whose budget log and next sweep come out the same
-    /// either way. The worker then writes the acceptance as the update's id alone, without recording it
-    /// (docs/data-path.md, A delivered update); `OutboxPropertyTests` checks the two agree wherever this says so.
-    package func acceptanceSettles(_ push: PlannedPush, in state: OrderState, now: Date) -> Bool {
+    /// The state recording APNs' acceptance of `push` (``record(_:for:in:now:)`` with `.accepted`) would leave, when
+    /// it is exactly what settling the push's `apns-id` gives (``OrderState/settleDelivered(_:)``) and nothing is to be
+    /// pushed, withdrawn or retired: an update that is still its activity's pending push, whose budget log and next
+    /// sweep come out the same either way. Nil otherwise. The worker then writes the acceptance as the update's id
+    /// alone, without recording it (docs/data-path.md, A delivered update); `OutboxPropertyTests` checks that the two
+    /// states agree wherever this gives one.
+    package func settledAcceptance(of push: PlannedPush, in state: OrderState, now: Date) -> OrderState? {
         guard push.kind == .update, push.activityKey != Self.channelKey, state.handedOver == nil,
-            let activity = state.activity(push.activityKey), !activity.phase.isFinal,
-            activity.phase != .pendingStart, activity.phase != .ending, let pending = activity.pending,
-            pending.apnsID == push.apnsID, pending.kind == .update, pending.timestamp == push.timestamp,
-            pending.priority == push.priority, pending.mark == push.mark
-        else { return false }
+            let index = state.activities.firstIndex(where: { $0.key == push.activityKey })
+        else { return nil }
+        let phase = state.activities[index].phase
+        guard let pending = state.activities[index].pending, !phase.isFinal, phase != .pendingStart,
+            phase != .ending, pending.apnsID == push.apnsID, pending.kind == .update,
+            pending.timestamp == push.timestamp, pending.priority == push.priority, pending.mark == push.mark
+        else { return nil }
         // Recording drops the budget log's entries an hour before the clock; settling, an hour before the push.
         if pending.priority == 10 {
-            let cutoffs = [Int(now.timeIntervalSince1970.rounded(.down)) - 3600, pending.timestamp - 3600]
-            if activity.highPriorityLog.contains(where: { $0 > cutoffs.min()! && $0 <= cutoffs.max()! }) {
-                return false
-            }
+            let clock = Int(now.timeIntervalSince1970.rounded(.down)) - 3600
+            let own = pending.timestamp - 3600
+            let (low, high) = (min(clock, own), max(clock, own))
+            if state.activities[index].highPriorityLog.contains(where: { $0 > low && $0 <= high }) { return nil }
         }
         // Recording computes the next sweep anew; settling keeps the stored one.
         var settled = state
         settled.settleDelivered([push.apnsID])
-        return nextSweep(settled, now: now) == state.nextSweepAt
+        return nextSweep(settled, now: now) == state.nextSweepAt ? settled : nil
     }
 
     /// Rebuilds every pending push for sending now: a fresh strictly increasing timestamp, the
