@@ -123,10 +123,13 @@ enum PushID {
     static func make(_ parts: [String]) -> String {
         var a: UInt64 = 0xcbf2_9ce4_8422_2325
         var b: UInt64 = 0x8422_2325_cbf2_9ce4
-        for part in parts {
-            for byte in part.utf8 {
-                a = (a ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
-                b = (b ^ UInt64(byte ^ 0x5c)) &* 0x0000_0100_0000_01b3
+        for var part in parts {
+            // Over the bytes where they lie: the content state, a few hundred bytes, is one of the parts.
+            part.withUTF8 { bytes in
+                for byte in bytes {
+                    a = (a ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+                    b = (b ^ UInt64(byte ^ 0x5c)) &* 0x0000_0100_0000_01b3
+                }
             }
             // Each part ends with a 0 byte, so that ["ab", "c"] and ["a", "bc"] differ.
             a = a &* 0x0000_0100_0000_01b3
