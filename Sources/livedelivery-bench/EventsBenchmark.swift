@@ -34,6 +34,12 @@ struct EventsBenchmark: ParsableCommand {
     @Option(help: "Keep callgrind's profile of the full run in this file (for callgrind_annotate).")
     var profile: String?
 
+    @Option(help: "Exit 1 when an update costs more instructions than this (a regression guard).")
+    var maxInstructions: Int?
+
+    @Option(help: "Exit 1 when an update makes more heap allocations than this (a regression guard).")
+    var maxAllocations: Int?
+
     func run() throws {
         // valgrind 3.19 cannot read the DWARF 5 that Swift writes: it runs a copy without it (the symbol
         // table stays, so a profile still names the functions).
@@ -51,6 +57,7 @@ struct EventsBenchmark: ParsableCommand {
             ("callgrind", ["--tool=callgrind", "--callgrind-out-file=/dev/null"], "instructions"),
             ("dhat", ["--tool=dhat", "--dhat-out-file=/dev/null"], "allocations"),
         ]
+        var exceeded: [String] = []
         for tool in tools {
             var counts: [Double] = []
             for applied in [0, updates] {
@@ -63,6 +70,15 @@ struct EventsBenchmark: ParsableCommand {
             }
             let perEvent = (counts[1] - counts[0]) / Double(updates)
             print("  \(tool.unit) per update: \(String(format: "%.0f", perEvent))")
+            if let limit = tool.name == "callgrind" ? maxInstructions : maxAllocations,
+                perEvent.rounded() > Double(limit)
+            {
+                exceeded.append("\(tool.unit) per update \(String(format: "%.0f", perEvent)), above \(limit)")
+            }
+        }
+        guard exceeded.isEmpty else {
+            print("events: " + exceeded.joined(separator: "; "))
+            throw ExitCode.failure
         }
     }
 
