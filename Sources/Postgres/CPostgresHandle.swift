@@ -412,9 +412,8 @@ final class CPostgresHandle: @unchecked Sendable {
         var cells: [String?] = []
         cells.reserveCapacity(columnCount * rowCount)
         // Binary cells PostgresCell reads as text are turned into their text form here; the others keep their bytes.
-        var bytes: [[UInt8]?] = []
-        let binary = (0..<Int32(columnCount)).contains { PQfformat(result, $0) == 1 }
-        if binary { bytes = Array(repeating: nil, count: columnCount * rowCount) }
+        let binary = (0..<Int32(columnCount)).map { PQfformat(result, $0) == 1 }
+        var bytes: [[UInt8]?] = binary.contains(true) ? Array(repeating: nil, count: columnCount * rowCount) : []
         for row in 0..<Int32(rowCount) {
             for column in 0..<Int32(columnCount) {
                 guard PQgetisnull(result, row, column) == 0 else {
@@ -425,7 +424,7 @@ final class CPostgresHandle: @unchecked Sendable {
                     start: PQgetvalue(result, row, column),
                     count: Int(PQgetlength(result, row, column))
                 )
-                guard PQfformat(result, column) == 1 else {
+                guard binary[Int(column)] else {
                     cells.append(String(decoding: buffer, as: UTF8.self))
                     continue
                 }
