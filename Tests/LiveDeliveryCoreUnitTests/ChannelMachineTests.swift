@@ -163,6 +163,49 @@ struct ChannelMachineTests {
         #expect(actions.decisions.map(\.code) == [.unknownActivity])
     }
 
+    @Test("an earlier broadcast answered while a newer one waits: the answer counts, the newer stays pending")
+    func supersededBroadcast() {
+        var accepted = Self.channel(.active, pending: .update)
+        let actions = accepted.receive(.accepted, for: Self.request(.update, apnsID: "p0"), now: Self.now)
+        #expect(accepted.state.pending?.apnsID == "p1")
+        #expect(accepted.state.sent == Self.mark)
+        #expect(actions.decisions.map(\.code) == [.pushAccepted])
+        #expect(actions.decisions.first?.message.contains("a newer one is still pending") == true)
+        #expect(!actions.withdraw && actions.endMembers == nil && !actions.delete)
+
+        var dropped = Self.channel(.active, pending: .update)
+        let planned = dropped.state.planned
+        let refused = dropped.receive(
+            .dropped(reason: "400 BadPriority"), for: Self.request(.update, apnsID: "p0"), now: Self.now)
+        #expect(dropped.state.pending?.apnsID == "p1")
+        #expect(dropped.state.planned == planned)
+        #expect(refused.decisions.map(\.code) == [.pushDropped])
+    }
+
+    @Test("the channel gone under its end broadcast: failed, its activities given up, no deletion")
+    func goneWhileEnding() {
+        var machine = Self.channel(.ending, pending: .end, reason: .decided(.sweepIdle))
+        let actions = machine.receive(
+            .tokenRejected(reason: "400 ChannelNotRegistered", unregisteredAt: nil), for: Self.request(.end),
+            now: Self.now)
+        #expect(machine.phase == .failed)
+        #expect(machine.state.pending == nil)
+        #expect(!actions.withdraw)
+        #expect(actions.endMembers?.failed == true)
+        #expect(!actions.delete)
+        #expect(actions.decisions.map(\.code) == [.channelGone])
+    }
+
+    @Test("an earlier creation answered with an id while a newer one waits: open, the newer left to be answered")
+    func supersededCreation() {
+        var machine = Self.channel(.pendingStart, pending: .openChannel)
+        let actions = machine.receive(
+            .channelCreated(channelID: "ch-7"), for: Self.request(.openChannel, apnsID: "p0"), now: Self.now)
+        #expect(machine.state.channelID == "ch-7")
+        #expect(machine.state.pending?.apnsID == "p1")
+        #expect(actions.reconcile)
+    }
+
     // MARK: - Deletion
 
     @Test("deleted (or already gone): closed with the reason it ended for")
@@ -177,6 +220,14 @@ struct ChannelMachineTests {
         var retried = Self.channel(.ending, pending: .closeChannel, reason: .closeRetried)
         _ = retried.receive(.accepted, for: Self.request(.closeChannel), now: Self.now)
         #expect(retried.state.closeReason == .endedByServer)
+    }
+
+    @Test("its deletion planned: the channel is deleting, whatever it was doing")
+    func deletionPlanned() {
+        var machine = Self.channel(.active, pending: .closeChannel)
+        machine.deletionPlanned()
+        #expect(machine.phase == .deleting)
+        #expect(machine.state.phase == .ending)
     }
 
     @Test("a deletion refused once waits for the sweeper, which tries once more; refused twice, given up")

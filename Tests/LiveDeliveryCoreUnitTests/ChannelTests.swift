@@ -62,7 +62,7 @@ private struct GroupRun {
     mutating func absorb(_ step: Step, now: Date) -> [PlannedPush] {
         var pushes = send(step, now: now)
         let latest = pushes.map(\.notBefore).reduce(now, max)
-        if let due = tracker.followersWaitingSince(state), due <= latest {
+        if let due = tracker.configuration.followersWaitingSince(state), due <= latest {
             pushes += send(tracker.sweep(state, context: context, now: latest), now: latest)
         }
         return pushes

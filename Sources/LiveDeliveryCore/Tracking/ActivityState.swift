@@ -1,4 +1,5 @@
 package import Foundation
+import LiveDeliveryJSON
 
 /// One Live Activity of an order, on one device.
 package struct ActivityState: Hashable, Sendable {
@@ -259,5 +260,24 @@ extension OrderState {
             changed = true
         }
         return changed
+    }
+}
+
+extension ActivityState.ContentMark {
+    /// What changed since `previous`, for people: "ETA moved +5 min", "en route → arriving".
+    func change(since previous: ActivityState.ContentMark) -> String {
+        let mark = self
+        if previous.eta != mark.eta, let eta = mark.eta {
+            if let old = previous.eta {
+                let slip = Int(eta.latest.timeIntervalSince(old.latest) / 60)
+                return "ETA moved \(slip >= 0 ? "+" : "")\(slip) min"
+            }
+            return "ETA known"
+        }
+        if previous.contentState == mark.contentState && previous.relevance != mark.relevance {
+            return
+                "\(previous.status) → \(mark.status): relevance \(JSONWriter.format(previous.relevance)) → \(JSONWriter.format(mark.relevance))"
+        }
+        return previous.status != mark.status ? "\(previous.status) → \(mark.status)" : "details changed"
     }
 }

@@ -52,6 +52,17 @@ struct ChannelMachine: Sendable {
         /// The order's activities follow the channel's news (created: followers start into it; refused: they
         /// start with per-token pushes).
         var reconcile = false
+
+        init(
+            _ decisions: Decision..., withdraw: Bool = false, endMembers: MembersEnd? = nil, delete: Bool = false,
+            reconcile: Bool = false
+        ) {
+            self.decisions = decisions
+            self.withdraw = withdraw
+            self.endMembers = endMembers
+            self.delete = delete
+            self.reconcile = reconcile
+        }
     }
 
     static let key = OrderTracker.channelKey
@@ -96,12 +107,11 @@ struct ChannelMachine: Sendable {
         let isCurrent = state.pending?.apnsID == push.apnsID
         switch (push.kind, outcome) {
         case (_, .retryLater(let reason)):
-            return Actions(decisions: [
+            return Actions(
                 Decision(
                     .pushRetry, activity: Self.key,
                     "\(reason): the request stays pending; it is rebuilt with a fresh timestamp before it is sent again"
-                )
-            ])
+                ))
         case (.openChannel, .channelCreated(let channelID)):
             return created(channelID, isCurrent: isCurrent, now: now)
         case (.openChannel, .dropped(let reason)), (.openChannel, .tokenRejected(let reason, _)):
@@ -112,9 +122,7 @@ struct ChannelMachine: Sendable {
             let reason = state.closeReason == .closeRetried ? nil : state.closeReason
             state.close(.ended, reason ?? .endedByServer, at: now)
             state.pending = nil
-            return Actions(decisions: [
-                Decision(.channelClosed, activity: Self.key, "channel \(push.channelID ?? "") deleted")
-            ])
+            return Actions(Decision(.channelClosed, activity: Self.key, "channel \(push.channelID ?? "") deleted"))
         case (.closeChannel, .dropped(let reason)):
             return deletionRefused(reason, channelID: push.channelID ?? "", now: now)
         case (_, .accepted):
@@ -124,12 +132,10 @@ struct ChannelMachine: Sendable {
             state.close(.failed, .channelGone(reason), at: now)
             state.pending = nil
             return Actions(
-                decisions: [
-                    Decision(
-                        .channelGone, activity: Self.key,
-                        "APNs says \(reason) for channel \(push.channelID ?? ""): the activities in it can no longer be updated and are given up"
-                    )
-                ], withdraw: withdraw, endMembers: MembersEnd(reason: .channelGone(reason), failed: true))
+                Decision(
+                    .channelGone, activity: Self.key,
+                    "APNs says \(reason) for channel \(push.channelID ?? ""): the activities in it can no longer be updated and are given up"
+                ), withdraw: withdraw, endMembers: MembersEnd(reason: .channelGone(reason), failed: true))
         case (_, .dropped(let reason)):
             if isCurrent {
                 state.pending = nil
@@ -137,13 +143,13 @@ struct ChannelMachine: Sendable {
             }
             let decision = Decision(
                 .pushDropped, activity: Self.key, "APNs refused the broadcast \(push.kind.rawValue) (\(reason))")
-            guard push.kind == .end else { return Actions(decisions: [decision]) }
+            guard push.kind == .end else { return Actions(decision) }
             return Actions(
-                decisions: [decision], endMembers: MembersEnd(reason: .endDropped(reason), failed: false), delete: true)
+                decision, endMembers: MembersEnd(reason: .endDropped(reason), failed: false), delete: true)
         case (_, .channelCreated):
-            return Actions(decisions: [
+            return Actions(
                 Decision(.unknownActivity, activity: Self.key, "a channel id answered a \(push.kind.rawValue); ignored")
-            ])
+            )
         }
     }
 
@@ -154,41 +160,36 @@ struct ChannelMachine: Sendable {
         state.closeReason = nil
         if isCurrent { state.pending = nil }
         return Actions(
-            decisions: [
-                Decision(
-                    .channelOpened, activity: Self.key,
-                    "APNs created broadcast channel \(channelID): the followers' devices start into it")
-            ], reconcile: true)
+            Decision(
+                .channelOpened, activity: Self.key,
+                "APNs created broadcast channel \(channelID): the followers' devices start into it"), reconcile: true)
     }
 
     private mutating func refused(_ reason: String, now: Date) -> Actions {
         state.close(.failed, .channelRefused(reason), at: now)
         state.pending = nil
         return Actions(
-            decisions: [
-                Decision(
-                    .channelRefused, activity: Self.key,
-                    "APNs did not create the channel (\(reason)): the followers' devices get per-token pushes")
-            ], reconcile: true)
+            Decision(
+                .channelRefused, activity: Self.key,
+                "APNs did not create the channel (\(reason)): the followers' devices get per-token pushes"),
+            reconcile: true)
     }
 
     private mutating func deletionRefused(_ reason: String, channelID: String, now: Date) -> Actions {
         state.pending = nil
         if state.closeReason == .closeRetried {
             state.close(.ended, .closeDropped(reason), at: now)
-            return Actions(decisions: [
+            return Actions(
                 Decision(
                     .channelCloseFailed, activity: Self.key,
                     "APNs refused to delete channel \(channelID) twice (\(reason)); given up: it counts against the app's limit until deleted by hand"
-                )
-            ])
+                ))
         }
         state.closeReason = .closeNotAccepted(reason)
-        return Actions(decisions: [
+        return Actions(
             Decision(
                 .channelCloseFailed, activity: Self.key,
-                "APNs refused to delete channel \(channelID) (\(reason)); the sweeper tries once more")
-        ])
+                "APNs refused to delete channel \(channelID) (\(reason)); the sweeper tries once more"))
     }
 
     /// A broadcast accepted: its content counts as sent; an end broadcast ends the activities in the channel,
@@ -198,12 +199,11 @@ struct ChannelMachine: Sendable {
             push.mark, priority: push.priority, timestamp: push.timestamp,
             cutoff: Int(now.timeIntervalSince1970.rounded(.down)) - 3600)
         if isCurrent { state.pending = nil }
-        var actions = Actions(decisions: [
+        var actions = Actions(
             Decision(
                 .pushAccepted, activity: Self.key,
                 "broadcast \(push.kind.rawValue) accepted (apns-request-id \(push.apnsID))"
-                    + (isCurrent ? "" : "; a newer one is still pending"))
-        ])
+                    + (isCurrent ? "" : "; a newer one is still pending")))
         if push.kind == .end {
             actions.endMembers = MembersEnd(reason: state.closeReason ?? .endedByServer, failed: false)
             actions.delete = true
@@ -229,11 +229,9 @@ struct ChannelMachine: Sendable {
             return (
                 nil,
                 Actions(
-                    decisions: [
-                        Decision(
-                            .channelClosePlanned, activity: Self.key,
-                            "the deletion was not accepted (\(reason)); sending it once more")
-                    ], delete: true)
+                    Decision(
+                        .channelClosePlanned, activity: Self.key,
+                        "the deletion was not accepted (\(reason)); sending it once more"), delete: true)
             )
         default:
             break

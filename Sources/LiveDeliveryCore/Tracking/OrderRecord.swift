@@ -100,3 +100,24 @@ package struct OrderRecord: Hashable, Sendable {
         var detailsChanged: Bool
     }
 }
+
+extension OrderRecord {
+    /// The details that differ from `old`'s, for people: "ETA …, courier …".
+    func detailsChanged(since old: OrderRecord) -> String {
+        let new = self
+        var parts: [String] = []
+        if old.eta?.value != new.eta?.value, let eta = new.eta?.value {
+            parts.append("ETA \(RFC3339.format(eta.earliest))–\(RFC3339.format(eta.latest))")
+        }
+        if old.courierName?.value != new.courierName?.value, let courier = new.courierName?.value {
+            parts.append("courier \(courier)")
+        }
+        if old.merchantName?.value != new.merchantName?.value, let merchant = new.merchantName?.value {
+            parts.append("merchant \(merchant)")
+        }
+        if old.orderNumber?.value != new.orderNumber?.value, let number = new.orderNumber?.value {
+            parts.append("order number \(number)")
+        }
+        return parts.joined(separator: ", ")
+    }
+}

@@ -115,6 +115,30 @@ package struct OrderState: Hashable, Sendable {
 
     package func activity(_ key: String) -> ActivityState? { activities.first { $0.key == key } }
 
+    /// The followers who count for a channel: listed, and not the order's own user.
+    var channelFollowers: [String] { followers.filter { $0 != record?.userID } }
+
+    /// Files a push-to-start registration, the newest per device winning; returns whether anything changed. An
+    /// order holds registrations for at most ``maxActivities`` devices, the most it could start (its user's and
+    /// its followers'), so that neither its row nor its starts grow with the devices filed.
+    mutating func file(_ registration: PushToStartRegistration) -> Bool {
+        guard pushToStartTokens.file(registration, room: Self.maxActivities) else { return false }
+        pushToStartTokens.sort { $0.deviceID < $1.deviceID }
+        return true
+    }
+
+    /// Files the registrations on file for the order's people; returns the devices left out because the order
+    /// holds as many as it may.
+    mutating func file(_ registrations: [PushToStartRegistration]) -> [String] {
+        var unheld: [String] = []
+        for registration in registrations where !file(registration) {
+            if !pushToStartTokens.contains(where: { $0.deviceID == registration.deviceID }) {
+                unheld.append(registration.deviceID)
+            }
+        }
+        return unheld
+    }
+
     mutating func remember(_ eventID: String) {
         seenEventIDs.append(eventID)
         // The oldest go first (a document of an earlier release, which kept 512, shrinks on its next event).

@@ -43,11 +43,6 @@ extension OrderTracker {
         return !added.isEmpty || !removed.isEmpty
     }
 
-    /// The followers who count for a channel: listed, and not the order's own user.
-    private func channelFollowers(_ state: OrderState, record: OrderRecord) -> [String] {
-        state.followers.filter { $0 != record.userID }
-    }
-
     // MARK: - Opening
 
     /// Decides on a channel once an order that may start activities has enough followers and one of them
@@ -60,7 +55,7 @@ extension OrderTracker {
         guard step.state.channel == nil, broadcast.minimumFollowers > 0, !record.isTerminal,
             policy.startOn.contains(record.status)
         else { return }
-        let followers = channelFollowers(step.state, record: record)
+        let followers = step.state.channelFollowers
         guard followers.count >= broadcast.minimumFollowers,
             let registration = step.state.pushToStartTokens.first(where: {
                 followers.contains($0.userID) && $0.attributesType == mapping.attributesType
@@ -93,16 +88,9 @@ extension OrderTracker {
         now: Date, followers: Int
     ) {
         guard let broadcast = channel.broadcast else { return }
-        let body = JSONValue.object(
-            JSONObject([
-                ("message-storage-policy", .int(broadcast.storesMostRecent ? 1 : 0)),
-                ("push-type", .string("LiveActivity")),
-            ]))
-        let apnsID = PushID.make([record.orderID, Self.channelKey, PlannedPush.Kind.openChannel.rawValue])
         let storage = broadcast.storesMostRecent ? "the most recent message stored" : "no message stored"
-        plan(
-            .openChannel, &channel, &step, record: record, mark: mark, now: now, apnsID: apnsID,
-            headers: APNsRequest.channelCreationHeaders(requestID: apnsID), payload: body.serialized(),
+        configuration.composeChannelRequest(
+            .openChannel, &channel, &step, record: record, mark: mark, now: now,
             reason: "\(followers) followers: a broadcast channel for \(broadcast.app), \(storage)")
     }
 
@@ -111,38 +99,12 @@ extension OrderTracker {
         now: Date
     ) {
         guard let channelID = channel.channelID else { return }
-        let apnsID = PushID.make([record.orderID, Self.channelKey, PlannedPush.Kind.closeChannel.rawValue, channelID])
         var machine = ChannelMachine(channel)
         machine.deletionPlanned()
         channel = machine.state
-        plan(
-            .closeChannel, &channel, &step, record: record, mark: mark, now: now, apnsID: apnsID,
-            headers: APNsRequest.channelDeletionHeaders(channelID: channelID, requestID: apnsID), payload: [],
+        configuration.composeChannelRequest(
+            .closeChannel, &channel, &step, record: record, mark: mark, now: now,
             reason: "the order's activities in it have ended: delete channel \(channelID)")
-    }
-
-    /// Plans one of the channel's management requests (create, delete) as its pending push.
-    private func plan(
-        _ kind: PlannedPush.Kind, _ channel: inout ActivityState, _ step: inout Step, record: OrderRecord,
-        mark: ActivityState.ContentMark, now: Date, apnsID: String, headers: [PlannedPush.Header], payload: [UInt8],
-        reason: String
-    ) {
-        guard let broadcast = channel.broadcast else { return }
-        let seconds = Int(now.timeIntervalSince1970.rounded(.down))
-        let push = PlannedPush(
-            orderID: record.orderID, activityKey: Self.channelKey, activityID: nil, kind: kind, deviceToken: nil,
-            channelID: kind == .closeChannel ? channel.channelID : nil, environment: broadcast.environment,
-            bundleID: broadcast.bundleID, apnsID: apnsID, priority: 10, timestamp: seconds,
-            notBefore: Date(timeIntervalSince1970: Double(seconds)), expiration: 0, headers: headers,
-            payload: payload, alert: nil, step: mark.step, status: record.status, statusKey: record.statusKey,
-            reason: reason, mark: mark)
-        channel.pending = ActivityState.PendingPush(
-            apnsID: apnsID, kind: kind, timestamp: seconds, priority: 10, alertStep: nil, alertKind: nil, mark: mark)
-        step.pushes.removeAll { $0.activityKey == Self.channelKey }
-        step.withdrawn.removeAll { $0 == Self.channelKey }
-        step.pushes.append(push)
-        step.decisions.append(
-            Decision(kind == .openChannel ? .channelPlanned : .channelClosePlanned, activity: Self.channelKey, reason))
     }
 
     // MARK: - Planning
@@ -161,7 +123,7 @@ extension OrderTracker {
             if forced || channel.pending == nil {
                 planOpenChannel(
                     &channel, &step, record: record, mark: mark, now: now,
-                    followers: channelFollowers(step.state, record: record).count)
+                    followers: step.state.channelFollowers.count)
             }
         case .active:
             // The followers' starts carry the content of their moment: broadcasts follow from there.
@@ -203,7 +165,7 @@ extension OrderTracker {
         guard let channel = step.state.channel, let record = step.state.record else { return nil }
         var machine = ChannelMachine(channel)
         let (end, actions) = machine.sweep(policy.sweep, idle: idle, now: now)
-        take(actions, machine, &step, mark: contentMark(for: record).1, now: now)
+        take(actions, machine, &step, mark: configuration.contentMark(for: record).1, now: now)
         return end
     }
 
@@ -211,7 +173,7 @@ extension OrderTracker {
 
     /// Records APNs' answer to one of the channel's requests. Once the channel is created or refused, the
     /// followers' devices wait for their start, which needs their settings: the sweeper starts them
-    /// (``followersWaitingSince(_:)``).
+    /// (``TrackingConfiguration/followersWaitingSince(_:)``).
     func recordChannel(_ outcome: PushOutcome, for push: PlannedPush, _ step: inout Step, now: Date) {
         guard let channel = step.state.channel else {
             step.decisions.append(
@@ -221,23 +183,6 @@ extension OrderTracker {
         var machine = ChannelMachine(channel)
         let actions = machine.receive(outcome, for: push, now: now)
         take(actions, machine, &step, mark: push.mark, now: now)
-    }
-
-    /// When APNs answered the order's channel, if a follower's device has waited for that answer to start
-    /// since (an answer is recorded without anyone's settings, so it starts no one): the sweeper's moment.
-    func followersWaitingSince(_ state: OrderState) -> Date? {
-        guard let channel = state.channel, channel.phase == .active || channel.phase == .failed,
-            let answered = channel.startedAt ?? channel.endedAt, let record = state.record, !record.isTerminal,
-            state.activities.count < OrderState.maxActivities
-        else { return nil }
-        let waiting = state.pushToStartTokens.contains { registration in
-            guard registration.userID != record.userID, state.followers.contains(registration.userID),
-                !state.activities.contains(where: { $0.deviceID == registration.deviceID }),
-                case .start = startability(registration, of: state, record: record, context: .unread)
-            else { return false }
-            return true
-        }
-        return waiting ? answered : nil
     }
 
     /// Carries out what a transition of the channel asks of the order, and stores the channel.

@@ -12,7 +12,7 @@ extension OrderTracker {
             handedOverStep(&step, to: handedOver.value.cell)
             return step
         }
-        _ = mergeRegistrations(context, into: &step.state)
+        _ = step.state.file(context.pushToStartTokens)
         adoptSettings(context, &step, now: now)
         let sweep = policy.sweep
         var sweepEnds: [String: Decision.Code] = [:]
@@ -46,18 +46,14 @@ extension OrderTracker {
     /// - retryLater: the push stays pending; call ``retry(_:now:)`` before sending again.
     /// - dropped: the push is given up; a start fails, an end counts as ended.
     package func record(_ outcome: PushOutcome, for push: PlannedPush, in state: OrderState, now: Date) -> Step {
-        var step = Step(state: state)
-        record(outcome, for: push, &step, now: now)
-        return step
+        Step.over(state) { record(outcome, for: push, &$0, now: now) }
     }
 
     /// ``record(_:for:in:now:)`` in place: `state` is changed where it lies; the effects come back.
     package func record(
         _ outcome: PushOutcome, for push: PlannedPush, updating state: inout OrderState, now: Date
     ) -> Step.Effects {
-        var step = Step(taking: &state)
-        record(outcome, for: push, &step, now: now)
-        return step.give(back: &state)
+        Step.inPlace(&state) { record(outcome, for: push, &$0, now: now) }
     }
 
     private func record(_ outcome: PushOutcome, for push: PlannedPush, _ step: inout Step, now: Date) {
@@ -108,16 +104,12 @@ extension OrderTracker {
     /// newest content, the same alert if the step is the same. Call it before resending a push
     /// that got `retryLater`.
     package func retry(_ state: OrderState, now: Date) -> Step {
-        var step = Step(state: state)
-        retry(&step, now: now)
-        return step
+        Step.over(state) { retry(&$0, now: now) }
     }
 
     /// ``retry(_:now:)`` in place: `state` is changed where it lies; the effects come back.
     package func retry(updating state: inout OrderState, now: Date) -> Step.Effects {
-        var step = Step(taking: &state)
-        retry(&step, now: now)
-        return step.give(back: &state)
+        Step.inPlace(&state) { retry(&$0, now: now) }
     }
 
     private func retry(_ step: inout Step, now: Date) {

@@ -28,9 +28,7 @@ package struct OrderTracker: Sendable {
     package func apply(
         _ event: InboundEvent, to state: OrderState, context: TrackingContext = TrackingContext(), now: Date
     ) -> Step {
-        var step = Step(state: state)
-        apply(event, &step, context: context, now: now)
-        return step
+        Step.over(state) { apply(event, &$0, context: context, now: now) }
     }
 
     /// ``apply(_:to:context:now:)`` in place: `state` is changed where it lies; the effects come back.
@@ -38,9 +36,7 @@ package struct OrderTracker: Sendable {
         _ event: InboundEvent, updating state: inout OrderState, context: TrackingContext = TrackingContext(),
         now: Date
     ) -> Step.Effects {
-        var step = Step(taking: &state)
-        apply(event, &step, context: context, now: now)
-        return step.give(back: &state)
+        Step.inPlace(&state) { apply(event, &$0, context: context, now: now) }
     }
 
     private func apply(_ event: InboundEvent, _ step: inout Step, context: TrackingContext, now: Date) {
@@ -57,7 +53,7 @@ package struct OrderTracker: Sendable {
             return
         }
         step.state.remember(event.eventID)
-        let unheld = mergeRegistrations(context, into: &step.state)
+        let unheld = step.state.file(context.pushToStartTokens)
 
         var announce = false
         var rebuild = Set<String>()
@@ -81,17 +77,12 @@ package struct OrderTracker: Sendable {
             step.decisions.append(
                 Decision(
                     .activityLimit,
-                    "the order holds push-to-start tokens for \(OrderState.maxActivities) devices, as many as it may track activities; \(unheld.count) more of its people's devices are not offered (\(Self.sample(unheld)))"
+                    "the order holds push-to-start tokens for \(OrderState.maxActivities) devices, as many as it may track activities; \(unheld.count) more of its people's devices are not offered (\(Decision.sample(unheld)))"
                 ))
         }
         adoptSettings(context, &step, now: now)
         reconcile(&step, context: context, now: now, announce: announce, rebuild: rebuild)
         finish(&step, now: now)
-    }
-
-    /// Up to three of `items`, and an ellipsis for the rest.
-    static func sample(_ items: [String]) -> String {
-        items.prefix(3).joined(separator: ", ") + (items.count > 3 ? ", …" : "")
     }
 
     /// Returns whether the record changed (so that unchanged content is worth a decision line).
@@ -115,14 +106,14 @@ package struct OrderTracker: Sendable {
             step.decisions.append(
                 Decision(.terminalAbsorbed, "the order is already \(record.status); \(label) is absorbed"))
         } else if change.isNewest && change.detailsChanged {
-            step.decisions.append(Decision(.detailsChanged, "\(label): \(describeDetails(old, record))"))
+            step.decisions.append(Decision(.detailsChanged, "\(label): \(record.detailsChanged(since: old))"))
         } else if change.isNewest {
             step.decisions.append(Decision(.orderUnchanged, "\(label) repeats what is known"))
         } else if change.detailsChanged {
             step.decisions.append(
                 Decision(
                     .olderEventFilledDetails,
-                    "\(label) is older than \(record.newest) but carries details newer events left out: \(describeDetails(old, record))"
+                    "\(label) is older than \(record.newest) but carries details newer events left out: \(record.detailsChanged(since: old))"
                 ))
         } else {
             step.decisions.append(
@@ -130,23 +121,6 @@ package struct OrderTracker: Sendable {
             return false
         }
         return true
-    }
-
-    private func describeDetails(_ old: OrderRecord, _ new: OrderRecord) -> String {
-        var parts: [String] = []
-        if old.eta?.value != new.eta?.value, let eta = new.eta?.value {
-            parts.append("ETA \(RFC3339.format(eta.earliest))–\(RFC3339.format(eta.latest))")
-        }
-        if old.courierName?.value != new.courierName?.value, let courier = new.courierName?.value {
-            parts.append("courier \(courier)")
-        }
-        if old.merchantName?.value != new.merchantName?.value, let merchant = new.merchantName?.value {
-            parts.append("merchant \(merchant)")
-        }
-        if old.orderNumber?.value != new.orderNumber?.value, let number = new.orderNumber?.value {
-            parts.append("order number \(number)")
-        }
-        return parts.joined(separator: ", ")
     }
 
     /// Returns the key of an activity whose pending push must be rebuilt (its token rotated).
@@ -267,7 +241,7 @@ package struct OrderTracker: Sendable {
                 ))
             return
         }
-        if merge(e.registration, into: &step.state) {
+        if step.state.file(e.registration) {
             step.decisions.append(
                 Decision(
                     .pushToStartRegistered,
@@ -276,27 +250,6 @@ package struct OrderTracker: Sendable {
             step.decisions.append(
                 Decision(.pushToStartOlder, "an older push-to-start token report for device \(e.deviceID); ignored"))
         }
-    }
-
-    /// Merges the registrations on file into the order; returns the devices left out because the order holds
-    /// as many as it may (``merge(_:into:)``).
-    func mergeRegistrations(_ context: TrackingContext, into state: inout OrderState) -> [String] {
-        var unheld: [String] = []
-        for registration in context.pushToStartTokens where !merge(registration, into: &state) {
-            if !state.pushToStartTokens.contains(where: { $0.deviceID == registration.deviceID }) {
-                unheld.append(registration.deviceID)
-            }
-        }
-        return unheld
-    }
-
-    /// Newest registration per device wins; returns whether anything changed. An order holds registrations for
-    /// at most ``OrderState/maxActivities`` devices, the most it could start (its user's and its followers'), so
-    /// that neither its row nor its starts grow with the devices filed.
-    func merge(_ registration: PushToStartRegistration, into state: inout OrderState) -> Bool {
-        guard state.pushToStartTokens.file(registration, room: OrderState.maxActivities) else { return false }
-        state.pushToStartTokens.sort { $0.deviceID < $1.deviceID }
-        return true
     }
 
     private func applyEnded(_ e: ActivityEndedEvent, _ step: inout Step, now: Date) {
@@ -365,21 +318,8 @@ package struct OrderTracker: Sendable {
             guard activity.frequentPushes != settings.frequentPushesEnabled else { continue }
             step.state.activities[index].frequentPushes = settings.frequentPushesEnabled
             step.decisions.append(
-                frequentUpdates(settings.frequentPushesEnabled, activity: activity.key, device: device))
+                policy.frequentUpdates(settings.frequentPushesEnabled, activity: activity.key, device: device))
         }
-    }
-
-    /// The decision that an activity's budget follows its device's frequent-updates setting.
-    func frequentUpdates(_ on: Bool, activity: String, device: String) -> Decision {
-        on
-            ? Decision(
-                .frequentUpdatesOn, activity: activity,
-                "frequent updates are on on device \(device): \(policy.frequentPriority10PerHour) priority-10 pushes an hour"
-            )
-            : Decision(
-                .frequentUpdatesOff, activity: activity,
-                "frequent updates are off on device \(device): \(policy.priority10PerHour) priority-10 pushes an hour, the rest at priority 5"
-            )
     }
 
     // MARK: - Bookkeeping
@@ -416,7 +356,7 @@ package struct OrderTracker: Sendable {
         }
         for activity in state.activities { consider(activity) }
         if let channel = state.channel { consider(channel) }
-        if let waiting = followersWaitingSince(state) { consider(waiting) }
+        if let waiting = configuration.followersWaitingSince(state) { consider(waiting) }
         return earliest
     }
 }

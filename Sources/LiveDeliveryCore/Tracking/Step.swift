@@ -64,12 +64,32 @@ package struct Step: Hashable, Sendable {
         return effects
     }
 
+    /// A step over `state`, as `body` changes it.
+    static func over(_ state: OrderState, _ body: (inout Step) -> Void) -> Step {
+        var step = Step(state: state)
+        body(&step)
+        return step
+    }
+
+    /// `body` run on `state` in place (``init(taking:)``); the effects come back.
+    @inline(__always)
+    static func inPlace(_ state: inout OrderState, _ body: (inout Step) -> Void) -> Effects {
+        var step = Step(taking: &state)
+        body(&step)
+        return step.give(back: &state)
+    }
+
     /// What a state taken leaves behind (no storage of its own: its arrays are empty).
     private static let vacated = OrderState(orderID: "", now: Date(timeIntervalSinceReferenceDate: 0))
 }
 
 /// One decision: a machine code (for logs and metrics) and a sentence for people.
 package struct Decision: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// Up to three of `items`, and an ellipsis for the rest.
+    static func sample(_ items: [String]) -> String {
+        items.prefix(3).joined(separator: ", ") + (items.count > 3 ? ", …" : "")
+    }
+
     package struct Code: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
         package let rawValue: String
         package init(rawValue: String) { self.rawValue = rawValue }
