@@ -129,9 +129,11 @@ let package = Package(
         .target(name: "LiveDeliveryJSON", exclude: ["README.md"]),
         // An APNs request without its transport: built by the core's planner, sent by the APNs client.
         .target(name: "APNsModel"),
-        .target(name: "LiveDeliveryCore", dependencies: ["APNsModel", "LiveDeliveryJSON"]),
+        // RFC 3339 timestamps as the worker reads them, Foundation only: the core and the app's side share it.
+        .target(name: "LiveDeliveryTime"),
+        .target(name: "LiveDeliveryCore", dependencies: ["APNsModel", "LiveDeliveryJSON", "LiveDeliveryTime"]),
         // The app's side of the contract, Foundation only (ActivityKit where it exists): nothing an app would not want.
-        .target(name: "LiveDeliveryActivity"),
+        .target(name: "LiveDeliveryActivity", dependencies: ["LiveDeliveryTime"]),
         .target(
             name: "LiveDelivery",
             dependencies: [
@@ -154,7 +156,7 @@ let package = Package(
         .target(
             name: "LiveDeliveryAdmin",
             dependencies: [
-                "LiveDelivery", "LiveDeliveryCore", "LiveDeliveryJSON", "Postgres", "RabbitMQ",
+                "LiveDelivery", "LiveDeliveryCore", "LiveDeliveryJSON", "LiveDeliveryTime", "Postgres", "RabbitMQ",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -163,7 +165,8 @@ let package = Package(
         .executableTarget(
             name: "LiveDeliveryCLI",
             dependencies: [
-                "LiveDelivery", "LiveDeliveryAdmin", "LiveDeliveryCore", "LiveDeliveryJSON", "RabbitMQ",
+                "LiveDelivery", "LiveDeliveryAdmin", "LiveDeliveryCore", "LiveDeliveryJSON", "LiveDeliveryTime",
+                "RabbitMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -175,9 +178,9 @@ let package = Package(
         .executableTarget(
             name: "livedelivery-bench",
             dependencies: [
-                "RabbitMQ", "Postgres", "HTTP2", "LiveDeliveryCore", "LiveDeliveryJSON", "LiveDelivery",
-                "APNs", "APNsSimulator", "ChildProcesses", "LiveDeliveryAdmin", "ServerFixtures", "TestSupport",
-                "WorkerHarness",
+                "RabbitMQ", "Postgres", "HTTP2", "LiveDeliveryCore", "LiveDeliveryJSON", "LiveDeliveryTime",
+                "LiveDelivery", "APNs", "APNsSimulator", "ChildProcesses", "LiveDeliveryAdmin", "ServerFixtures",
+                "TestSupport", "WorkerHarness",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -241,7 +244,7 @@ let package = Package(
         .testTarget(
             name: "LiveDeliveryCoreUnitTests",
             dependencies: [
-                "LiveDeliveryActivity", "LiveDeliveryCore", "LiveDeliveryJSON",
+                "LiveDeliveryActivity", "LiveDeliveryCore", "LiveDeliveryJSON", "LiveDeliveryTime",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
@@ -256,8 +259,8 @@ let package = Package(
         .testTarget(
             name: "WorkerServerTests",
             dependencies: [
-                "LiveDelivery", "LiveDeliveryAdmin", "LiveDeliveryCore", "Postgres", "RabbitMQ", "APNs",
-                "APNsSimulator", "TestSupport",
+                "LiveDelivery", "LiveDeliveryAdmin", "LiveDeliveryCore", "LiveDeliveryTime", "Postgres", "RabbitMQ",
+                "APNs", "APNsSimulator", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
@@ -270,7 +273,9 @@ let package = Package(
         .testTarget(
             name: "ReportingServerTests",
             dependencies: [
-                "LiveDelivery", "LiveDeliveryAdmin", "LiveDeliveryCore", "Postgres", "RabbitMQ", "APNs", "TestSupport",
+                "LiveDelivery", "LiveDeliveryAdmin", "LiveDeliveryCore", "LiveDeliveryTime", "Postgres", "RabbitMQ",
+                "APNs",
+                "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -292,8 +297,9 @@ let package = Package(
         .testTarget(
             name: "EndToEndServerTests",
             dependencies: [
-                "APNsSimulator", "ChildProcesses", "DeviceAgent", "LiveDeliveryCore", "LiveDeliveryJSON", "Postgres",
-                "RabbitMQ", "ServerFixtures", "TestSupport", "WorkerHarness",
+                "APNsSimulator", "ChildProcesses", "DeviceAgent", "LiveDeliveryCore", "LiveDeliveryJSON",
+                "LiveDeliveryTime",
+                "Postgres", "RabbitMQ", "ServerFixtures", "TestSupport", "WorkerHarness",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftCSV", package: "SwiftCSV"),

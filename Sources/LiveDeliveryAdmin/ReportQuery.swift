@@ -1,6 +1,7 @@
 package import Foundation
 import LiveDelivery
 import LiveDeliveryCore
+import LiveDeliveryTime
 package import Postgres
 
 /// The filters of `livedelivery report NAME [--order ID] [--since …] [--limit N]`.

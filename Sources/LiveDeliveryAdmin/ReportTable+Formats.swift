@@ -1,6 +1,7 @@
 package import Foundation
 import LiveDelivery
 import LiveDeliveryCore
+import LiveDeliveryTime
 import Postgres
 
 /// How the admin commands print a result: `--format table|json|csv`.

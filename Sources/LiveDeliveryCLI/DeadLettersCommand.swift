@@ -3,6 +3,7 @@ import Foundation
 import LiveDelivery
 import LiveDeliveryAdmin
 import LiveDeliveryCore
+import LiveDeliveryTime
 
 /// `livedelivery dead-letters list|show|replay|purge`.
 struct DeadLettersCommand: AsyncParsableCommand {

@@ -3,6 +3,7 @@ import Foundation
 import LiveDelivery
 import LiveDeliveryCore
 import LiveDeliveryJSON
+import LiveDeliveryTime
 import Logging
 import RabbitMQ
 

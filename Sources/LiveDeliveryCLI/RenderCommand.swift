@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import LiveDeliveryCore
 import LiveDeliveryJSON
+import LiveDeliveryTime
 
 /// `livedelivery render`: runs order events through the core, exactly as the worker would, and
 /// prints each push it would send with the reason for every decision. Every push is taken as

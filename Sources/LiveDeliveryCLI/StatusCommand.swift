@@ -4,6 +4,7 @@ import Foundation
 import LiveDelivery
 import LiveDeliveryAdmin
 import LiveDeliveryCore
+import LiveDeliveryTime
 
 /// `livedelivery status`: the one command an on-call engineer runs first.
 struct StatusCommand: AsyncParsableCommand {

@@ -5,6 +5,7 @@ import Foundation
 import HTTP2
 import LiveDelivery
 import LiveDeliveryCore
+import LiveDeliveryTime
 
 /// The worker's own work per status update without servers (``HotPath``), counted under valgrind:
 /// instructions (`callgrind`) and heap allocations (`dhat`) per event. The counts are the same on every

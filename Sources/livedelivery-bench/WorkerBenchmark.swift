@@ -5,6 +5,7 @@ import Crypto
 import Foundation
 import LiveDeliveryCore
 import LiveDeliveryJSON
+import LiveDeliveryTime
 import Logging
 import Postgres
 import RabbitMQ

@@ -1,5 +1,6 @@
 import Foundation
 import LiveDeliveryActivity
+import LiveDeliveryTime
 import Testing
 
 @testable import LiveDeliveryCore

@@ -2,6 +2,7 @@ import APNsModel
 import Foundation
 import LiveDeliveryActivity
 import LiveDeliveryJSON
+import LiveDeliveryTime
 import Testing
 
 @testable import LiveDeliveryCore

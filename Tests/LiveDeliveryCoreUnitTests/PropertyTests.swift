@@ -1,5 +1,6 @@
 import Foundation
 import LiveDeliveryJSON
+import LiveDeliveryTime
 import PropertyBased
 import Synchronization
 import Testing

@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryTime
 import Testing
 
 @testable import LiveDeliveryCore

@@ -3,6 +3,7 @@ import Foundation
 import LiveDelivery
 import LiveDeliveryAdmin
 import LiveDeliveryCore
+import LiveDeliveryTime
 import Postgres
 import TestSupport
 import Testing

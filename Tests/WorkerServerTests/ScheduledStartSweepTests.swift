@@ -1,6 +1,7 @@
 import APNsSimulator
 import Foundation
 import LiveDeliveryCore
+import LiveDeliveryTime
 import Postgres
 import RabbitMQ
 import TestSupport

@@ -1,4 +1,5 @@
 package import Foundation
+import LiveDeliveryTime
 
 /// An order status from events.md. String-backed so the set can grow; the decoder accepts only
 /// ``known`` values and rejects the rest with `unknown_status`.

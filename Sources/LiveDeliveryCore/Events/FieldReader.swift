@@ -1,5 +1,6 @@
 import Foundation
 import LiveDeliveryJSON
+import LiveDeliveryTime
 
 /// Reads typed fields of one JSON object of an event body straight from the parsed tape (no `JSONValue` tree:
 /// a field is converted only when asked for), naming each field by its dotted path in rejections.

@@ -14,23 +14,6 @@ package struct OrderStatusEvent: Hashable, Sendable, Codable {
     package var courierName: String?
     package var eta: ETAWindow?
 
-    package init(
-        eventID: String, occurredAt: Date, orderID: String, userID: String, sequence: Int? = nil,
-        status: OrderStatus, orderNumber: Int? = nil, merchantName: String? = nil, courierName: String? = nil,
-        eta: ETAWindow? = nil
-    ) {
-        self.eventID = eventID
-        self.occurredAt = occurredAt
-        self.orderID = orderID
-        self.userID = userID
-        self.sequence = sequence
-        self.status = status
-        self.orderNumber = orderNumber
-        self.merchantName = merchantName
-        self.courierName = courierName
-        self.eta = eta
-    }
-
     package var key: EventKey { EventKey(sequence: sequence, occurredAt: occurredAt, eventID: eventID) }
 }
 
@@ -48,21 +31,6 @@ package struct ActivityTokenEvent: Hashable, Sendable, Codable {
     /// on the device.
     package var scheduledStart: Date?
 
-    package init(
-        eventID: String, occurredAt: Date, orderID: String, activityID: String, deviceID: String? = nil,
-        token: DeviceToken, bundleID: String, environment: APNsEnvironment, scheduledStart: Date? = nil
-    ) {
-        self.eventID = eventID
-        self.occurredAt = occurredAt
-        self.orderID = orderID
-        self.activityID = activityID
-        self.deviceID = deviceID
-        self.token = token
-        self.bundleID = bundleID
-        self.environment = environment
-        self.scheduledStart = scheduledStart
-    }
-
     package var key: EventKey { EventKey(sequence: nil, occurredAt: occurredAt, eventID: eventID) }
 }
 
@@ -76,20 +44,6 @@ package struct PushToStartTokenEvent: Hashable, Sendable, Codable {
     package var bundleID: String
     package var environment: APNsEnvironment
     package var attributesType: String
-
-    package init(
-        eventID: String, occurredAt: Date, userID: String, deviceID: String, token: DeviceToken,
-        bundleID: String, environment: APNsEnvironment, attributesType: String
-    ) {
-        self.eventID = eventID
-        self.occurredAt = occurredAt
-        self.userID = userID
-        self.deviceID = deviceID
-        self.token = token
-        self.bundleID = bundleID
-        self.environment = environment
-        self.attributesType = attributesType
-    }
 
     package var key: EventKey { EventKey(sequence: nil, occurredAt: occurredAt, eventID: eventID) }
 
@@ -109,14 +63,6 @@ package struct ActivityEndedEvent: Hashable, Sendable, Codable {
     package var orderID: String
     package var activityID: String
     package var reason: ActivityEndReason
-
-    package init(eventID: String, occurredAt: Date, orderID: String, activityID: String, reason: ActivityEndReason) {
-        self.eventID = eventID
-        self.occurredAt = occurredAt
-        self.orderID = orderID
-        self.activityID = activityID
-        self.reason = reason
-    }
 }
 
 /// `activity.settings`: the app reports the person's Live Activity settings on one device
@@ -128,18 +74,6 @@ package struct ActivitySettingsEvent: Hashable, Sendable, Codable {
     package var deviceID: String
     package var activitiesEnabled: Bool
     package var frequentPushesEnabled: Bool
-
-    package init(
-        eventID: String, occurredAt: Date, userID: String, deviceID: String, activitiesEnabled: Bool,
-        frequentPushesEnabled: Bool
-    ) {
-        self.eventID = eventID
-        self.occurredAt = occurredAt
-        self.userID = userID
-        self.deviceID = deviceID
-        self.activitiesEnabled = activitiesEnabled
-        self.frequentPushesEnabled = frequentPushesEnabled
-    }
 
     package var key: EventKey { EventKey(sequence: nil, occurredAt: occurredAt, eventID: eventID) }
 

@@ -1,6 +1,7 @@
 import APNsModel
 import Foundation
 import LiveDeliveryJSON
+import LiveDeliveryTime
 
 /// What a push is to carry, as planning decided it: the input of
 /// ``TrackingConfiguration/compose(_:_:_:record:content:mark:now:)``.

@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryTime
 
 /// One activity's life as a state machine. An ``ActivityState`` changes phase here and nowhere else.
 ///

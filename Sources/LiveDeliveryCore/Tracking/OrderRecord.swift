@@ -1,3 +1,5 @@
+import LiveDeliveryTime
+
 /// A value together with the key of the event that set it.
 package struct Register<Value: Hashable & Sendable>: Hashable, Sendable {
     package var value: Value

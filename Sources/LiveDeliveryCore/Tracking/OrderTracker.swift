@@ -1,4 +1,5 @@
 package import Foundation
+import LiveDeliveryTime
 
 /// The tracking state machine: pure, deterministic, clock injected.
 ///

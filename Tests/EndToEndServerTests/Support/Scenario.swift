@@ -1,6 +1,7 @@
 import Foundation
 import LiveDeliveryCore
 import LiveDeliveryJSON
+import LiveDeliveryTime
 
 /// One event as published: routing key, message id and body.
 struct ScenarioEvent: Sendable, Hashable {

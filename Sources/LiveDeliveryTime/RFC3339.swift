@@ -126,7 +126,7 @@ package enum RFC3339 {
         return String(decoding: text, as: UTF8.self)
     }
 
-    static func daysInMonth(year: Int, month: Int) -> Int {
+    package static func daysInMonth(year: Int, month: Int) -> Int {
         switch month {
         case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
         case 4, 6, 9, 11: 30
@@ -135,7 +135,7 @@ package enum RFC3339 {
     }
 
     /// Days since 1970-01-01 (Howard Hinnant's `days_from_civil`).
-    static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
+    package static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
         let yoe = y - era * 400
@@ -145,7 +145,7 @@ package enum RFC3339 {
         return era * 146_097 + doe - 719_468
     }
 
-    static func civilFromDays(_ days: Int) -> (Int, Int, Int) {
+    package static func civilFromDays(_ days: Int) -> (Int, Int, Int) {
         let z = days + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097
         let doe = z - era * 146_097
