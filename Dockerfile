@@ -7,7 +7,8 @@ WORKDIR /src
 COPY Package.swift ./
 COPY Sources ./Sources
 COPY Tests ./Tests
-RUN swift build -c release --product livedelivery && swift build -c release --product apns-sim \
+# The worker with its OTLP trace export (the package trait OTLP; docs/operations.md, Exporting them over OTLP).
+RUN swift build -c release --traits OTLP --product livedelivery && swift build -c release --traits OTLP --product apns-sim \
     && mkdir /out && cp "$(swift build -c release --show-bin-path)"/livedelivery \
        "$(swift build -c release --show-bin-path)"/apns-sim /out/
 

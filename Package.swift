@@ -22,6 +22,12 @@ let package = Package(
         // What an iOS app imports: the default contract's ActivityAttributes and the events the app reports.
         .library(name: "LiveDeliveryActivity", targets: ["LiveDeliveryActivity"]),
     ],
+    traits: [
+        // The worker's spans exported over OTLP/HTTP (swift-otel, with swift-protobuf and async-http-client). Off by
+        // default, so that the worker and the CLI build without them; `swift build --traits OTLP` turns it on
+        // (scripts/test and the Dockerfile do). A build without it refuses an OTEL_* export at start.
+        .trait(name: "OTLP", description: "Export the worker's spans over OTLP/HTTP (swift-otel)")
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.0"),
@@ -171,7 +177,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Configuration", package: "swift-configuration"),
-                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "OTel", package: "swift-otel", condition: .when(traits: ["OTLP"])),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
@@ -298,8 +304,7 @@ let package = Package(
             name: "EndToEndServerTests",
             dependencies: [
                 "APNsSimulator", "ChildProcesses", "DeviceAgent", "LiveDeliveryCore", "LiveDeliveryJSON",
-                "LiveDeliveryTime",
-                "Postgres", "RabbitMQ", "ServerFixtures", "TestSupport", "WorkerHarness",
+                "LiveDeliveryTime", "Postgres", "RabbitMQ", "ServerFixtures", "TestSupport", "WorkerHarness",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftCSV", package: "SwiftCSV"),

@@ -1,7 +1,9 @@
 import LiveDelivery
 import Logging
-import OTel
 import ServiceLifecycle
+
+#if OTLP
+import OTel
 import Tracing
 
 /// The worker's spans over OTLP/HTTP (swift-otel), configured by OpenTelemetry's standard variables
@@ -64,3 +66,15 @@ struct WithoutEnvironmentValues: LogHandler {
         wrapped.log(event: event)
     }
 }
+#else
+/// This build has no OTLP exporter (the package trait `OTLP` is off): the spans go to swift-distributed-tracing's
+/// no-op tracer, and an environment that asks for the export is refused at start (``TraceExportSettings``).
+enum TraceExport {
+    static func bootstrap(
+        environment: [String: String], instanceID: String, logger: Logger
+    ) throws -> (any Service)? {
+        try TraceExportSettings(environment: environment).validate()
+        return nil
+    }
+}
+#endif

@@ -8,9 +8,23 @@ import Foundation
 /// `OTEL_SDK_DISABLED=true` and `OTEL_TRACES_EXPORTER=none` turn it off.
 package struct TraceExportSettings: Sendable {
     let environment: [String: String]
+    /// Whether the build holds the exporter.
+    let exporterBuilt: Bool
 
-    package init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+    /// Whether this build holds the OTLP exporter: the package trait `OTLP` (`swift build --traits OTLP`).
+    package static var exporterBuilt: Bool {
+        #if OTLP
+        true
+        #else
+        false
+        #endif
+    }
+
+    package init(
+        environment: [String: String] = ProcessInfo.processInfo.environment, exporterBuilt: Bool = Self.exporterBuilt
+    ) {
         self.environment = environment
+        self.exporterBuilt = exporterBuilt
     }
 
     /// What the environment asks for, for `check-config`: never a header (they may hold an API key) nor a
@@ -26,11 +40,18 @@ package struct TraceExportSettings: Sendable {
         return "traces: exported over OTLP (\(protocolName)) to \(Self.withoutUserInfo(endpoint)) as service \(service)"
     }
 
-    /// Refuses what swift-otel would stop the process on, or cannot do, rather than start: gRPC (its exporter is
-    /// not built in), a console or Jaeger exporter, the Jaeger and X-Ray samplers, propagators other than W3C
+    /// Refuses what swift-otel would stop the process on, or cannot do, rather than start: any export when the
+    /// build has no exporter (the package trait `OTLP` off), gRPC (its exporter is not built in), a console or Jaeger exporter, the Jaeger and X-Ray samplers, propagators other than W3C
     /// Trace Context.
     package func validate() throws(LiveDeliveryError) {
         guard isOn else { return }
+        guard exporterBuilt else {
+            throw LiveDeliveryError(
+                .invalidConfiguration, "the trace export cannot be set up",
+                problems: [
+                    "this build has no OTLP exporter (the package trait OTLP is off): build with `swift build --traits OTLP`, or set OTEL_TRACES_EXPORTER=none"
+                ])
+        }
         var problems: [String] = []
         func check(_ key: String, allowed: [String], _ why: String) {
             guard let value = environment[key] else { return }

@@ -25,7 +25,7 @@ struct TraceExportSettingsTests {
             "OTEL_PROPAGATORS": "tracecontext,baggage",
         ]
         #expect {
-            try TraceExportSettings(environment: environment).validate()
+            try TraceExportSettings(environment: environment, exporterBuilt: true).validate()
         } throws: { error in
             let problems = (error as? LiveDeliveryError)?.problems ?? []
             return problems.count == 4
@@ -36,13 +36,33 @@ struct TraceExportSettingsTests {
                 ].allSatisfy { key in problems.contains { $0.hasPrefix(key) } }
         }
         #expect(throws: Never.self) {
-            try TraceExportSettings(environment: [
-                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
-                "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1",
-                "OTEL_PROPAGATORS": "tracecontext",
-            ]).validate()
-            // Off, nothing is checked.
-            try TraceExportSettings(environment: ["OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"]).validate()
+            try TraceExportSettings(
+                environment: [
+                    "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+                    "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1",
+                    "OTEL_PROPAGATORS": "tracecontext",
+                ], exporterBuilt: true
+            ).validate()
+            // Off, nothing is checked, whatever the build.
+            try TraceExportSettings(environment: ["OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"], exporterBuilt: true)
+                .validate()
+            try TraceExportSettings(environment: ["OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"], exporterBuilt: false)
+                .validate()
+        }
+    }
+
+    /// A build without the package trait `OTLP` holds no exporter: asked to export, it refuses to start and says how
+    /// to build one that does, rather than dropping the spans unsaid.
+    @Test func aBuildWithoutTheExporterRefusesAnExport() {
+        let environment = ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"]
+        #expect {
+            try TraceExportSettings(environment: environment, exporterBuilt: false).validate()
+        } throws: { error in
+            let problems = (error as? LiveDeliveryError)?.problems ?? []
+            return problems.count == 1 && problems[0].contains("swift build --traits OTLP")
+        }
+        #expect(throws: Never.self) {
+            try TraceExportSettings(environment: environment, exporterBuilt: true).validate()
         }
     }
 
