@@ -79,7 +79,7 @@ let package = Package(
         ),
         .target(
             name: "Postgres",
-            dependencies: ["CLibPQ", "CShims", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CLibPQ", "CShims", "LiveDeliveryTime", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "HTTP2",

@@ -1,4 +1,5 @@
 import Foundation
+import LiveDeliveryTime
 
 /// Text forms of `timestamptz`, with microsecond precision, without `DateFormatter`.
 ///
@@ -141,26 +142,14 @@ enum PostgresTimestamp {
         text.append(digits)
     }
 
-    /// Days since 1970-01-01 → proleptic Gregorian date (H. Hinnant, "chrono-Compatible Low-Level Date Algorithms").
+    /// Days since 1970-01-01 → proleptic Gregorian date (``RFC3339/civilFromDays(_:)``).
     static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
-        let z = days + 719_468
-        let era = z.quotientRoundingDown(by: 146_097)
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let mp = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+        let (year, month, day) = RFC3339.civilFromDays(Int(days))
+        return (Int64(year), Int64(month), Int64(day))
     }
 
     static func days(fromCivil year: Int64, _ month: Int64, _ day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = y.quotientRoundingDown(by: 400)
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
+        Int64(RFC3339.daysFromCivil(year: Int(year), month: Int(month), day: Int(day)))
     }
 }
 
