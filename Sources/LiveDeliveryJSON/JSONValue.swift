@@ -63,8 +63,12 @@ package struct JSONObject: Sendable, Hashable {
     package init() {}
 
     package init(_ members: [(String, JSONValue)]) {
+        self.members.reserveCapacity(members.count)
         for (key, value) in members { self[key] = value }
     }
+
+    /// Room for `count` members, so that building an object of known size allocates once.
+    package mutating func reserveCapacity(_ count: Int) { members.reserveCapacity(count) }
 
     /// Members known to have distinct keys (the parser's).
     init(sortedUniqueMembers members: [Member]) { self.members = members }

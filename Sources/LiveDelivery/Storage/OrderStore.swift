@@ -113,7 +113,14 @@ struct Delivered: Sendable {
     init(original: OrderState, settled: OrderState, ids: Set<String>, version: Int64) {
         self.original = original
         self.settled = settled
-        apnsIDs = original.activities.compactMap { $0.pending?.apnsID }.filter(ids.contains).sorted()
+        // One array, not three (compactMap, filter, sorted): usually one id.
+        var apnsIDs: [String] = []
+        apnsIDs.reserveCapacity(ids.count)
+        for activity in original.activities {
+            if let id = activity.pending?.apnsID, ids.contains(id) { apnsIDs.append(id) }
+        }
+        apnsIDs.sort()
+        self.apnsIDs = apnsIDs
         self.version = version
     }
 }

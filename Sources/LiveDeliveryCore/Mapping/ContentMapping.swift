@@ -98,6 +98,7 @@ package struct ContentMapping: Sendable, Hashable {
 
     private func build(_ fields: [Field], _ record: OrderRecord) -> JSONObject {
         var object = JSONObject()
+        object.reserveCapacity(fields.count)
         for field in fields {
             if let value = value(of: field, record) {
                 object[field.name] = value

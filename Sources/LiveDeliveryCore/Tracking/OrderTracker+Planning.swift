@@ -185,6 +185,7 @@ extension OrderTracker {
         mark: ActivityState.ContentMark, now: Date
     ) {
         var notes: [Decision] = []
+        notes.reserveCapacity(4)  // what planning notes on the way: one allocation
         let what =
             activity.planned.map { $0.step != mark.step ? "step \($0.step) → \(mark.step)" : mark.change(since: $0) }
             ?? "first content for this activity"
@@ -203,6 +204,7 @@ extension OrderTracker {
     ) {
         let key = activity.key
         var notes: [Decision] = []
+        notes.reserveCapacity(4)  // what planning notes on the way: one allocation
         var alert = Policy.ChosenAlert.none
         let dismissAfter: TimeInterval
         let why: String
