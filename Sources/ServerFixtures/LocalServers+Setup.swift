@@ -47,6 +47,16 @@ extension LocalServers {
         for path in [state.path, state.deletingLastPathComponent().path] {
             try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path)
         }
+        // And each folder above searchable by postgres, as root: root's checkout in /root (0700 on Debian) is not.
+        guard getuid() == 0 else { return }
+        var folder = state.deletingLastPathComponent()
+        while folder.path != "/" {
+            folder = folder.deletingLastPathComponent()
+            let mode = try FileManager.default.attributesOfItem(atPath: folder.path)[.posixPermissions] as? Int ?? 0
+            if mode & 0o001 == 0 {
+                try FileManager.default.setAttributes([.posixPermissions: mode | 0o001], ofItemAtPath: folder.path)
+            }
+        }
     }
 
     /// As root, makes `postgres` the owner of `path` (PostgreSQL's programs refuse to run as root).
