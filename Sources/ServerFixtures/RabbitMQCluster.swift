@@ -212,12 +212,15 @@ package struct RabbitMQCluster: Sendable {
     }
 
     /// A node's Erlang VM: beam.smp started by rabbitmq-server (not a rabbitmqctl, which is a beam.smp too, with
-    /// the same RABBITMQ_NODENAME in its environment) for that node name. Never the main or fault broker.
+    /// the same RABBITMQ_NODENAME in its environment) for that node name, on this checkout's state. Never the main
+    /// or fault broker, nor a node of the same name of another checkout, which /proc shows too when it runs in a
+    /// container or another pid namespace on this machine.
     static func isBeam(_ pid: Int32, _ node: Int) -> Bool {
         func read(_ file: String) -> String? { LocalServers.procFile("/proc/\(pid)/\(file)") }
         guard read("comm")?.trimmingCharacters(in: .newlines) == "beam.smp",
-            let environ = read("environ"),
-            environ.split(separator: "\0").contains("RABBITMQ_NODENAME=\(nodeName(node))"),
+            let environ = read("environ")?.split(separator: "\0"),
+            environ.contains("RABBITMQ_NODENAME=\(nodeName(node))"),
+            environ.contains("RABBITMQ_MNESIA_BASE=\(state)/\(node)/mnesia"),
             let cmdline = read("cmdline")
         else { return false }
         return cmdline.replacingOccurrences(of: "\0", with: " ").contains(" -s rabbit boot ")
