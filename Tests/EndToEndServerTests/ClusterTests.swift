@@ -108,6 +108,9 @@ struct ClusterTests {
             try await fixture.waitUntilSettled(eventIDs: Set(scenario.events.map(\.eventID)))
             let role = fixture.databaseName + "_reader"
             try await TestEnvironment.asSuperuser(on: TestEnvironment.replicaPrimaryURL) {
+                // A synchronous standby has the commit flushed, not yet applied, when it returns: the role (and the
+                // orders before it) must be visible there before the report logs in.
+                try await $0.execute(unsafeSQL: "SET synchronous_commit = remote_apply")
                 try await $0.execute(
                     unsafeSQL: "CREATE ROLE \(role) LOGIN PASSWORD 'reader-pw' IN ROLE livedelivery_reporting")
             }
