@@ -280,8 +280,7 @@ let package = Package(
             name: "ReportingServerTests",
             dependencies: [
                 "LiveDelivery", "LiveDeliveryAdmin", "LiveDeliveryCore", "LiveDeliveryTime", "Postgres", "RabbitMQ",
-                "APNs",
-                "TestSupport",
+                "APNs", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]

@@ -41,8 +41,8 @@ package struct TraceExportSettings: Sendable {
     }
 
     /// Refuses what swift-otel would stop the process on, or cannot do, rather than start: any export when the
-    /// build has no exporter (the package trait `OTLP` off), gRPC (its exporter is not built in), a console or Jaeger exporter, the Jaeger and X-Ray samplers, propagators other than W3C
-    /// Trace Context.
+    /// build has no exporter (the package trait `OTLP` off), gRPC (its exporter is not built in), a console or
+    /// Jaeger exporter, the Jaeger and X-Ray samplers, propagators other than W3C Trace Context.
     package func validate() throws(LiveDeliveryError) {
         guard isOn else { return }
         guard exporterBuilt else {

@@ -91,9 +91,7 @@ extension TrackingConfiguration {
                 ), at: 0)
         }
         activity.makePending(push, alertStep: finalAlert != nil ? draft.alertStep : nil, alertKind: draft.alertKind)
-        step.pushes.removeAll { $0.activityKey == key }
-        step.withdrawn.removeAll { $0 == key }
-        step.pushes.append(push)
+        step.plan(push)
         step.decisions.append(
             Decision(
                 push.kind.plannedCode, activity: key,
@@ -225,9 +223,7 @@ extension TrackingConfiguration {
             reason: reason, mark: mark)
         channel.pending = ActivityState.PendingPush(
             apnsID: apnsID, kind: kind, timestamp: seconds, priority: 10, alertStep: nil, alertKind: nil, mark: mark)
-        step.pushes.removeAll { $0.activityKey == key }
-        step.withdrawn.removeAll { $0 == key }
-        step.pushes.append(push)
+        step.plan(push)
         step.decisions.append(Decision(kind.plannedCode, activity: key, reason))
     }
 }

@@ -64,6 +64,13 @@ package struct Step: Hashable, Sendable {
         return effects
     }
 
+    /// `push` is its activity's push in this step: it replaces one planned or withdrawn earlier in the step.
+    mutating func plan(_ push: PlannedPush) {
+        pushes.removeAll { $0.activityKey == push.activityKey }
+        withdrawn.removeAll { $0 == push.activityKey }
+        pushes.append(push)
+    }
+
     /// A step over `state`, as `body` changes it.
     static func over(_ state: OrderState, _ body: (inout Step) -> Void) -> Step {
         var step = Step(state: state)
