@@ -153,35 +153,52 @@ extension StoredCoder {
 extension OrderState: StoredValue {
     static var blank: OrderState { OrderState(orderID: "", now: Date(timeIntervalSinceReferenceDate: 0)) }
 
+    /// Coded from copies of the fields, set back only when read: the state keeps its fields in one shared box
+    /// (``LiveDeliveryCore/OrderState``), and an `inout` access to a field of a shared box copies the box, which
+    /// writing a document must not do.
     mutating func code<Coder: StoredCoder>(_ coder: inout Coder) throws {
+        var orderID = self.orderID
+        var record = self.record
+        var activities = self.activities
+        var pushToStartTokens = self.pushToStartTokens
+        var followers = self.followers
+        var followersKey = self.followersKey
+        var channel = self.channel
+        var seenEventIDs = self.seenEventIDs
+        var createdAt = self.createdAt
+        var lastChangeAt = self.lastChangeAt
+        var nextSweepAt = self.nextSweepAt
+        var handedOver = self.handedOver?.value
         try coder.string("orderID", &orderID)
         try coder.optional("record", &record)
         try coder.array("activities", &activities)
         try coder.array("pushToStartTokens", &pushToStartTokens)
         if coder.version >= 3 {
-            // Out of line in the state: coded from copies, set back only when read.
-            var followers = self.followers
-            var followersKey = self.followersKey
-            var channel = self.channel
             try coder.strings("followers", &followers)
             try coder.optional("followersKey", &followersKey)
             try coder.optional("channel", &channel)
-            // Read over a blank state, which has none: set only what is there (each set boxes them anew).
-            if coder.isReading {
-                if !followers.isEmpty { self.followers = followers }
-                if followersKey != nil { self.followersKey = followersKey }
-                if channel != nil { self.channel = channel }
-            }
         }
         try coder.strings("seenEventIDs", &seenEventIDs)
         try coder.date("createdAt", &createdAt)
         try coder.date("lastChangeAt", &lastChangeAt)
         try coder.date("nextSweepAt", &nextSweepAt)
         if coder.version >= 4 {
-            var handedOver = self.handedOver?.value
             try coder.optional("handedOver", &handedOver)
-            if coder.isReading, let handedOver { self.handedOver = OutOfLine(handedOver) }
         }
+        guard coder.isReading else { return }
+        self.orderID = orderID
+        self.record = record
+        self.activities = activities
+        self.pushToStartTokens = pushToStartTokens
+        // Read over a blank state, which has none: set only what is there (each set boxes them anew).
+        if !followers.isEmpty { self.followers = followers }
+        if followersKey != nil { self.followersKey = followersKey }
+        if channel != nil { self.channel = channel }
+        self.seenEventIDs = seenEventIDs
+        self.createdAt = createdAt
+        self.lastChangeAt = lastChangeAt
+        self.nextSweepAt = nextSweepAt
+        if let handedOver { self.handedOver = OutOfLine(handedOver) }
     }
 }
 

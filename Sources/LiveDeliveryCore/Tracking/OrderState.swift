@@ -13,13 +13,76 @@ package struct OrderState: Hashable, Sendable {
     /// The most people one order lists as followers (docs/events.md, `order.followers`).
     package static let maxFollowers = 20
 
-    package var orderID: String
+    /// Every field, in one copy-on-write box: a state is copied many times per event (into the batch's change,
+    /// its statements, the cache, the dispatcher's hand-over), and a copy of the fields themselves retained
+    /// every array and string of them, about 700 instructions a copy and as many to destroy it. A copy of the
+    /// box is one retain; the fields are copied once, on the first change of a shared box.
+    private var storage: Storage
+
+    private final class Storage: @unchecked Sendable {
+        // Written only through `OrderState`'s accessors, and only while the box is not shared
+        // (`isKnownUniquelyReferenced`), so no two threads ever see it change.
+        // Unchecked: a checked access keeps its record in each accessor's coroutine frame, which then no longer
+        // fits the caller's buffer and is allocated on the heap, once per change of a field.
+        @exclusivity(unchecked) var fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private struct Fields: Hashable, Sendable {
+        var orderID: String
+        var record: OrderRecord?
+        var activities: [ActivityState]
+        var pushToStartTokens: [PushToStartRegistration]
+        var handedOver: OutOfLine<Handover>?
+        var group: OutOfLine<Group>?
+        var seenEventIDs: [String]
+        var createdAt: Date
+        var lastChangeAt: Date
+        var nextSweepAt: Date?
+    }
+
+    /// Copies the box first if another state shares it, before a field changes in place.
+    private mutating func unshare() {
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
+    }
+
+    package static func == (lhs: OrderState, rhs: OrderState) -> Bool {
+        lhs.storage === rhs.storage || lhs.storage.fields == rhs.storage.fields
+    }
+
+    package func hash(into hasher: inout Hasher) { hasher.combine(storage.fields) }
+
+    package var orderID: String {
+        get { storage.fields.orderID }
+        set {
+            unshare()
+            storage.fields.orderID = newValue
+        }
+    }
     /// nil until the first `order.status` (an `activity.token` may come first).
-    package var record: OrderRecord?
+    package var record: OrderRecord? {
+        get { storage.fields.record }
+        _modify {
+            unshare()
+            yield &storage.fields.record
+        }
+    }
     /// One per device, in creation order.
-    package var activities: [ActivityState]
+    package var activities: [ActivityState] {
+        get { storage.fields.activities }
+        _modify {
+            unshare()
+            yield &storage.fields.activities
+        }
+    }
     /// The push-to-start tokens of the order's user that the order has been offered.
-    package var pushToStartTokens: [PushToStartRegistration]
+    package var pushToStartTokens: [PushToStartRegistration] {
+        get { storage.fields.pushToStartTokens }
+        _modify {
+            unshare()
+            yield &storage.fields.pushToStartTokens
+        }
+    }
     /// The people who follow the order besides its user (`order.followers`), sorted; their devices are
     /// started too, into the order's broadcast channel when it has one.
     package var followers: [String] {
@@ -42,7 +105,13 @@ package struct OrderState: Hashable, Sendable {
     /// The order's move to another cell (docs/scaling.md, Adding a cell), once it was handed over: the cell, and
     /// the state as it was handed over (what the new cell takes again if it asks twice). Nothing happens here
     /// to an order handed over.
-    package var handedOver: OutOfLine<Handover>?
+    package var handedOver: OutOfLine<Handover>? {
+        get { storage.fields.handedOver }
+        set {
+            unshare()
+            storage.fields.handedOver = newValue
+        }
+    }
 
     /// An order's move to another cell.
     package struct Handover: Hashable, Sendable {
@@ -68,7 +137,13 @@ package struct OrderState: Hashable, Sendable {
     /// ``followers``, ``followersKey`` and ``channel``, out of line and nil for most orders: inline, they made
     /// every copy of every state larger and retained more (an inline channel alone cost 10 % of an update's
     /// instructions in `livedelivery-bench events`).
-    package internal(set) var group: OutOfLine<Group>?
+    package internal(set) var group: OutOfLine<Group>? {
+        get { storage.fields.group }
+        set {
+            unshare()
+            storage.fields.group = newValue
+        }
+    }
 
     private mutating func updateGroup(_ change: (inout Group) -> Void) {
         var value = group?.value ?? Group()
@@ -78,21 +153,43 @@ package struct OrderState: Hashable, Sendable {
     /// The ids of the order's last ``seenEventIDLimit`` applied events, oldest first. The inbox refuses a
     /// duplicate for `retention.days`; this catches one the inbox no longer holds, and an older event the rules
     /// absorb anyway (newest wins), so a short window serves.
-    package var seenEventIDs: [String]
-    package var createdAt: Date
+    package var seenEventIDs: [String] {
+        get { storage.fields.seenEventIDs }
+        _modify {
+            unshare()
+            yield &storage.fields.seenEventIDs
+        }
+    }
+    package var createdAt: Date {
+        get { storage.fields.createdAt }
+        set {
+            unshare()
+            storage.fields.createdAt = newValue
+        }
+    }
     /// When an event last changed the order's record (the idle clock).
-    package var lastChangeAt: Date
+    package var lastChangeAt: Date {
+        get { storage.fields.lastChangeAt }
+        set {
+            unshare()
+            storage.fields.lastChangeAt = newValue
+        }
+    }
     /// When ``OrderTracker/sweep(_:context:now:)`` has something to do next, if ever.
-    package var nextSweepAt: Date?
+    package var nextSweepAt: Date? {
+        get { storage.fields.nextSweepAt }
+        set {
+            unshare()
+            storage.fields.nextSweepAt = newValue
+        }
+    }
 
     /// A new, empty order (what the worker passes when it has nothing stored yet).
     package init(orderID: String, now: Date) {
-        self.orderID = orderID
-        self.activities = []
-        self.pushToStartTokens = []
-        self.seenEventIDs = []
-        self.createdAt = now
-        self.lastChangeAt = now
+        storage = Storage(
+            Fields(
+                orderID: orderID, activities: [], pushToStartTokens: [], seenEventIDs: [], createdAt: now,
+                lastChangeAt: now))
     }
 
     package static let seenEventIDLimit = 64
