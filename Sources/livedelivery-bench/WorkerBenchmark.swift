@@ -90,6 +90,13 @@ struct WorkerBenchmark: AsyncParsableCommand {
         help: "After each cluster or replica topology, kill a broker node or fail the database over; print the pause.")
     var failover = false
 
+    @Flag(
+        help: """
+            Count the workers' malloc calls per event in each measured backlog round, every thread, with a uprobe on \
+            libc's malloc (root and perf): the count is exact, and the round's times are slowed by it.
+            """)
+    var countMallocs = false
+
     @OptionGroup var deployment: DeploymentOptions
 
     func run() async throws {
@@ -190,7 +197,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
             }
             let picked = (0..<tracked).shuffled().prefix(updates)
             let round = picked.map { bench.statusUpdate(order: $0) }
-            let (rate, cost, split) = try await bench.backlogRound(round)
+            let (rate, cost, split) = try await bench.backlogRound(round, countMallocs: countMallocs)
             figures.backlog = rate
             perEvent.append((size, cost * 1e6))
             splits.append(split)
@@ -469,7 +476,7 @@ final class BenchEnvironment: @unchecked Sendable {
     /// Events already processed while the workers were starting are not counted. Returns events/s, the
     /// seconds per event and each process's CPU per event.
     func backlogRound(
-        _ messages: [(String, [UInt8], String)]
+        _ messages: [(String, [UInt8], String)], countMallocs: Bool = false
     ) async throws -> (rate: Double, perEvent: Double, split: CPUSplit) {
         simulator.reset()
         // This round's events are those processed from now on (`processed_at` is the time the worker's
@@ -485,6 +492,7 @@ final class BenchEnvironment: @unchecked Sendable {
         let rowsBefore = try await rowsWritten()
         try await publish(messages)
         try await startWorkers()
+        let mallocs = countMallocs ? try await MallocCounter.start(pids: workers.map(\.pid)) : nil
         let clock = ContinuousClock()
         let start = clock.now
         let workersCPU = workers.compactMap(\.cpuSeconds).reduce(0, +)
@@ -518,9 +526,17 @@ final class BenchEnvironment: @unchecked Sendable {
         let serversUsed = ServersCPU.now() - serversCPU
         let cachedReads = await metric(#"livedelivery_state_reads_total{source="cache"}"#)
         let fetchedReads = await metric(#"livedelivery_state_reads_total{source="database"}"#)
+        let mallocCalls = try await mallocs?.stop()
         try await stopWorkers()
         let rows = try await rowsWritten(after: rowsBefore)
         let counted = Double(messages.count - already)
+        if let mallocCalls {
+            print(
+                String(
+                    format:
+                        "         (malloc calls per event: workers %.1f, every thread, counted by a uprobe on libc's malloc from the workers' start to the outbox drained; the uprobe slows each call, so this round's times are not comparable)",
+                    Double(mallocCalls) / counted))
+        }
         // The whole server's WAL: the events that were processed before the clock started count here too.
         print(
             String(
