@@ -44,6 +44,7 @@ struct MallocCounter {
     func stop() async throws -> Int {
         perf.signal(SIGINT)
         _ = try await perf.waitForExit(timeout: .seconds(30))
+        defer { try? FileManager.default.removeItem(atPath: perf.outputPath) }
         // CSV: count, unit, event, …
         for line in perf.output.split(separator: "\n") {
             let fields = line.split(separator: ",", omittingEmptySubsequences: false)

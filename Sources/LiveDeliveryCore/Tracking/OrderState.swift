@@ -22,8 +22,9 @@ package struct OrderState: Hashable, Sendable {
     private final class Storage: @unchecked Sendable {
         // Written only through `OrderState`'s accessors, and only while the box is not shared
         // (`isKnownUniquelyReferenced`), so no two threads ever see it change.
-        // Unchecked: a checked access keeps its record in each accessor's coroutine frame, which then no longer
-        // fits the caller's buffer and is allocated on the heap, once per change of a field.
+        //
+        // Unchecked exclusivity: a checked access keeps its record in each accessor's coroutine frame, which then
+        // no longer fits the caller's buffer and is allocated on the heap, once per change of a field.
         @exclusivity(unchecked) var fields: Fields
         init(_ fields: Fields) { self.fields = fields }
     }
