@@ -378,7 +378,31 @@ extension PlannedPush: StoredValue {
             step: "", status: .placed, statusKey: .blank, reason: "", mark: .blank)
     }
 
+    /// Coded from copies of the fields, set back only when read, as ``OrderState``'s: a push keeps its fields in one
+    /// shared box, and writing a document must not copy it.
     mutating func code<Coder: StoredCoder>(_ coder: inout Coder) throws {
+        var orderID = self.orderID
+        var activityKey = self.activityKey
+        var activityID = self.activityID
+        var kind = self.kind
+        var deviceToken = self.deviceToken
+        var channelID = self.channelID
+        var environment = self.environment
+        var bundleID = self.bundleID
+        var apnsID = self.apnsID
+        var priority = self.priority
+        var timestamp = self.timestamp
+        var notBefore = self.notBefore
+        var expiration = self.expiration
+        var headers = self.headers
+        var payload = self.payload
+        var alert = self.alert
+        var step = self.step
+        var status = self.status
+        var statusKey = self.statusKey
+        var reason = self.reason
+        var mark = self.mark
+        var traceParent = self.traceParent
         try coder.string("orderID", &orderID)
         try coder.string("activityKey", &activityKey)
         try coder.string("activityID", &activityID)
@@ -412,6 +436,30 @@ extension PlannedPush: StoredValue {
         try coder.string("reason", &reason)
         try coder.value("mark", &mark)
         try coder.string("traceParent", &traceParent)
+        guard coder.isReading else { return }
+        // Read over a blank push, whose box is its own: setting its fields copies nothing.
+        self.orderID = orderID
+        self.activityKey = activityKey
+        self.activityID = activityID
+        self.kind = kind
+        self.deviceToken = deviceToken
+        self.channelID = channelID
+        self.environment = environment
+        self.bundleID = bundleID
+        self.apnsID = apnsID
+        self.priority = priority
+        self.timestamp = timestamp
+        self.notBefore = notBefore
+        self.expiration = expiration
+        self.headers = headers
+        self.payload = payload
+        self.alert = alert
+        self.step = step
+        self.status = status
+        self.statusKey = statusKey
+        self.reason = reason
+        self.mark = mark
+        self.traceParent = traceParent
     }
 }
 
