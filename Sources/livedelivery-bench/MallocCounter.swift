@@ -10,7 +10,8 @@ import Glibc
 /// events` counts only its own code's heap blocks under valgrind. Needs root and `perf` (Debian's `linux-perf`).
 ///
 /// Each probed call traps into the kernel, so a round counted this way runs slower than one that is not: its times
-/// and CPU figures are not comparable with other rounds'. Its count is, whatever the machine's speed.
+/// and CPU figures are not comparable with other rounds'. The count is: it moves by a few per cent between runs (the
+/// batches' sizes follow the timing), where times move by up to 2×.
 struct MallocCounter {
     private let perf: ChildProcess
     private static let event = "probe_libc:malloc"

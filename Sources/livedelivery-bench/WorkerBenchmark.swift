@@ -93,7 +93,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
     @Flag(
         help: """
             Count the workers' malloc calls per event in each measured backlog round, every thread, with a uprobe on \
-            libc's malloc (root and perf): the count is exact, and the round's times are slowed by it.
+            libc's malloc (root and perf): a count, and the round's times are slowed by it.
             """)
     var countMallocs = false
 
