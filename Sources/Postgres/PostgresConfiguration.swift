@@ -124,6 +124,13 @@ package struct PostgresConfiguration: Sendable, CustomStringConvertible {
             result.append(
                 Parameter(keyword: "connect_timeout", value: String(max(2, connectTimeout.components.seconds))))
         }
+        // No GSSAPI encryption unless asked for. libpq's default ("prefer") initializes Kerberos on each connect, and
+        // a short-lived process (an admin command) that exits while a connection thread is inside it crashed in
+        // Kerberos's lock as its exit handlers tore that library down. A deployment that uses it says so, in the
+        // connection string or PGGSSENCMODE.
+        if getenv("PGGSSENCMODE") == nil {
+            result.append(Parameter(keyword: "gssencmode", value: "disable"))
+        }
         result += [
             Parameter(keyword: "keepalives", value: "1"),
             Parameter(keyword: "keepalives_idle", value: "30"),

@@ -155,6 +155,13 @@ import Testing
         #expect(Self.connecting(configuration, "options")?.contains("-c statement_timeout=2500") == true)
     }
 
+    @Test("GSSAPI encryption is off unless the connection string asks for it")
+    func gssEncryptionOnlyWhenAsked() throws {
+        #expect(Self.connecting(try PostgresConfiguration("postgresql://u@db/orders"), "gssencmode") == "disable")
+        let asked = try PostgresConfiguration("postgresql://u@db/orders?gssencmode=require")
+        #expect(Self.connecting(asked, "gssencmode") == "require")
+    }
+
     @Test func severalHostsAndKeywordStringsAreLibpqs() throws {
         let url = try PostgresConfiguration(
             "postgresql://u:pw@127.0.0.1:55451,127.0.0.1:55452/ld?target_session_attrs=read-write")
