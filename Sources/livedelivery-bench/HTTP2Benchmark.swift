@@ -44,7 +44,7 @@ struct HTTP2Benchmark: AsyncParsableCommand {
         let body = Self.body(size: bodySize)
         try Data(body).write(to: URL(fileURLWithPath: bodyFile))
         try Data().write(to: directory.appendingPathComponent("htdocs/empty"))
-        _ = try await Self.run(
+        _ = try await runProgram(
             "/usr/bin/openssl",
             [
                 "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
@@ -169,7 +169,7 @@ struct HTTP2Benchmark: AsyncParsableCommand {
     }
 
     private func runH2Load(url: String, bodyFile: String, count: Int) async throws -> (rate: Double, succeeded: Int) {
-        let output = try await Self.run(
+        let output = try await runProgram(
             "/usr/bin/h2load",
             ["-c", "\(connections)", "-m", "\(streams)", "-n", "\(count)", "-d", bodyFile, url]
         )
@@ -222,29 +222,6 @@ struct HTTP2Benchmark: AsyncParsableCommand {
         throw BenchmarkError(description: "nghttpd did not start")
     }
 
-    /// Runs a program to completion and returns its standard output; throws on a non-zero exit.
-    private static func run(_ executable: String, _ arguments: [String]) async throws -> String {
-        let process = Process()
-        let output = Pipe()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        // Read on a dedicated thread: h2load's output is small but arrives over the whole run.
-        let data: Data = await withCheckedContinuation { continuation in
-            Thread { continuation.resume(returning: output.fileHandleForReading.readDataToEndOfFile()) }.start()
-        }
-        let status: Int32 = await withCheckedContinuation { continuation in
-            Thread {
-                process.waitUntilExit()
-                continuation.resume(returning: process.terminationStatus)
-            }.start()
-        }
-        guard status == 0 else { throw BenchmarkError(description: "\(executable) exited with status \(status)") }
-        return String(decoding: data, as: UTF8.self)
-    }
-
     private static func freeLoopbackPort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw BenchmarkError(description: "socket() failed") }
@@ -286,8 +263,4 @@ private final class Counter: Sendable {
     private let value = Atomic(0)
 
     func take() -> Int { value.wrappingAdd(1, ordering: .relaxed).oldValue }
-}
-
-private struct BenchmarkError: Error, CustomStringConvertible {
-    let description: String
 }

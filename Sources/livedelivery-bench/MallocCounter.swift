@@ -1,5 +1,6 @@
 import ChildProcesses
 import Foundation
+import ServerFixtures
 
 #if canImport(Glibc)
 import Glibc
@@ -18,19 +19,20 @@ struct MallocCounter {
 
     /// Starts counting the calls of `pids`; throws, saying what is missing, where it cannot.
     static func start(pids: [Int32]) async throws -> MallocCounter {
-        guard getuid() == 0 else { throw MallocCountError("counting malloc calls needs root (a uprobe)") }
+        guard getuid() == 0 else { throw BenchmarkError(description: "counting malloc calls needs root (a uprobe)") }
         let perf = "/usr/bin/perf"
         guard FileManager.default.isExecutableFile(atPath: perf) else {
-            throw MallocCountError("counting malloc calls needs perf: apt-get install linux-perf")
+            throw BenchmarkError(description: "counting malloc calls needs perf: apt-get install linux-perf")
         }
         guard let pid = pids.first, let libc = libcPath(of: pid) else {
-            throw MallocCountError("no libc.so.6 in the workers' memory maps")
+            throw BenchmarkError(description: "no libc.so.6 in the workers' memory maps")
         }
         // The probe stays defined once added (a kernel object, not a process): add it only when it is missing.
-        if !(try await run(perf, ["probe", "-l"]).contains(event)) {
-            let added = try await run(perf, ["probe", "-q", "-x", libc, "--add", "malloc"])
-            guard try await run(perf, ["probe", "-l"]).contains(event) else {
-                throw MallocCountError("perf could not add a uprobe on malloc in \(libc): \(added)")
+        if !(try await runProgram(perf, ["probe", "-l"]).contains(event)) {
+            do {
+                _ = try await runProgram(perf, ["probe", "-q", "-x", libc, "--add", "malloc"])
+            } catch {
+                throw BenchmarkError(description: "perf could not add a uprobe on malloc in \(libc): \(error)")
             }
         }
         let output = NSTemporaryDirectory() + "livedelivery-bench-perf-\(getpid()).csv"
@@ -51,17 +53,12 @@ struct MallocCounter {
             let fields = line.split(separator: ",", omittingEmptySubsequences: false)
             if fields.count > 2, fields[2].hasPrefix(Self.event), let count = Int(fields[0]) { return count }
         }
-        throw MallocCountError("perf stat printed no count: \(perf.tail(5))")
+        throw BenchmarkError(description: "perf stat printed no count: \(perf.tail(5))")
     }
 
     /// The libc a process has mapped.
     private static func libcPath(of pid: Int32) -> String? {
-        // Read to its end: a /proc file has no size, and reading it by its size gives its first page only.
-        guard let file = FileHandle(forReadingAtPath: "/proc/\(pid)/maps"),
-            let data = try? file.readToEnd()
-        else { return nil }
-        try? file.close()
-        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
+        for line in (LocalServers.procFile("/proc/\(pid)/maps") ?? "").split(separator: "\n") {
             if let path = line.split(separator: " ", omittingEmptySubsequences: true).last,
                 path.hasSuffix("/libc.so.6")
             {
@@ -70,20 +67,4 @@ struct MallocCounter {
         }
         return nil
     }
-
-    /// Runs a short command to its end; its output.
-    private static func run(_ executable: String, _ arguments: [String]) async throws -> String {
-        let output = NSTemporaryDirectory() + "livedelivery-bench-perf-\(getpid())-\(UUID().uuidString).txt"
-        defer { try? FileManager.default.removeItem(atPath: output) }
-        let process = try ChildProcess(
-            name: "perf", executable: executable, arguments: arguments, environment: ["PATH": "/usr/bin:/bin"],
-            outputPath: output, truncateOutput: true)
-        _ = try await process.waitForExit(timeout: .seconds(60))
-        return process.output
-    }
-}
-
-struct MallocCountError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
 }

@@ -534,7 +534,7 @@ final class BenchEnvironment: @unchecked Sendable {
             print(
                 String(
                     format:
-                        "         (malloc calls per event: workers %.1f, every thread, counted by a uprobe on libc's malloc from the workers' start to the outbox drained; the uprobe slows each call, so this round's times are not comparable)",
+                        "         (malloc calls per event: workers %.1f, every thread, counted by a uprobe on libc's malloc from the workers' readiness to the outbox drained; the uprobe slows each call, so this round's times are not comparable)",
                     Double(mallocCalls) / counted))
         }
         // The whole server's WAL: the events that were processed before the clock started count here too.
