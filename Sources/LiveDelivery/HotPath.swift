@@ -80,19 +80,22 @@ package struct HotPath: Sendable {
             events, stored: stored, ordersOfUser: [:], tokens: [:], startLimit: StartLimit(maximum: 5),
             tracker: tracker, now: now)
         let written = plan.written
+        // The dispatcher has a slot for every push due: those that may go without an outbox row do.
+        let lease = OrderStore.Writes.Lease(
+            slots: OrderStore.Writes.duePushes(written, now: now), holdSeconds: 60)
         let writes = try OrderStore.Writes(
-            written, kind: "event", lease: .none, delivered: [], leading: [], sweepColumn: .keepEarlier, now: now)
+            written, kind: "event", lease: lease, delivered: [], leading: [], sweepColumn: .keepEarlier, now: now)
         statements += writes.statements
         for (orderID, document) in writes.documents { orders[orderID] = StoredOrder(document: document) }
 
         // The dispatcher: every push handed over, answered, and recorded as one group.
-        statements += try dispatch(written, to: &orders, now: now, send: send)
+        statements += try dispatch(written, handed: Set(writes.handed), to: &orders, now: now, send: send)
         return statements.reduce(0) { $0 + $1.binds.count }
     }
 
     /// The dispatcher's part: the pushes the written changes planned, sent and recorded as one group.
     private func dispatch(
-        _ written: [OrderChange], to orders: inout [String: StoredOrder], now: Date,
+        _ written: [OrderChange], handed: Set<Outbox.Key>, to orders: inout [String: StoredOrder], now: Date,
         send: (PlannedPush) -> APNsOutcome
     ) throws -> [PostgresQuery] {
         var states: [String: OrderState] = [:]
@@ -102,9 +105,11 @@ package struct HotPath: Sendable {
             states[change.state.orderID] = change.state
             versions[change.state.orderID] = 1
             for push in change.orderedPushes {
+                let key = Outbox.Key(orderID: change.state.orderID, activityKey: push.activityKey)
+                // Generation 0: handed over without a row.
                 let claim = Outbox.Claim(
-                    orderID: change.state.orderID, activityKey: push.activityKey, generation: 1, attempts: 1,
-                    push: push)
+                    orderID: key.orderID, activityKey: key.activityKey, generation: handed.contains(key) ? 0 : 1,
+                    attempts: 1, push: push)
                 sent.append(PushDispatcher.Sent(claim: claim, outcome: send(push), latency: .milliseconds(5)))
             }
         }
@@ -112,16 +117,19 @@ package struct HotPath: Sendable {
         var statements = PushDispatcher.recordingReads(
             sent, orders: OrderStore.ExistingLock(sent.map(\.claim.orderID), cache: nil), workerID: "w")
         var outbox: [Outbox.Key: Outbox.LockedRow] = [:]
-        for (index, answer) in sent.enumerated() {
+        for (index, answer) in sent.enumerated() where answer.claim.generation > 0 {
             outbox[Outbox.Key(orderID: answer.claim.orderID, activityKey: answer.claim.activityKey)] =
                 Outbox.LockedRow(generation: 1, row: "(0,\(index + 1))")
         }
         let answers = AnswersPlan(
             sent, stored: states, versions: versions, outbox: outbox, tracker: tracker, rules: rules,
             jitter: { 0.75 }, now: now)
+        let answered = Set(sent.map { Outbox.Key(orderID: $0.claim.orderID, activityKey: $0.claim.activityKey) })
         let recording = try OrderStore.Writes(
-            Array(answers.changes.values), kind: "outcome", lease: .none, delivered: answers.delivered,
-            leading: answers.outboxWrites, sweepColumn: .keepEarlier, now: now)
+            Array(answers.changes.values), kind: "outcome",
+            lease: OrderStore.Writes.Lease(slots: 0, holdSeconds: 60, answered: answered),
+            delivered: answers.delivered, leading: try answers.outboxWrites(hold: .seconds(60)),
+            sweepColumn: .keepEarlier, now: now)
         statements += recording.statements
         for (orderID, document) in recording.documents { orders[orderID] = StoredOrder(document: document) }
         for delivered in answers.delivered { orders[delivered.orderID]?.accepted = Set(delivered.apnsIDs) }

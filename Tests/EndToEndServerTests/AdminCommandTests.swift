@@ -317,7 +317,7 @@ struct AdminCommandTests {
         try await fixture.waitUntilAllEnded(scenario)
         try await eventually("every activity ended in the database", timeout: .seconds(120)) {
             let open = try await fixture.count("SELECT count(*) FROM activities WHERE state <> 'ended'")
-            let pending = try await fixture.count("SELECT count(*) FROM outbox")
+            let pending = try await fixture.count("SELECT count(*) FROM pushes_waiting")
             return open == 0 && pending == 0
         }
         try await eventually("the dead letter and the failed push", timeout: .seconds(120)) {

@@ -122,6 +122,9 @@ struct CellsTests {
                 SELECT order_id || ' ' || activity_key || ' ' || generation FROM outbox
                 WHERE lease_owner = '\(victimID)' AND lease_until > now()
                 """)
+            // And the pushes a dispatcher holds in memory without a row (the victim's among them).
+            let inMemory = try await a.strings(
+                "SELECT order_id || ' ' || apns_id FROM pushes_waiting WHERE waits_in = 'memory'")
             try await victim.process.kill9()
 
             // Every event lands, in one cell or the other; every activity ends at its phone.
@@ -131,8 +134,8 @@ struct CellsTests {
                 return events.isSubset(of: seen)
             }
             for cell in [a, b] {
-                try await eventually("\(cell.name)'s outbox to drain", timeout: .seconds(120)) {
-                    try await cell.count("SELECT count(*) FROM outbox") == 0
+                try await eventually("\(cell.name)'s pushes all answered", timeout: .seconds(120)) {
+                    try await cell.count("SELECT count(*) FROM pushes_waiting") == 0
                 }
             }
             try await a.waitUntilAllEnded(scenario)
@@ -148,6 +151,19 @@ struct CellsTests {
                     AND outcome = 'delivered' AND worker_id <> '\(victimID)'
                     """)
                 #expect(sent > 0, "the push \(row) the killed worker had leased was never sent by another")
+            }
+            // Each push held in memory was answered by another worker, or its order was sent a newer one by another.
+            for row in inMemory {
+                let parts = row.split(separator: " ").map(String.init)
+                let sent = try await a.count(
+                    """
+                    SELECT count(*) FROM push_attempts AS p
+                    WHERE p.order_id = '\(parts[0])' AND p.outcome = 'delivered' AND p.worker_id <> '\(victimID)'
+                      AND (p.apns_id = '\(parts[1])'
+                           OR p.attempted_at > (SELECT max(t.at) FROM timeline AS t
+                                                WHERE t.order_id = '\(parts[0])' AND '\(parts[1])' = ANY (t.handed)))
+                    """)
+                #expect(sent > 0, "the push \(row) held in memory when a worker was killed was never sent by another")
             }
 
             // Each order's events all in exactly one cell, and both cells used.
@@ -470,8 +486,8 @@ struct CellsTests {
                 events.isSubset(of: Set(try await a.inboxEventIDs()).union(try await b.inboxEventIDs()))
             }
             for cell in [a, b] {
-                try await eventually("\(cell.name)'s outbox to drain", timeout: .seconds(120)) {
-                    try await cell.count("SELECT count(*) FROM outbox") == 0
+                try await eventually("\(cell.name)'s pushes all answered", timeout: .seconds(120)) {
+                    try await cell.count("SELECT count(*) FROM pushes_waiting") == 0
                 }
             }
             try await a.waitUntilAllEnded(scenario)

@@ -66,7 +66,7 @@ struct PushPolicyTests {
                 try await fixture.publish(events)
                 try await fixture.waitUntilSettled(eventIDs: Set(events.map(\.eventID)))
                 try await eventually("step \(step)'s pushes to be sent", timeout: .seconds(60)) {
-                    try await fixture.count("SELECT count(*) FROM outbox") == 0
+                    try await fixture.count("SELECT count(*) FROM pushes_waiting") == 0
                 }
             }
             try await fixture.waitUntilAllEnded(scenario)

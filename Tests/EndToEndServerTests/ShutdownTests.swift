@@ -19,6 +19,13 @@ struct ShutdownTests {
             // Every push it had leased (claimed, or handed over by its own consumer) was sent and recorded
             // before it exited: none is left to wait out its lease.
             #expect(try await fixture.count("SELECT count(*) FROM outbox WHERE lease_until IS NOT NULL") == 0)
+            // Those handed over without a row too: every apns-id its timeline rows list has its answer recorded.
+            #expect(
+                try await fixture.count(
+                    """
+                    SELECT count(*) FROM timeline AS t CROSS JOIN LATERAL unnest(t.handed) AS h(id)
+                    WHERE NOT EXISTS (SELECT 1 FROM push_attempts AS a WHERE a.apns_id = h.id)
+                    """) == 0)
 
             // Whatever the first worker had not finished is still in the queue: a second worker completes it.
             try await fixture.startWorker("second")

@@ -12,7 +12,7 @@ import Testing
 /// consumer by hand. (The capacity's decisions alone are unit-tested in `PushCapacityTests`.)
 @Suite("Handoff", .timeLimit(.minutes(6)))
 struct HandoffTests {
-    @Test("a new push is inserted leased to this worker and handed over after commit, without a NOTIFY")
+    @Test("a new update is handed over after commit without an outbox row or a NOTIFY; its timeline row lists it")
     func handedOver() async throws {
         try await withWorker { harness, worker in
             let capacity = worker.dispatcher.capacity
@@ -25,34 +25,39 @@ struct HandoffTests {
             #expect(handed.count == 1)
             let claim = try #require(handed.first)
             #expect(claim.orderID == order)
-            #expect(claim.generation == 1 && claim.attempts == 1)
+            #expect(claim.push.kind == .update)
+            #expect(claim.generation == 0 && claim.attempts == 1)
             #expect(claim.push.deviceToken?.hex == token)
             #expect(capacity.inFlight == 1)
-            let rows = try await harness.database.client.query(
-                """
-                SELECT activity_key, lease_owner, attempts, generation, lease_until > now() AS leased
-                FROM outbox WHERE order_id = \(order)
-                """)
-            let row = try #require(rows.first)
-            #expect(try row.decode(String.self, "activity_key") == claim.activityKey)
-            #expect(try row.decode(String?.self, "lease_owner") == worker.configuration.workerID)
-            #expect(try row.decode(Int.self, "attempts") == 1)
-            #expect(try row.decode(Int64.self, "generation") == 1)
-            #expect(try row.decode(Bool.self, "leased"))
+            #expect(try await harness.database.count("SELECT count(*) FROM outbox WHERE order_id = \(order)") == 0)
+            #expect(
+                try await harness.database.strings(
+                    "SELECT h::text FROM timeline, unnest(handed) AS h WHERE order_id = \(order)")
+                    == [claim.push.apnsID.lowercased()])
+            #expect(
+                try await harness.database.strings(
+                    "SELECT waits_in || ' ' || apns_id FROM pushes_waiting WHERE order_id = \(order)")
+                    == ["memory \(claim.push.apnsID.lowercased())"])
 
-            // The next notification is the test's own marker: the handed row sent none.
+            // The next notification is the test's own marker: the handed push sent none.
             try await worker.client.query("SELECT pg_notify('livedelivery_outbox', 'marker')")
             guard case .notification(let notification) = await notifications.next() else {
                 Issue.record("no notification")
                 return
             }
             #expect(notification.payload == "marker")
-            // A claim finds nothing: the row is leased.
+            // A claim finds nothing; once sent and answered, the push is no longer waiting.
             #expect(try await worker.dispatcher.dispatchOnce() == 0)
+            await worker.dispatcher.dispatch(handed)
+            #expect(harness.simulator.pushes(token: token).map(\.status) == [200])
+            #expect(try await harness.database.count("SELECT count(*) FROM pushes_waiting") == 0)
+            #expect(
+                try await harness.database.count(
+                    "SELECT count(*) FROM push_attempts WHERE order_id = \(order) AND generation = 0") == 1)
         }
     }
 
-    @Test("a push that replaces one in flight is not handed over: the row keeps its lease and waits")
+    @Test("a push that replaces one in flight without a row waits in the outbox, held, until that push's answer")
     func replacementWaits() async throws {
         // The worker's clock runs a minute behind and moves ten seconds between the events, so that
         // the replacement is due at once (its timestamp must exceed the first push's).
@@ -60,18 +65,30 @@ struct HandoffTests {
         try await withWorker(now: clock.closure) { harness, worker in
             let capacity = worker.dispatcher.capacity
             capacity.open()
-            let (order, _) = try await trackedOrder(worker)
-            #expect(handed(capacity).count == 1)
+            let (order, token) = try await trackedOrder(worker)
+            let first = handed(capacity)
+            #expect(first.count == 1)
             clock.set(clock.now.addingTimeInterval(10))
             _ = try await worker.processor.process([Events.status(order, "preparing", sequence: 2)])
             #expect(handed(capacity).isEmpty)
             #expect(capacity.inFlight == 1)  // the slot reserved for the replacement was given back
             let rows = try await harness.database.client.query(
-                "SELECT lease_owner, attempts, generation FROM outbox WHERE order_id = \(order)")
+                """
+                SELECT lease_owner, attempts, generation, lease_until > now() AS held
+                FROM outbox WHERE order_id = \(order)
+                """)
             let row = try #require(rows.first)
-            #expect(try row.decode(String?.self, "lease_owner") == worker.configuration.workerID)
-            #expect(try row.decode(Int.self, "attempts") == 1)
-            #expect(try row.decode(Int64.self, "generation") == 2)
+            #expect(try row.decode(String?.self, "lease_owner") == nil)
+            #expect(try row.decode(Int.self, "attempts") == 0)
+            #expect(try row.decode(Int64.self, "generation") == 1)
+            #expect(try row.decode(Bool.self, "held"))
+            #expect(try await worker.dispatcher.dispatchOnce() == 0)  // held: no claim takes it
+
+            // The first push's answer releases it; then it goes.
+            await worker.dispatcher.dispatch(first)
+            #expect(try await worker.dispatcher.dispatchOnce() == 1)
+            #expect(harness.simulator.pushes(token: token).map(\.status) == [200, 200])
+            #expect(try await harness.database.count("SELECT count(*) FROM pushes_waiting") == 0)
         }
     }
 
@@ -121,10 +138,92 @@ struct HandoffTests {
             let (order, _) = try await tracked.value
             #expect(handed(capacity).map(\.orderID) == [order])
             #expect(capacity.inFlight == 1)
+            #expect(try await harness.database.count("SELECT count(*) FROM outbox WHERE order_id = \(order)") == 0)
+        }
+    }
+
+    /// A sweeper that sends again what was handed over without a row at once (a lease of 0).
+    func sweeper(_ worker: Worker) -> Sweeper {
+        Sweeper(
+            configuration: worker.configuration.sweeper, client: worker.client, tracking: worker.configuration.tracking,
+            metrics: WorkerMetrics(), logger: quietLogger, lease: .zero)
+    }
+
+    @Test("a push handed over whose answer was never recorded is built again and sent by a sweeper, once")
+    func lostPushSentAgain() async throws {
+        try await withWorker { harness, worker in
+            let capacity = worker.dispatcher.capacity
+            capacity.open()
+            let (order, token) = try await trackedOrder(worker)
+            // Its worker stopped before sending it: the claim is dropped.
+            let lost = try #require(handed(capacity).first)
+
+            let sweeper = sweeper(worker)
+            #expect(try await sweeper.resendLostPushes() == 1)
+            let rows = try await harness.database.client.query(
+                "SELECT apns_id::text, attempts, lease_until FROM outbox WHERE order_id = \(order)")
+            let row = try #require(rows.first)
+            #expect(try row.decode(String.self, "apns_id") != lost.push.apnsID.lowercased())  // built again
+            #expect(try row.decode(Int.self, "attempts") == 0)
+            #expect(try row.decode(Date?.self, "lease_until") == nil)
+            #expect(try await sweeper.resendLostPushes() == 0)  // looked at once
+
+            try await drain(harness, worker)  // it may wait for the next second: timestamps strictly increase
+            let received = harness.simulator.pushes(token: token)
+            #expect(received.map(\.status) == [200])
+            #expect(try await harness.database.count("SELECT count(*) FROM pushes_waiting") == 0)
+            // The same content, built again with a fresh timestamp.
+            let first = try #require(received.first)
+            let sent = try #require(contentAndTimestamp(Data(first.payload.utf8)))
+            let planned = try #require(contentAndTimestamp(Data(lost.push.payload)))
+            #expect(sent.content == planned.content)
+            #expect(sent.timestamp > planned.timestamp)
+        }
+    }
+
+    @Test("a push handed over that was answered, or replaced by a newer one, is not sent again")
+    func answeredOrReplacedNotSentAgain() async throws {
+        let clock = TestClock(Date().addingTimeInterval(-60))
+        try await withWorker(now: clock.closure) { harness, worker in
+            let capacity = worker.dispatcher.capacity
+            capacity.open()
+            let (answered, _) = try await trackedOrder(worker)
+            await worker.dispatcher.dispatch(handed(capacity))
+            let (replaced, _) = try await trackedOrder(worker)
+            #expect(handed(capacity).count == 1)  // dropped: its worker stopped
+            clock.set(clock.now.addingTimeInterval(10))
+            _ = try await worker.processor.process([Events.status(replaced, "preparing", sequence: 2)])
+
+            #expect(try await sweeper(worker).resendLostPushes() == 0)
             #expect(
                 try await harness.database.count(
-                    "SELECT count(*) FROM outbox WHERE order_id = \(order) AND lease_owner IS NOT NULL") == 1)
+                    "SELECT count(*) FROM outbox WHERE order_id IN (\(answered), \(replaced))") == 1)  // the held one
         }
+    }
+
+    @Test("a transaction still writing holds the search back, so that its pushes are not skipped")
+    func openTransactionHoldsTheBound() async throws {
+        try await withWorker { harness, worker in
+            let capacity = worker.dispatcher.capacity
+            capacity.open()
+            let sweeper = sweeper(worker)
+            try await harness.database.client.withTransaction { open in
+                try await open.query("SELECT txid_current()")  // writing: it has a transaction id
+                _ = try await trackedOrder(worker)
+                _ = handed(capacity)  // dropped
+                #expect(try await sweeper.resendLostPushes() == 0)
+            }
+            #expect(try await sweeper.resendLostPushes() == 1)
+        }
+    }
+
+    /// A payload's `aps.content-state` and `aps.timestamp`.
+    func contentAndTimestamp(_ payload: Data) -> (content: NSDictionary, timestamp: Int)? {
+        guard let object = try? JSONSerialization.jsonObject(with: payload) as? [String: Any],
+            let aps = object["aps"] as? [String: Any], let content = aps["content-state"] as? NSDictionary,
+            let timestamp = aps["timestamp"] as? Int
+        else { return nil }
+        return (content, timestamp)
     }
 
     /// What the consumer handed over since the last call, as the claim loop takes it.

@@ -62,7 +62,7 @@ struct ScheduledStartSweepTests {
                 /// at the next moment sees them all.
                 func settled() async throws {
                     try await eventually("the outbox empty") {
-                        try await harness.database.count("SELECT count(*) FROM outbox") == 0
+                        try await harness.database.count("SELECT count(*) FROM pushes_waiting") == 0
                     }
                 }
                 func activity(_ order: String) async throws -> [String] {

@@ -204,7 +204,7 @@ package final class EventProcessor: Sendable {
                 outcome.transactions = 1
                 return (outcome, attempt)
             } catch {
-                // Not committed (or not known to be: its leases then expire and the rows are claimed).
+                // Not committed (or not known to be: a sweeper then finds its pushes a lease later).
                 handover?.abandon()
                 // A stale plan (a migration changed a column under a prepared statement) is forgotten as it
                 // fails, so it does not count: each retry prepares one more statement again.

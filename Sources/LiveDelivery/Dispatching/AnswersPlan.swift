@@ -18,6 +18,9 @@ struct AnswersPlan {
     var settled: [String] = []
     /// Outbox rows to release for another send.
     var released: [Outbox.Released] = []
+    /// Pushes sent without an outbox row that are kept for later (their app's configuration was at fault): they
+    /// go to the outbox now, unchanged, with their send uncounted.
+    var kept: [Outbox.Claim] = []
     /// Apps to pause, the first answer of each.
     var pauses: [(bundleID: String, pause: PushSettlement.Pause)] = []
     /// What to log, beyond the `push_attempts` rows.
@@ -64,9 +67,23 @@ struct AnswersPlan {
                 resend = record(settlement, for: claim, stored: stored, tracker: tracker, now: now)
             }
             // The outbox row: delete when settled and not replaced meanwhile, else release it.
-            guard let current = outbox[Outbox.Key(orderID: claim.orderID, activityKey: claim.activityKey)] else {
+            let current = outbox[Outbox.Key(orderID: claim.orderID, activityKey: claim.activityKey)]
+            if current == nil, claim.generation == 0 {
+                // Sent without a row, and no newer push of the activity waits in one: nothing to delete. A push
+                // kept goes to the outbox; a retry's row is the change's (with this send counted).
+                if settlement.outcome == nil {
+                    kept.append(claim)
+                    otherAnswers.insert(claim.orderID)
+                } else if resend {
+                    otherAnswers.insert(claim.orderID)
+                } else if case .delivered = answer.outcome, claim.push.kind == .update, !claim.push.isChannelRequest {
+                    deliveredUpdates[claim.orderID, default: []].insert(claim.push.apnsID)
+                } else {
+                    otherAnswers.insert(claim.orderID)
+                }
                 continue
             }
+            guard let current else { continue }
             switch PushSettlement.row(
                 claimed: claim.generation, current: current.generation, recorded: settlement.outcome != nil,
                 resend: resend)
@@ -124,6 +141,8 @@ struct AnswersPlan {
                 change.notBefore[key] = notBefore
             }
             resend = change.pushes[claim.activityKey] != nil
+            // A push sent without a row: the retry's row counts that send.
+            if resend, claim.generation == 0 { change.attempts[claim.activityKey] = claim.attempts }
             // The resend stays in the trace of the event that planned the push (when the event carried one).
             if resend, change.pushes[claim.activityKey]?.traceParent == nil {
                 change.pushes[claim.activityKey]?.traceParent = claim.push.traceParent
@@ -156,11 +175,15 @@ struct AnswersPlan {
         notes.append(note)
     }
 
-    /// The outbox rows deleted and released: statements for the same round trip as the orders' writes.
-    var outboxWrites: [PostgresQuery] {
+    /// The outbox rows deleted, released and kept: statements for the same round trip as the orders' writes.
+    func outboxWrites(hold: Duration) throws -> [PostgresQuery] {
         var writes: [PostgresQuery] = []
         if !settled.isEmpty { writes.append(Outbox.deleteQuery(settled)) }
         if !released.isEmpty { writes.append(Outbox.releaseQuery(released)) }
+        if !kept.isEmpty {
+            let rows = try kept.map { try Outbox.Row(orderID: $0.orderID, push: $0.push, notBefore: $0.push.notBefore) }
+            writes.append(Outbox.writeQuery(rows, holdSeconds: hold.seconds))
+        }
         return writes
     }
 }

@@ -7,7 +7,7 @@ import Synchronization
 ///
 /// The loops:
 /// - **the consumer**, in its batch's transaction: reserves slots, and hands over the pushes its
-///   statement leased once the transaction commits (``Handover``); before a batch it may wait a
+///   statement kept out of the outbox once the transaction commits (``Handover``); before a batch it may wait a
 ///   bounded time for room (``waitForRoom(_:)``);
 /// - **the claim loop**: takes handed pushes, claims due rows while there is room, waits otherwise
 ///   (``next()``, ``waitForWork(until:)``);
@@ -16,16 +16,17 @@ import Synchronization
 /// - **the recorder**: records answers in groups (``answers(limit:)``, ``recorded(_:released:)``); with
 ///   `limit` answers waiting for it, no slot is free until it catches up.
 ///
-/// Why the consumer hands pushes over rather than announce them: a new push would otherwise cost a
-/// `NOTIFY`, a wake-up of every worker's dispatcher, a claim that writes a second version of the
-/// outbox row, and a decode of the push just encoded. What keeps it safe:
-/// - Only a row the statement *inserts* is leased: no push of that activity is in flight. A row that
-///   replaces a waiting or in-flight one keeps its lease state and goes the usual way.
-/// - Only due rows of apps not paused are leased, as a claim would.
-/// - No more rows are leased than there are free slots, reserved before the statement, so a handed
-///   push is sent at once and never waits out its lease in a queue.
-/// - A leased row that never reaches a send (the process dies, or the claim loop has stopped) is an
-///   ordinary expired lease: any worker claims it again after the lease period.
+/// Why the consumer hands pushes over rather than announce them: a new push would otherwise cost an
+/// outbox row inserted and deleted, a `NOTIFY`, a wake-up of every worker's dispatcher, a claim that writes a
+/// second version of the row, and a decode of the push just encoded. What keeps it safe
+/// (``Outbox/writeQuery(_:holdSeconds:)``, ``OrderStore/Writes``):
+/// - Only an update without an alert goes, of an activity with no push pending before the batch and no outbox row:
+///   no push of that activity is in flight. A push planned while one may be in flight without a row is
+///   inserted held for a lease, and that push's answer releases it.
+/// - Only due pushes of apps not paused go, as a claim would take them.
+/// - No more go than there are free slots, reserved before the statement, so a handed push is sent at once.
+/// - A handed push that never reaches its recorded answer (the process dies, or the claim loop has stopped)
+///   is found by a sweeper a lease later: its `apns-id` is on the timeline and no answer is (``HandedPushes``).
 final class PushCapacity: Sendable {
     typealias Machine = PushCapacityMachine<ContinuousClock.Instant>
 
@@ -62,7 +63,7 @@ final class PushCapacity: Sendable {
     /// Takes up to `count` free slots; 0 when the dispatcher is full or not running.
     func reserve(upTo count: Int) -> Int { machine.withLock { $0.reserve(upTo: count) } }
 
-    /// After commit: the pushes leased with `reserved` slots go to the claim loop.
+    /// After commit: the pushes handed over with `reserved` slots go to the claim loop.
     func committed(_ claims: [Outbox.Claim], reserved: Int) { apply { $0.committed(claims, reserved: reserved) } }
 
     /// The transaction that reserved `reserved` slots did not commit.
@@ -144,7 +145,7 @@ final class PushCapacity: Sendable {
 }
 
 /// One consumer transaction's use of the ``PushCapacity``: the slots it reserved and the pushes its
-/// statement leased, handed over by ``commit()`` or given back by ``abandon()``.
+/// statement kept out of the outbox, handed over by ``commit()`` or given back by ``abandon()``.
 final class Handover: Sendable {
     private struct State {
         var reserved = 0

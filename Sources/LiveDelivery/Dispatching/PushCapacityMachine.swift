@@ -9,9 +9,9 @@
 ///   answers' commit. At most `limit` answers wait for their recording: with that many, no slot is free
 ///   until the recorder catches up, so a database slower than APNs slows claims and sends rather than
 ///   letting answers pile up in memory.
-/// - **The hand-off.** The consumer reserves slots before the statement that inserts its new pushes
-///   leased (``reserve(upTo:)``); after commit they queue here for the claim loop (``committed(_:reserved:)``),
-///   and what the statement did not lease, or a rollback, gives the slots back.
+/// - **The hand-off.** The consumer reserves slots before the statement that keeps its new pushes out of
+///   the outbox (``reserve(upTo:)``); after commit they queue here for the claim loop
+///   (``committed(_:reserved:)``), and what the statement did not hand over, or a rollback, gives the slots back.
 /// - **When the claim loop reads the outbox** (``ClaimSchedule``): when a wake-up asks (a `NOTIFY`, a row
 ///   released), at once after a full claim, once per poll otherwise, and never without room.
 /// - **The answers awaiting their recording**, taken in groups by the recorder.
@@ -98,7 +98,7 @@ struct PushCapacityMachine<Instant: InstantProtocol<Duration>> {
 
     // MARK: The consumer
 
-    /// Takes up to `count` free slots for pushes the consumer's statement will lease; 0 when the
+    /// Takes up to `count` free slots for pushes the consumer's statement will hand over; 0 when the
     /// dispatcher is full or not running.
     mutating func reserve(upTo count: Int) -> Int {
         guard isOpen, count > 0 else { return 0 }
@@ -107,14 +107,14 @@ struct PushCapacityMachine<Instant: InstantProtocol<Duration>> {
         return slots
     }
 
-    /// The transaction that reserved `reserved` slots committed, having leased `claims`: they queue for
+    /// The transaction that reserved `reserved` slots committed, handing `claims` over: they queue for
     /// the claim loop, and unused slots are given back. After the claim loop closed, nothing queues
-    /// (the rows' leases expire and any worker claims them).
+    /// (a sweeper finds the pushes a lease later and puts them in the outbox).
     mutating func committed(_ claims: [Outbox.Claim], reserved: Int) -> Wake {
         guard isOpen else { return free(reserved) }
         handed += claims
-        // The statement leases at most the rows it reserved for; should it ever lease more, they are
-        // counted (and sent) all the same rather than left to wait out their lease.
+        // The statement hands over at most the pushes it reserved for; should it ever hand more, they are
+        // counted (and sent) all the same rather than left to wait out a lease.
         var wake = Wake()
         if reserved > claims.count {
             wake = free(reserved - claims.count)

@@ -20,7 +20,7 @@ import Tracing
 /// - Configuration fault: the app is paused in `app_pauses` for `pause` (every worker skips it),
 ///   its rows are kept, and the fault is logged as an error once per pause.
 /// - Woken at once by `NOTIFY livedelivery_outbox`, with a poll as fallback; the new pushes of
-///   this process's own consumer come in memory, already leased, while there are free slots.
+///   this process's own consumer come in memory, without an outbox row, while there are free slots.
 ///   ``PushCapacity`` owns the slots, the hand-off and the wake-ups between the loops.
 package final class PushDispatcher: Service {
     let configuration: WorkerConfiguration.Dispatcher
@@ -173,6 +173,12 @@ package final class PushDispatcher: Service {
     package func dispatchOnce() async throws -> Int {
         let claims = try await claim(limit: configuration.batchSize)
         guard !claims.isEmpty else { return 0 }
+        await dispatch(claims)
+        return claims.count
+    }
+
+    /// Sends these claims (or pushes handed over) and records the answers in one transaction.
+    func dispatch(_ claims: [Outbox.Claim]) async {
         let sent = await withTaskGroup(of: Sent.self, returning: [Sent].self) { group in
             var running = 0
             var sent: [Sent] = []
@@ -188,7 +194,6 @@ package final class PushDispatcher: Service {
             return sent
         }
         _ = await recordWithRetries(sent)
-        return claims.count
     }
 
     /// Leases up to `limit` due rows of apps not paused: free rows oldest first, then (when
@@ -343,9 +348,13 @@ package final class PushDispatcher: Service {
             for note in plan.notes {
                 logger.log(level: note.level, "\(note.message)", metadata: note.metadata.mapValues { "\($0)" })
             }
+            // The answers' activities have no push in flight any more: a push planned for one of them does not
+            // wait for an answer.
+            let answered = Set(sent.map { Outbox.Key(orderID: $0.claim.orderID, activityKey: $0.claim.activityKey) })
             let written = try await OrderStore.write(
-                Array(plan.changes.values), kind: "outcome", delivered: plan.delivered, leading: plan.outboxWrites,
-                now: now, on: connection)
+                Array(plan.changes.values), kind: "outcome", delivered: plan.delivered, answered: answered,
+                hold: configuration.lease, leading: try plan.outboxWrites(hold: configuration.lease), now: now,
+                on: connection)
             return (!plan.released.isEmpty, written, plan.ages)
         }
         states.store(written)

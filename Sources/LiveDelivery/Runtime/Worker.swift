@@ -75,7 +75,7 @@ package struct Worker: Sendable {
             logger: logger, schemaChecked: schemaGate)
         self.sweeper = Sweeper(
             configuration: configuration.sweeper, client: client, tracking: configuration.tracking, metrics: metrics,
-            logger: logger, pushToStart: configuration.pushToStart, now: now)
+            logger: logger, pushToStart: configuration.pushToStart, lease: configuration.dispatcher.lease, now: now)
         self.retention = Retention(configuration: configuration.retention, client: client, logger: logger)
         self.sampler = MetricsSampler(
             interval: configuration.metricsSampleInterval, amqp: configuration.amqp,

@@ -4,7 +4,7 @@ import Postgres
 
 /// The `activities` table: a projection of each activity in the order's state, for the reports and
 /// for people (the state itself is the order's `state` document). Written with the order, in the
-/// same statement pipeline (``OrderStore/write(_:kind:handover:delivered:leading:sweepColumn:now:on:)``).
+/// same statement pipeline (``OrderStore/write(_:kind:handover:delivered:answered:hold:leading:sweepColumn:now:on:)``).
 enum Activities {
     /// The projection rows to write, one array per column (the arguments of the statement's `unnest`), appended
     /// row by row from the activities' states: no row value is built, and an unchanged activity costs a comparison.

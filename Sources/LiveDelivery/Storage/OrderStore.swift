@@ -67,6 +67,8 @@ final class OrderChangeFields: @unchecked Sendable {
     var decisions: [Decision] = []
     /// A push planned by a retry: sent not before this moment (backoff).
     var notBefore: [String: Date] = [:]
+    /// A push planned by a retry of one sent without an outbox row: the sends its row starts counted with.
+    var attempts: [String: Int] = [:]
 
     init(original: OrderState?, state: OrderState) {
         self.original = original
@@ -81,13 +83,14 @@ final class OrderChangeFields: @unchecked Sendable {
         copy.retired = retired
         copy.decisions = decisions
         copy.notBefore = notBefore
+        copy.attempts = attempts
         return copy
     }
 }
 
 /// An order whose only change is APNs' acceptance of its activities' current updates: the state read
 /// (`original`), the same state with those updates settled, their ids, and the version of the order's
-/// row, which stays as it was (see ``OrderStore/write(_:kind:handover:delivered:leading:sweepColumn:now:on:)``).
+/// row, which stays as it was (see ``OrderStore/write(_:kind:handover:delivered:answered:hold:leading:sweepColumn:now:on:)``).
 struct Delivered: Sendable {
     var original: OrderState
     var settled: OrderState
@@ -402,10 +405,10 @@ enum OrderStore {
     /// Writes everything a change implies; returns the state written, if it changed (see below).
     @discardableResult
     static func write(
-        _ change: OrderChange, kind: String, sweepColumn: SweepColumn = .keepEarlier, now: Date,
-        on connection: PostgresConnection
+        _ change: OrderChange, kind: String, hold: Duration = .seconds(60), sweepColumn: SweepColumn = .keepEarlier,
+        now: Date, on connection: PostgresConnection
     ) async throws -> [OrderStateCache.Written] {
-        try await write([change], kind: kind, sweepColumn: sweepColumn, now: now, on: connection)
+        try await write([change], kind: kind, hold: hold, sweepColumn: sweepColumn, now: now, on: connection)
     }
 
     /// How a write sets `orders.next_sweep_at`, the time the sweeper next looks at the order.
@@ -430,9 +433,13 @@ enum OrderStore {
     /// per order). Each order appears at most once. Returns the states written and the row versions
     /// they were written as (for ``OrderStateCache``, once the transaction has committed).
     ///
-    /// With a `handover`, new outbox rows are leased to this process's dispatcher as they are
-    /// inserted, as many as it has slots for (see ``PushCapacity``); the rest are announced with a
-    /// `NOTIFY` for any dispatcher to claim.
+    /// With a `handover`, due updates without an alert go to this process's dispatcher in memory, without an outbox
+    /// row, as many as it has slots for (see ``PushCapacity``); the timeline row lists them, so that a
+    /// sweeper can send them again if this process stops before their answers are recorded
+    /// (``HandedPushes``). The rest are written to the outbox and announced with a `NOTIFY` for any
+    /// dispatcher to claim. A push whose activity's previous push may be in flight without a row waits for
+    /// that push's answer, `hold` at most, unless its activity is among `answered` (the recorder's, whose
+    /// answers are the ones in flight).
     ///
     /// `delivered` are orders whose only change is APNs' acceptance of current updates (see
     /// ``LiveDeliveryCore/OrderState/settleDelivered(_:)``): their activity rows are written with the
@@ -444,13 +451,13 @@ enum OrderStore {
     @discardableResult
     static func write(
         _ changes: [OrderChange], kind: String, handover: Handover? = nil, delivered: [Delivered] = [],
-        leading: [PostgresQuery] = [], sweepColumn: SweepColumn = .keepEarlier, now: Date,
-        on connection: PostgresConnection
+        answered: Set<Outbox.Key> = [], hold: Duration = .seconds(60), leading: [PostgresQuery] = [],
+        sweepColumn: SweepColumn = .keepEarlier, now: Date, on connection: PostgresConnection
     ) async throws -> [OrderStateCache.Written] {
         // The dispatcher's slots, reserved before the statements are built and given to them as a count.
         let lease = Writes.Lease(
             slots: handover?.reserve(upTo: Writes.duePushes(changes, now: now)) ?? 0,
-            owner: handover?.workerID ?? "", seconds: handover?.leaseSeconds ?? 0)
+            holdSeconds: handover?.leaseSeconds ?? hold.seconds, answered: answered)
         let writes = try Writes(
             changes, kind: kind, lease: lease, delivered: delivered, leading: leading, sweepColumn: sweepColumn,
             now: now)
@@ -463,7 +470,7 @@ enum OrderStore {
         return try writes.finish(try await connection.pipeline(writes.statements), handover: handover)
     }
 
-    /// What ``write(_:kind:handover:delivered:leading:sweepColumn:now:on:)`` sends, built without a
+    /// What ``write(_:kind:handover:delivered:answered:hold:leading:sweepColumn:now:on:)`` sends, built without a
     /// connection, and the reading of its answers.
     struct Writes {
         /// Outbox rows to lock and delete before the statements.
@@ -480,13 +487,15 @@ enum OrderStore {
         /// Dispatcher slots reserved for the rows the outbox statement leases.
         private var slots = 0
 
-        /// How many of the new outbox rows the statement may lease to this process's dispatcher (the slots
-        /// it reserved), for whom and how long; ``none`` announces every row for any dispatcher to claim.
+        /// How many pushes the statement may hand to this process's dispatcher without a row (the slots it
+        /// reserved); how long a new row waits for an answer to a push in flight without a row; and the
+        /// activities whose answers are being recorded (no push of theirs is in flight any more). ``none``
+        /// writes every push to the outbox for any dispatcher to claim.
         struct Lease {
             var slots: Int
-            var owner: String
-            var seconds: Double
-            static let none = Lease(slots: 0, owner: "", seconds: 0)
+            var holdSeconds: Double
+            var answered: Set<Outbox.Key> = []
+            static let none = Lease(slots: 0, holdSeconds: 60)
         }
 
         /// The new pushes of `changes` due at `now`: as many slots as a lease can use.
@@ -521,25 +530,37 @@ enum OrderStore {
             if let activities = Activities.writeQuery(activityChanges) {
                 statements.append(activities)
             }
-            pushes = try changes.flatMap { change in
-                try change.orderedPushes.map { push in
-                    try Outbox.Row(
-                        orderID: change.state.orderID, push: push,
+            var handed: [String: [String]] = [:]
+            var free = lease.slots
+            pushes.reserveCapacity(changes.count)
+            for change in changes {
+                let orderID = change.state.orderID
+                for push in change.orderedPushes {
+                    var row = try Outbox.Row(
+                        orderID: orderID, push: push,
                         notBefore: max(push.notBefore, change.notBefore[push.activityKey] ?? push.notBefore))
+                    row.attempts = change.attempts[push.activityKey] ?? 0
+                    // The activity's push before this change, if any, may be in flight without a row, unless its
+                    // answer is the one being recorded.
+                    let previous = change.original?.activity(push.activityKey)?.pending != nil
+                    if previous {
+                        row.held = !lease.answered.contains(Outbox.Key(orderID: orderID, activityKey: push.activityKey))
+                    } else if free > 0, row.notBefore <= now, row.mayGoWithoutRow, !change.decisions.isEmpty {
+                        // A push that must wait keeps no slot: a slot reserved for it is only given back. The
+                        // timeline row lists it, and only an order with decisions has one.
+                        row.hand = true
+                        free -= 1
+                        handed[orderID, default: []].append(push.apnsID)
+                    }
+                    pushes.append(row)
                 }
             }
+            slots = lease.slots - free
             if !pushes.isEmpty {
-                // Due pushes first: a slot reserved for a push that must wait is only given back.
-                let due = pushes.indices.filter { pushes[$0].notBefore <= now }
-                slots = min(lease.slots, due.count)
-                var leased = [Bool](repeating: false, count: pushes.count)
-                for index in due.prefix(slots) { leased[index] = true }
-                // Only an inserted row is leased (generation 1: no push of the activity in flight), and only
-                // if due and its app is not paused, as a claim would. The NOTIFY (delivered at commit) for
-                // the rows left to claim rides in the same statement: one round trip fewer.
+                // The NOTIFY (delivered at commit) for the rows written rides in the same statement: one round
+                // trip fewer.
                 outboxIndex = statements.count
-                statements.append(
-                    Outbox.writeQuery(pushes, lease: leased, owner: lease.owner, leaseSeconds: lease.seconds))
+                statements.append(Outbox.writeQuery(pushes, holdSeconds: lease.holdSeconds))
             }
             for registration in changes.flatMap(\.retired) {
                 statements.append(
@@ -551,13 +572,15 @@ enum OrderStore {
             }
             statements += BroadcastRows.writes(changed)
             var timeline = Timeline.Rows(capacity: changes.reduce(0) { $0 + $1.decisions.count })
-            for change in changes { timeline.append(orderID: change.state.orderID, change.decisions) }
+            for change in changes {
+                timeline.append(orderID: change.state.orderID, change.decisions, handed: handed[change.state.orderID])
+            }
             if let insert = Timeline.insertQuery(timeline, kind: kind) { statements.append(insert) }
         }
 
         /// Reads the statements' answers: the states written with their rows' versions, for the cache
         /// (the order rows of `delivered` are not written: they go at the versions they keep). Hands the
-        /// leased rows to the dispatcher.
+        /// pushes the outbox statement kept out of the outbox to the dispatcher.
         func finish(_ results: [PostgresRows], handover: Handover?) throws -> [OrderStateCache.Written] {
             var written = delivered.map {
                 OrderStateCache.Written(orderID: $0.orderID, version: $0.version, state: $0.settled)
@@ -584,13 +607,20 @@ enum OrderStore {
                         let activityKey = try row.decode(String?.self, "activity_key"),
                         let push = planned[Outbox.Key(orderID: orderID, activityKey: activityKey)]
                     else { continue }
+                    // Generation 0: no row. An answer finds none (or a newer push's, which it releases).
                     claims.append(
                         Outbox.Claim(
-                            orderID: orderID, activityKey: activityKey, generation: 1, attempts: 1, push: push))
+                            orderID: orderID, activityKey: activityKey, generation: 0, attempts: 1, push: push))
                 }
                 handover.leased(claims)
             }
             return written
+        }
+
+        /// The pushes the outbox statement hands over without a row if it finds them due, their apps not paused
+        /// and no row of their activities.
+        var handed: [Outbox.Key] {
+            pushes.filter(\.hand).map { Outbox.Key(orderID: $0.orderID, activityKey: $0.activityKey) }
         }
 
         /// The state documents the statements write, by order.

@@ -51,6 +51,13 @@ enum Outbox {
         var reason: String
         var notBefore: Date
         var planned: PlannedPush
+        /// Hand the push to this process's dispatcher without a row, if the statement finds it due, its app
+        /// not paused and no row of its activity (see ``writeQuery(_:owner:holdSeconds:)``).
+        var hand = false
+        /// A push of the activity may be in flight without a row: a new row waits a lease for its answer.
+        var held = false
+        /// The attempts a new row starts with: the sends of the same push made without a row.
+        var attempts = 0
 
         init(orderID: String, push: PlannedPush, notBefore: Date) throws {
             self.orderID = orderID
@@ -65,50 +72,65 @@ enum Outbox {
             self.notBefore = notBefore
             planned = push
         }
+
+        /// Whether the push may go to this process's dispatcher without a row: an update of a device's activity
+        /// with no alert. A push found lost is built again, with a fresh timestamp, and such an update sent twice
+        /// shows the same state twice, silently. The others keep their rows, so that a lost one is sent again
+        /// identical (same `apns-id` and timestamp), which the phone ignores if the first one arrived: an alert
+        /// built again would sound twice, and an end built again would reach an activity already ended. A start
+        /// keeps its row for the per-device start limit too, which counts the starts in the outbox.
+        var mayGoWithoutRow: Bool { planned.kind == .update && planned.alert == nil && !planned.isChannelRequest }
     }
 
     /// Writes planned pushes: a new row per activity, or the newest push replacing the row's (its
     /// generation moves on, so a recorder holding the older push releases the row rather than delete
-    /// it). A row is inserted already leased to `owner` where `lease` says so, if due and its app is
-    /// not paused, as a claim would lease it: only an inserted row (generation 1: no push of the
-    /// activity in flight). The `NOTIFY` for the rows left to claim (delivered at commit) rides in the
-    /// same statement. Returns the rows handed over (`order_id`, `activity_key`), and one row of nulls
-    /// when it notified.
-    static func writeQuery(_ rows: [Row], lease: [Bool], owner: String, leaseSeconds: Double) -> PostgresQuery {
+    /// it).
+    ///
+    /// A push marked `hand` gets no row at all when it is due, its app is not paused and its activity has no
+    /// row (so no push of it is in flight with a row): it is returned, for this process's dispatcher to
+    /// send from memory, and the caller's timeline row lists its `apns-id` (`sql/126`). A new row marked `held`
+    /// is inserted with a lease of `holdSeconds` and no owner: its activity's previous push may be in flight
+    /// without a row, and that push's answer releases it (``PushSettlement/row(claimed:current:recorded:resend:)``
+    /// with a claimed generation of 0); if no answer comes, it is claimed once the lease has passed. The `NOTIFY`
+    /// for the rows written (delivered at commit) rides in the same statement. Returns the pushes handed over
+    /// (`order_id`, `activity_key`), and one row of nulls when it notified.
+    static func writeQuery(_ rows: [Row], holdSeconds: Double) -> PostgresQuery {
         let pushes = rows
         return """
-            WITH written AS (
-                INSERT INTO outbox (order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push,
-                                    reason, not_before, lease_owner, lease_until, attempts)
-                SELECT r.order_id, r.activity_key, r.kind, r.bundle_id, r.environment, r.priority,
-                       r.apns_id::uuid, r.push, r.reason, r.not_before,
-                       CASE WHEN l.leased THEN \(owner) END,
-                       CASE WHEN l.leased
-                            THEN statement_timestamp() + make_interval(secs => \(leaseSeconds)) END,
-                       CASE WHEN l.leased THEN 1 ELSE 0 END
+            WITH l AS (
+                SELECT r.*,
+                       r.hand AND r.not_before <= statement_timestamp()
+                       AND NOT EXISTS (SELECT 1 FROM app_pauses AS p
+                                       WHERE p.bundle_id = r.bundle_id AND p.paused_until > now())
+                       AND NOT EXISTS (SELECT 1 FROM outbox AS o
+                                       WHERE o.order_id = r.order_id AND o.activity_key = r.activity_key) AS handed
                 FROM unnest(\(PostgresTextArray(pushes.map(\.orderID)))::text[], \(PostgresTextArray(pushes.map(\.activityKey)))::text[],
                             \(PostgresTextArray(pushes.map(\.kind)))::text[], \(PostgresTextArray(pushes.map(\.bundleID)))::text[],
                             \(PostgresTextArray(pushes.map(\.environment)))::text[], \(pushes.map(\.priority))::integer[],
                             \(PostgresTextArray(pushes.map(\.apnsID)))::text[], \(pushes.map(\.push))::bytea[],
                             \(PostgresTextArray(pushes.map(\.reason)))::text[], \(pushes.map(\.notBefore))::timestamptz[],
-                            \(lease)::boolean[])
+                            \(pushes.map(\.hand))::boolean[], \(pushes.map(\.held))::boolean[],
+                            \(pushes.map(\.attempts))::integer[])
                     AS r(order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push, reason,
-                         not_before, lease)
-                CROSS JOIN LATERAL (
-                    SELECT r.lease AND r.not_before <= statement_timestamp()
-                           AND NOT EXISTS (SELECT 1 FROM app_pauses AS p
-                                           WHERE p.bundle_id = r.bundle_id AND p.paused_until > now()) AS leased
-                ) AS l
+                         not_before, hand, held, attempts)
+            ), written AS (
+                INSERT INTO outbox (order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push,
+                                    reason, not_before, lease_until, attempts)
+                SELECT l.order_id, l.activity_key, l.kind, l.bundle_id, l.environment, l.priority,
+                       l.apns_id::uuid, l.push, l.reason, l.not_before,
+                       CASE WHEN l.held THEN statement_timestamp() + make_interval(secs => \(holdSeconds)) END,
+                       l.attempts
+                FROM l WHERE NOT l.handed
                 ON CONFLICT (order_id, activity_key) DO UPDATE SET
                     kind = EXCLUDED.kind, bundle_id = EXCLUDED.bundle_id, environment = EXCLUDED.environment,
                     priority = EXCLUDED.priority, apns_id = EXCLUDED.apns_id, push = EXCLUDED.push,
                     reason = EXCLUDED.reason, not_before = EXCLUDED.not_before,
                     generation = outbox.generation + 1, updated_at = now()
-                RETURNING order_id, activity_key, generation = 1 AND lease_owner IS NOT NULL AS handed
+                RETURNING 1
             )
-            SELECT order_id, activity_key FROM written WHERE handed
+            SELECT order_id, activity_key FROM l WHERE handed
             UNION ALL
-            SELECT NULL, NULL FROM (SELECT pg_notify(\(notifyChannel), '') FROM written WHERE NOT handed LIMIT 1) AS n
+            SELECT NULL, NULL FROM (SELECT pg_notify(\(notifyChannel), '') FROM written LIMIT 1) AS n
             """
     }
 

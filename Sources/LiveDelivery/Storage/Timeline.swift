@@ -11,6 +11,9 @@ enum Timeline {
         var activityKeys: [String] = []
         var codes: [String] = []
         var messages: [String] = []
+        /// The `apns-id`s handed over without an outbox row, and their orders (`sql/126`).
+        var handedOrderIDs: [String] = []
+        var handedIDs: [String] = []
 
         /// Room for `count` decisions in every column.
         init(capacity count: Int) {
@@ -20,8 +23,15 @@ enum Timeline {
             messages.reserveCapacity(count)
         }
 
-        /// Appends an order's decisions; each order is appended once per write.
-        mutating func append(orderID: String, _ decisions: [Decision]) {
+        /// Appends an order's decisions, and the pushes the write hands over without an outbox row; each order is
+        /// appended once per write.
+        mutating func append(orderID: String, _ decisions: [Decision], handed: [String]? = nil) {
+            if let handed {
+                for id in handed {
+                    handedOrderIDs.append(orderID)
+                    handedIDs.append(id)
+                }
+            }
             for decision in decisions {
                 orderIDs.append(orderID)
                 activityKeys.append(decision.activityKey ?? "")
@@ -32,17 +42,36 @@ enum Timeline {
     }
 
     /// Inserts the decisions of a write, one row per order holding that order's decisions in order, as
-    /// `kind` (`event`, `outcome`, `sweep`); nil when there is none.
+    /// `kind` (`event`, `outcome`, `sweep`), with the pushes it handed over without an outbox row; nil when
+    /// there is none.
     static func insertQuery(_ rows: Rows, kind: String) -> PostgresQuery? {
-        guard !rows.orderIDs.isEmpty else { return nil }
+        if rows.handedIDs.isEmpty {
+            guard !rows.orderIDs.isEmpty else { return nil }
+            return """
+                INSERT INTO timeline (order_id, kind, activity_keys, codes, messages)
+                SELECT o, \(kind), array_agg(NULLIF(k, '') ORDER BY n), array_agg(c ORDER BY n), array_agg(m ORDER BY n)
+                FROM unnest(\(PostgresTextArray(rows.orderIDs))::text[], \(PostgresTextArray(rows.activityKeys))::text[],
+                            \(PostgresTextArray(rows.codes))::text[],
+                            \(PostgresTextArray(rows.messages))::text[]) WITH ORDINALITY AS t(o, k, c, m, n)
+                GROUP BY o
+                ORDER BY min(n)
+                """
+        }
+        // Only an order with decisions hands pushes over (a row holds at least one decision).
         return """
-            INSERT INTO timeline (order_id, kind, activity_keys, codes, messages)
-            SELECT o, \(kind), array_agg(NULLIF(k, '') ORDER BY n), array_agg(c ORDER BY n), array_agg(m ORDER BY n)
-            FROM unnest(\(PostgresTextArray(rows.orderIDs))::text[], \(PostgresTextArray(rows.activityKeys))::text[],
-                        \(PostgresTextArray(rows.codes))::text[],
-                        \(PostgresTextArray(rows.messages))::text[]) WITH ORDINALITY AS t(o, k, c, m, n)
-            GROUP BY o
-            ORDER BY min(n)
+            INSERT INTO timeline (order_id, kind, activity_keys, codes, messages, handed)
+            SELECT d.o, \(kind), d.k, d.c, d.m, h.ids
+            FROM (SELECT o, array_agg(NULLIF(k, '') ORDER BY n) AS k, array_agg(c ORDER BY n) AS c,
+                         array_agg(m ORDER BY n) AS m, min(n) AS n
+                  FROM unnest(\(PostgresTextArray(rows.orderIDs))::text[], \(PostgresTextArray(rows.activityKeys))::text[],
+                              \(PostgresTextArray(rows.codes))::text[],
+                              \(PostgresTextArray(rows.messages))::text[]) WITH ORDINALITY AS t(o, k, c, m, n)
+                  GROUP BY o) AS d
+            LEFT JOIN (SELECT o, array_agg(i::uuid) AS ids
+                       FROM unnest(\(PostgresTextArray(rows.handedOrderIDs))::text[], \(PostgresTextArray(rows.handedIDs))::text[])
+                           AS t(o, i)
+                       GROUP BY o) AS h ON h.o = d.o
+            ORDER BY d.n
             """
     }
 }

@@ -42,12 +42,15 @@ package final class Sweeper: Service {
     let metrics: WorkerMetrics
     let logger: Logger
     let now: @Sendable () -> Date
+    /// The dispatcher's lease: a push handed over in memory with no answer recorded after it is sent again.
+    let lease: Duration
 
     package init(
         configuration: WorkerConfiguration.Sweeper, client: PostgresClient, tracking: TrackingConfiguration,
         metrics: WorkerMetrics, logger: Logger, pushToStart: WorkerConfiguration.PushToStart = .init(),
-        now: @escaping @Sendable () -> Date = { Date() }
+        lease: Duration = .seconds(60), now: @escaping @Sendable () -> Date = { Date() }
     ) {
+        self.lease = lease
         self.configuration = configuration
         self.pushToStart = pushToStart
         self.client = client
@@ -60,6 +63,7 @@ package final class Sweeper: Service {
     package func run() async throws {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             do {
+                try await resendLostPushes()
                 let swept = try await sweepOnce()
                 if swept >= configuration.batchSize { continue }
             } catch {
@@ -113,10 +117,67 @@ package final class Sweeper: Service {
                 startLimit.count(step.effects, pendingStarts: StartLimit.pendingStarts(state), after: step.state)
                 let change = sweepChange(state, step, now: now)
                 summary.actions += report(change)
-                try await OrderStore.write(change, kind: "sweep", sweepColumn: .exact, now: now, on: connection)
+                try await OrderStore.write(
+                    change, kind: "sweep", hold: lease, sweepColumn: .exact, now: now, on: connection)
             }
             return summary
         }
+    }
+
+    /// Sends again the pushes handed to a dispatcher in memory whose answers were not recorded within the lease
+    /// (their worker stopped): one round of ``HandedPushes``, skipped while another worker's round runs. A push
+    /// still its activity's pending one is built again (``OrderTracker/resend(_:updating:now:)``) and written to
+    /// the outbox for any dispatcher to claim. Returns how many were.
+    @discardableResult
+    package func resendLostPushes(limit: Int = 10_000) async throws -> Int {
+        let now = self.now()
+        let (resent, lost) = try await client.withTransaction { connection in
+            guard let slice = try await HandedPushes.slice(leaseSeconds: lease.seconds, limit: limit, on: connection)
+            else { return ([OrderChange](), 0) }
+            var changes: [OrderChange] = []
+            var resent = Set<Outbox.Key>()
+            if !slice.unanswered.isEmpty {
+                var lost: [String: Set<String>] = [:]
+                for push in slice.unanswered { lost[push.orderID, default: []].insert(push.apnsID.lowercased()) }
+                let states = try await OrderStore.lockExisting(Array(lost.keys), on: connection)
+                for (orderID, ids) in lost.sorted(by: { $0.key < $1.key }) {
+                    guard let state = states[orderID] ?? nil else { continue }
+                    var change = OrderChange(original: state, state: state)
+                    for activity in state.activities {
+                        guard let pending = activity.pending, ids.contains(pending.apnsID.lowercased()) else {
+                            continue
+                        }
+                        change.merge(tracker.resend(activity.key, updating: &change.state, now: now))
+                        resent.insert(Outbox.Key(orderID: orderID, activityKey: activity.key))
+                    }
+                    if change.changed { changes.append(change) }
+                }
+                // The pushes sent again are not held for an answer: none is coming.
+                try await OrderStore.write(changes, kind: "sweep", answered: resent, now: now, on: connection)
+            }
+            try await HandedPushes.checked(until: slice.until, on: connection)
+            return (changes, slice.unanswered.count)
+        }
+        for change in resent {
+            for push in change.orderedPushes {
+                metrics.sweep(reason: "handed_push_resent")
+                logger.warning(
+                    "a push handed to a worker that stopped before its answer was recorded is sent again",
+                    metadata: [
+                        LiveDeliveryLoggingKeys.orderID: "\(change.state.orderID)",
+                        LiveDeliveryLoggingKeys.activityKey: "\(push.activityKey)",
+                        LiveDeliveryLoggingKeys.apnsID: "\(push.apnsID)",
+                    ])
+            }
+        }
+        if lost > 0 && resent.isEmpty {
+            logger.debug(
+                "pushes without a recorded answer were replaced meanwhile",
+                metadata: [
+                    LiveDeliveryLoggingKeys.count: "\(lost)"
+                ])
+        }
+        return resent.reduce(0) { $0 + $1.orderedPushes.count }
     }
 
     /// Locks one order and sweeps it now, with `decision` first among the decisions its timeline row

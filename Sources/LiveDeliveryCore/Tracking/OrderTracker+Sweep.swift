@@ -112,6 +112,17 @@ extension OrderTracker {
         Step.inPlace(&state) { retry(&$0, now: now) }
     }
 
+    /// Rebuilds one activity's pending push for sending now, as ``retry(updating:now:)`` does: the push was
+    /// handed to a worker that stopped before its answer was recorded.
+    package func resend(_ activityKey: String, updating state: inout OrderState, now: Date) -> Step.Effects {
+        Step.inPlace(&state) { step in
+            if let handedOver = step.state.handedOver { return handedOverStep(&step, to: handedOver.value.cell) }
+            guard step.state.activity(activityKey)?.pending != nil else { return }
+            reconcile(&step, context: .unread, now: now, announce: false, rebuild: [activityKey])
+            finish(&step, now: now)
+        }
+    }
+
     private func retry(_ step: inout Step, now: Date) {
         if let handedOver = step.state.handedOver { return handedOverStep(&step, to: handedOver.value.cell) }
         var keys = Set(step.state.activities.filter { $0.pending != nil }.map(\.key))
