@@ -151,12 +151,13 @@ final class CellsRounds: @unchecked Sendable {
         _ = try await poll("the round's events in the inboxes", timeout: 1800, interval: 0.05) { () -> Bool? in
             try await self.inboxCount() - before >= messages.count ? true : nil
         }
-        _ = try await poll("the outboxes to drain", timeout: 600, interval: 0.05) { () -> Bool? in
+        // Every push answered: none in an outbox, none in a worker's memory (handed over without a row).
+        _ = try await poll("every push answered", timeout: 600, interval: 0.05) { () -> Bool? in
             for database in self.databases {
                 let rows = try await database.query("SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT 1) AS any_row")
                 if try rows.first?.decode(Int.self, at: 0) != 0 { return nil }
             }
-            return true
+            return await BenchEnvironment.pushesInFlight(ports: workers.map(\.metricsPort)) == 0 ? true : nil
         }
         let seconds = (clock.now - start).seconds
         let workersUsed = workers.compactMap(\.process.cpuSeconds).reduce(0, +) - workersCPU

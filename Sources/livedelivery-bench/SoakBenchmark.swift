@@ -264,14 +264,13 @@ private final class SoakRun: Sendable {
         return records.last?.sequence ?? seen
     }
 
-    /// Waits until every event has its push and the outbox is empty.
+    /// Waits until every event has its push and every push is answered.
     private func drain(tokens: [String: Int]) async throws {
         let finished = offsetNow
-        _ = try await poll("every event's push and an empty outbox", timeout: 600, interval: 1) { () -> Bool? in
+        _ = try await poll("every event's push and every push answered", timeout: 600, interval: 1) { () -> Bool? in
             let waiting = self.ledger.withLock { $0.pending.count }
             guard waiting == 0 else { return nil }
-            return try await self.bench.count("SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT 1) AS any_row") == 0
-                ? true : nil
+            return try await self.bench.allAnswered() ? true : nil
         }
         print(String(format: "        (drained %.1f s after the last publish)", offsetNow - finished))
     }

@@ -351,6 +351,30 @@ final class BenchEnvironment: @unchecked Sendable {
     }
 
     /// The sum over the running workers of one Prometheus series (name and labels as exposed).
+    /// Whether every push is answered: none in the outbox, none in a worker's memory (pushes handed over without a
+    /// row, `sql/126`, which `livedelivery_pushes_in_flight` counts from their reservation to their recording).
+    func allAnswered() async throws -> Bool {
+        guard try await count("SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT 1) AS any_row") == 0 else {
+            return false
+        }
+        return await Self.pushesInFlight(ports: running.map(\.metricsPort)) == 0
+    }
+
+    /// The pushes the workers on these metrics ports hold in memory (`livedelivery_pushes_in_flight`); nil when
+    /// one cannot be asked.
+    static func pushesInFlight(ports: [Int]) async -> Double? {
+        var total = 0.0
+        for port in ports {
+            guard
+                let (data, _) = try? await URLSession.shared.data(
+                    from: URL(string: "http://127.0.0.1:\(port)/metrics")!)
+            else { return nil }
+            let lines = String(decoding: data, as: UTF8.self).split(separator: "\n")
+            total += sum(lines) { $0.hasPrefix("livedelivery_pushes_in_flight ") }
+        }
+        return total
+    }
+
     func metric(_ series: String) async -> Double {
         Self.sum(await metricLines()) { $0.hasPrefix(series + " ") }
     }
@@ -514,8 +538,8 @@ final class BenchEnvironment: @unchecked Sendable {
             try await self.count(processed) >= messages.count ? true : nil
         }
         let consumed = clock.now - start
-        _ = try await poll("the outbox to drain", timeout: 600, interval: 0.05) { () -> Bool? in
-            try await self.count("SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT 1) AS any_row") == 0 ? true : nil
+        _ = try await poll("every push answered", timeout: 600, interval: 0.05) { () -> Bool? in
+            try await self.allAnswered() ? true : nil
         }
         let elapsed = clock.now - start
         let walBytes = try await walBytes(since: walBefore)
@@ -658,11 +682,11 @@ final class BenchEnvironment: @unchecked Sendable {
         return latencies
     }
 
-    /// pgbench running the worker's per-event statements (order lock + state, activity, outbox, timeline, inbox;
-    /// then the push's attempt, the outbox delete, and the activity's row with the delivered update's id, `sql/116`) on
-    /// the same tables. The outbox row is inserted leased, as
-    /// when the consumer hands the push to its own dispatcher (every push at the latency phase's rate, about
-    /// half in a backlog, where the rest are claimed).
+    /// pgbench running the worker's per-event statements (order lock + state, activity, timeline listing the push
+    /// handed over, inbox; then the push's attempt and the activity's row with the delivered update's id, `sql/116`;
+    /// then the sweepers' look-up of the push's answer, `sql/126`) on the same tables. The push goes to the
+    /// dispatcher without an outbox row, as when the consumer hands it to its own dispatcher (every push at the
+    /// latency phase's rate, about half in a backlog, where the rest are claimed).
     func pgbench(seconds: Int, orders: Int) async throws -> Double {
         // A real order state of this run, kept aside so that the script stays free of its text; pgbench runs
         // as the workers' login, which may read it.
@@ -679,15 +703,15 @@ final class BenchEnvironment: @unchecked Sendable {
         SELECT o.state, array_to_string(ARRAY(SELECT a.delivered_apns_id FROM activities AS a WHERE a.order_id = o.order_id AND a.delivered_apns_id IS NOT NULL), ',') FROM orders AS o WHERE o.order_id = 'pgb-' || (:n)::text FOR UPDATE;
         UPDATE orders SET state = \(state), user_id = 'u', status = 'preparing', terminal = false, settled = false, last_sequence = :n, last_occurred_at = now(), last_event_id = 'e', next_sweep_at = CASE WHEN now() + interval '1 hour' >= next_sweep_at THEN next_sweep_at ELSE now() + interval '1 hour' END, updated_at = now() WHERE order_id = 'pgb-' || (:n)::text;
         INSERT INTO activities (order_id, activity_key, activity_id, bundle_id, environment, state, alert_count) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'a', 'com.example.pizza', 'production', 'active', 0) ON CONFLICT (order_id, activity_key) DO UPDATE SET state = EXCLUDED.state, updated_at = now();
-        INSERT INTO outbox (order_id, activity_key, kind, bundle_id, environment, priority, apns_id, push, reason, not_before, lease_owner, lease_until, attempts) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'update', 'com.example.pizza', 'production', 5, gen_random_uuid(), \(state), 'status changed', now(), 'pgbench', now() + interval '60 seconds', 1) ON CONFLICT (order_id, activity_key) DO UPDATE SET push = EXCLUDED.push, generation = outbox.generation + 1, updated_at = now() RETURNING generation = 1 AND lease_owner IS NOT NULL AS handed;
-        INSERT INTO timeline (order_id, kind, activity_keys, codes, messages) VALUES ('pgb-' || (:n)::text, 'event', '{NULL,pgb-activity,pgb-activity,pgb-activity}', '{status_changed,update_planned,no_alert,priority}', '{preparing,update,no alert,priority 5}');
+        SELECT NOT EXISTS (SELECT 1 FROM outbox AS o WHERE o.order_id = 'pgb-' || (:n)::text AND o.activity_key = 'pgb-activity') AS handed;
+        INSERT INTO timeline (order_id, kind, activity_keys, codes, messages, handed) VALUES ('pgb-' || (:n)::text, 'event', '{NULL,pgb-activity,pgb-activity,pgb-activity}', '{status_changed,update_planned,no_alert,priority}', '{preparing,update,no alert,priority 5}', ARRAY[gen_random_uuid()]);
         COMMIT;
         BEGIN;
         SELECT o.state, array_to_string(ARRAY(SELECT a.delivered_apns_id FROM activities AS a WHERE a.order_id = o.order_id AND a.delivered_apns_id IS NOT NULL), ',') FROM orders AS o WHERE o.order_id = 'pgb-' || (:n)::text FOR UPDATE;
         INSERT INTO push_attempts (order_id, activity_key, kind, bundle_id, priority, generation, apns_id, status, outcome, latency_ms, worker_id) VALUES ('pgb-' || (:n)::text, 'pgb-activity', 'update', 'com.example.pizza', 5, 1, gen_random_uuid(), 200, 'delivered', 3.0, 'pgbench');
-        DELETE FROM outbox WHERE order_id = 'pgb-' || (:n)::text AND activity_key = 'pgb-activity';
         UPDATE activities SET last_sent_content = '{"currentStep":"preparing"}', last_sent_step = 'preparing', pending_kind = NULL, delivered_apns_id = gen_random_uuid(), updated_at = now() WHERE order_id = 'pgb-' || (:n)::text AND activity_key = 'pgb-activity';
         COMMIT;
+        SELECT EXISTS (SELECT 1 FROM push_attempts AS a WHERE a.order_id = 'pgb-' || (:n)::text AND a.apns_id = gen_random_uuid() AND a.attempted_at >= now() - interval '1 minute');
 
         """.write(to: script, atomically: true, encoding: .utf8)
         let configuration = try PostgresConfiguration(databaseURL)
