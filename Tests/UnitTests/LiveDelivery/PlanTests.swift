@@ -49,29 +49,33 @@ struct PlanTests {
         return (stored, try #require(update.changes[order]))
     }
 
+    /// The answers to the changes' pushes, claimed at generation `claimed` (0: handed over without a row), and
+    /// their outbox rows at `generation` (nil: none).
     static func answers(
-        _ changes: [OrderChange], outcome: (PlannedPush) -> APNsOutcome, generation: Int64 = 1
+        _ changes: [OrderChange], outcome: (PlannedPush) -> APNsOutcome, claimed: Int64 = 1, generation: Int64? = 1
     ) -> (sent: [PushDispatcher.Sent], outbox: [Outbox.Key: Outbox.LockedRow]) {
         var sent: [PushDispatcher.Sent] = []
         var outbox: [Outbox.Key: Outbox.LockedRow] = [:]
         for change in changes {
             for push in change.orderedPushes {
                 let claim = Outbox.Claim(
-                    orderID: change.state.orderID, activityKey: push.activityKey, generation: 1, attempts: 1, push: push
-                )
+                    orderID: change.state.orderID, activityKey: push.activityKey, generation: claimed, attempts: 1,
+                    push: push)
                 sent.append(PushDispatcher.Sent(claim: claim, outcome: outcome(push), latency: .milliseconds(5)))
-                outbox[Outbox.Key(orderID: change.state.orderID, activityKey: push.activityKey)] = Outbox.LockedRow(
-                    generation: generation, row: "(0,\(sent.count))")
+                if let generation {
+                    outbox[Outbox.Key(orderID: change.state.orderID, activityKey: push.activityKey)] =
+                        Outbox.LockedRow(generation: generation, row: "(0,\(sent.count))")
+                }
             }
         }
         return (sent, outbox)
     }
 
     static func plan(
-        _ changes: [OrderChange], tracker: OrderTracker, generation: Int64 = 1,
+        _ changes: [OrderChange], tracker: OrderTracker, claimed: Int64 = 1, generation: Int64? = 1,
         outcome: (PlannedPush) -> APNsOutcome
     ) -> AnswersPlan {
-        let (sent, outbox) = answers(changes, outcome: outcome, generation: generation)
+        let (sent, outbox) = answers(changes, outcome: outcome, claimed: claimed, generation: generation)
         var stored: [String: OrderState] = [:]
         var versions: [String: Int64] = [:]
         for change in changes {
@@ -173,5 +177,79 @@ struct PlanTests {
         #expect(plan.notes.first?.metadata[LiveDeliveryLoggingKeys.bundleID] == Events.bundleID)
         #expect(plan.released.map(\.uncounted) == [true, true])
         #expect(plan.changes.isEmpty && plan.delivered.isEmpty && plan.settled.isEmpty)
+    }
+
+    @Test("a push handed over without a row, delivered: folded as any other, and no row to delete")
+    func handedDelivered() throws {
+        let tracker = try Self.tracker()
+        let (_, change) = try Self.orderWithUpdate(tracker)
+        let plan = Self.plan([change], tracker: tracker, claimed: 0, generation: nil) {
+            .delivered(apnsID: UUIDText.parse($0.apnsID)!)
+        }
+        #expect(plan.changes.isEmpty)
+        #expect(plan.delivered.first?.apnsIDs == change.orderedPushes.map(\.apnsID))
+        #expect(plan.settled.isEmpty && plan.released.isEmpty && plan.kept.isEmpty)
+    }
+
+    @Test("a push handed over without a row, while a newer one waits held in the outbox: that row is released")
+    func handedReleasesHeld() throws {
+        let tracker = try Self.tracker()
+        let (_, change) = try Self.orderWithUpdate(tracker)
+        let plan = Self.plan([change], tracker: tracker, claimed: 0, generation: 1) {
+            .delivered(apnsID: UUIDText.parse($0.apnsID)!)
+        }
+        #expect(plan.released.map(\.replaced) == [true])
+        #expect(plan.settled.isEmpty && plan.delivered.isEmpty)
+    }
+
+    @Test("a push handed over without a row, to retry: its retry's row starts with that send counted")
+    func handedRetried() throws {
+        let tracker = try Self.tracker()
+        let (_, change) = try Self.orderWithUpdate(tracker)
+        let plan = Self.plan([change], tracker: tracker, claimed: 0, generation: nil) { _ in
+            .retryLater(reason: .tooManyRequests, status: 429, after: .seconds(1))
+        }
+        let recorded = try #require(plan.changes["o-1"])
+        let key = try #require(change.orderedPushes.first).activityKey
+        #expect(recorded.pushes[key] != nil)
+        #expect(recorded.attempts[key] == 1)
+        #expect(plan.released.isEmpty && plan.kept.isEmpty)
+    }
+
+    @Test("a push handed over without a row, kept for a paused app: it goes to the outbox unchanged")
+    func handedKept() throws {
+        let tracker = try Self.tracker()
+        let (_, change) = try Self.orderWithUpdate(tracker)
+        let plan = Self.plan([change], tracker: tracker, claimed: 0, generation: nil) { _ in
+            .configurationFault(reason: .badTopic, status: 400)
+        }
+        #expect(plan.kept.map(\.push) == change.orderedPushes)
+        #expect(plan.changes.isEmpty && plan.released.isEmpty)
+        #expect(try plan.outboxWrites(hold: .seconds(60)).count == 1)
+    }
+
+    @Test("the hand-off: a due silent update of an activity with nothing pending goes without a row, if slots allow")
+    func handOffChosen() throws {
+        let tracker = try Self.tracker()
+        let (_, update) = try Self.orderWithUpdate(tracker, order: "o-1")
+        let (_, other) = try Self.orderWithUpdate(tracker, order: "o-2")
+        let lease = OrderStore.Writes.Lease(slots: 1, holdSeconds: 60)
+        // A moment later: an update may wait for the next second (timestamps strictly increase).
+        let now = Self.now.addingTimeInterval(5)
+        #expect(OrderStore.Writes.duePushes([update, other], now: now) == 2)
+        let writes = try OrderStore.Writes(
+            [update, other], kind: "event", lease: lease, delivered: [], leading: [], sweepColumn: .keepEarlier,
+            now: now)
+        // One slot: the first order's update only.
+        #expect(writes.handed.map(\.orderID) == ["o-1"])
+        let none = try OrderStore.Writes(
+            [update], kind: "event", lease: .none, delivered: [], leading: [], sweepColumn: .keepEarlier, now: now)
+        #expect(none.handed.isEmpty)
+        // Its activity's previous push still pending (not answered): no hand-off, the row is held instead.
+        var pending = update
+        pending.original = update.state
+        let held = try OrderStore.Writes(
+            [pending], kind: "event", lease: lease, delivered: [], leading: [], sweepColumn: .keepEarlier, now: now)
+        #expect(held.handed.isEmpty)
     }
 }
