@@ -353,7 +353,8 @@ extension WorkerConfiguration {
                 + "pushes go over in memory instead of being claimed from the outbox. 0: it never waits."),
         .seconds(
             "dispatcher.leaseSeconds", \.dispatcher.lease, 1...3600,
-            "How long a claimed push is this worker's; after it, any worker claims it again."),
+            "How long a claimed push is this worker's; after it, any worker claims it again. A push handed over "
+                + "in memory with no answer recorded after it is built again by a sweeper."),
         .seconds(
             "dispatcher.pollSeconds", \.dispatcher.poll, 0.01...60,
             "How often the outbox is read without a `NOTIFY` (rows come due, expired leases)."),
