@@ -530,7 +530,9 @@ enum OrderStore {
             if let activities = Activities.writeQuery(activityChanges) {
                 statements.append(activities)
             }
-            var handed: [String: [String]] = [:]
+            // The timeline's rows, begun here: they list the pushes handed over.
+            var timeline = Timeline.Rows(capacity: changes.reduce(0) { $0 + $1.decisions.count })
+            if lease.slots > 0 { timeline.reserveHanded(lease.slots) }
             var free = lease.slots
             pushes.reserveCapacity(changes.count)
             for change in changes {
@@ -550,7 +552,7 @@ enum OrderStore {
                         // timeline row lists it, and only an order with decisions has one.
                         row.hand = true
                         free -= 1
-                        handed[orderID, default: []].append(push.apnsID)
+                        timeline.appendHanded(orderID: orderID, apnsID: push.apnsID)
                     }
                     pushes.append(row)
                 }
@@ -571,10 +573,7 @@ enum OrderStore {
                     """)
             }
             statements += BroadcastRows.writes(changed)
-            var timeline = Timeline.Rows(capacity: changes.reduce(0) { $0 + $1.decisions.count })
-            for change in changes {
-                timeline.append(orderID: change.state.orderID, change.decisions, handed: handed[change.state.orderID])
-            }
+            for change in changes { timeline.append(orderID: change.state.orderID, change.decisions) }
             if let insert = Timeline.insertQuery(timeline, kind: kind) { statements.append(insert) }
         }
 

@@ -11,7 +11,8 @@ enum Timeline {
         var activityKeys: [String] = []
         var codes: [String] = []
         var messages: [String] = []
-        /// The `apns-id`s handed over without an outbox row, and their orders (`sql/126`).
+        /// The `apns-id`s handed over without an outbox row, and their orders (`sql/126`): the order's row lists
+        /// them.
         var handedOrderIDs: [String] = []
         var handedIDs: [String] = []
 
@@ -23,21 +24,26 @@ enum Timeline {
             messages.reserveCapacity(count)
         }
 
-        /// Appends an order's decisions, and the pushes the write hands over without an outbox row; each order is
-        /// appended once per write.
-        mutating func append(orderID: String, _ decisions: [Decision], handed: [String]? = nil) {
-            if let handed {
-                for id in handed {
-                    handedOrderIDs.append(orderID)
-                    handedIDs.append(id)
-                }
-            }
+        /// Appends an order's decisions; each order is appended once per write.
+        mutating func append(orderID: String, _ decisions: [Decision]) {
             for decision in decisions {
                 orderIDs.append(orderID)
                 activityKeys.append(decision.activityKey ?? "")
                 codes.append(decision.code.rawValue)
                 messages.append(decision.message)
             }
+        }
+
+        /// Room for `count` pushes handed over.
+        mutating func reserveHanded(_ count: Int) {
+            handedOrderIDs.reserveCapacity(count)
+            handedIDs.reserveCapacity(count)
+        }
+
+        /// Appends a push the write hands over without an outbox row.
+        mutating func appendHanded(orderID: String, apnsID: String) {
+            handedOrderIDs.append(orderID)
+            handedIDs.append(apnsID)
         }
     }
 
