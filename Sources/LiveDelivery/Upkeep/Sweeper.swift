@@ -62,8 +62,15 @@ package final class Sweeper: Service {
 
     package func run() async throws {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            // A failure of either part leaves the other to run.
             do {
                 try await resendLostPushes()
+            } catch {
+                logger.warning(
+                    "sweeper cannot look for pushes handed over without an answer",
+                    metadata: [LiveDeliveryLoggingKeys.error: "\(error)"])
+            }
+            do {
                 let swept = try await sweepOnce()
                 if swept >= configuration.batchSize { continue }
             } catch {
@@ -131,7 +138,7 @@ package final class Sweeper: Service {
     @discardableResult
     package func resendLostPushes(limit: Int = 10_000) async throws -> Int {
         let now = self.now()
-        let (resent, lost) = try await client.withTransaction { connection in
+        let (written, lost) = try await client.withTransaction { connection in
             guard let slice = try await HandedPushes.slice(leaseSeconds: lease.seconds, limit: limit, on: connection)
             else { return ([OrderChange](), 0) }
             var changes: [OrderChange] = []
@@ -158,7 +165,7 @@ package final class Sweeper: Service {
             try await HandedPushes.checked(until: slice.until, on: connection)
             return (changes, slice.unanswered.count)
         }
-        for change in resent {
+        for change in written {
             for push in change.orderedPushes {
                 metrics.sweep(reason: "handed_push_resent")
                 logger.warning(
@@ -170,14 +177,14 @@ package final class Sweeper: Service {
                     ])
             }
         }
-        if lost > 0 && resent.isEmpty {
+        if lost > 0 && written.isEmpty {
             logger.debug(
                 "pushes without a recorded answer were replaced meanwhile",
                 metadata: [
                     LiveDeliveryLoggingKeys.count: "\(lost)"
                 ])
         }
-        return resent.reduce(0) { $0 + $1.orderedPushes.count }
+        return written.reduce(0) { $0 + $1.orderedPushes.count }
     }
 
     /// Locks one order and sweeps it now, with `decision` first among the decisions its timeline row
