@@ -115,6 +115,10 @@ struct HandoffTests {
                 try await harness.database.count(
                     "SELECT count(*) FROM outbox WHERE lease_owner IS NULL AND attempts = 0 AND order_id IN (\(full), \(paused))"
                 ) == 2)
+            // Neither was handed over: their timeline rows list no push (the paused app's was a candidate).
+            #expect(
+                try await harness.database.count(
+                    "SELECT count(*) FROM timeline WHERE handed IS NOT NULL AND order_id IN (\(full), \(paused))") == 0)
 
             try await harness.database.owner.query("DELETE FROM app_pauses")  // an operator's resume
             try await drain(harness, worker)

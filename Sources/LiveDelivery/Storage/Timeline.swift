@@ -63,7 +63,9 @@ enum Timeline {
                 ORDER BY min(n)
                 """
         }
-        // Only an order with decisions hands pushes over (a row holds at least one decision).
+        // Only an order with decisions hands pushes over (a row holds at least one decision). A push the outbox
+        // statement, earlier in the same pipeline, wrote a row for after all (its app paused, or its activity's row
+        // there) was not handed over: the row lists only those that have none.
         return """
             INSERT INTO timeline (order_id, kind, activity_keys, codes, messages, handed)
             SELECT d.o, \(kind), d.k, d.c, d.m, h.ids
@@ -76,6 +78,7 @@ enum Timeline {
             LEFT JOIN (SELECT o, array_agg(i::uuid) AS ids
                        FROM unnest(\(PostgresTextArray(rows.handedOrderIDs))::text[], \(PostgresTextArray(rows.handedIDs))::text[])
                            AS t(o, i)
+                       WHERE NOT EXISTS (SELECT 1 FROM outbox AS x WHERE x.order_id = t.o AND x.apns_id = t.i::uuid)
                        GROUP BY o) AS h ON h.o = d.o
             ORDER BY d.n
             """
