@@ -124,12 +124,10 @@ package struct HotPath: Sendable {
         let answers = AnswersPlan(
             sent, stored: states, versions: versions, outbox: outbox, tracker: tracker, rules: rules,
             jitter: { 0.75 }, now: now)
-        let answered = Set(sent.map { Outbox.Key(orderID: $0.claim.orderID, activityKey: $0.claim.activityKey) })
         let recording = try OrderStore.Writes(
             Array(answers.changes.values), kind: "outcome",
-            lease: OrderStore.Writes.Lease(slots: 0, holdSeconds: 60, answered: answered),
-            delivered: answers.delivered, leading: try answers.outboxWrites(hold: .seconds(60)),
-            sweepColumn: .keepEarlier, now: now)
+            lease: OrderStore.Writes.Lease(slots: 0, holdSeconds: 60, answered: answers.answered),
+            delivered: answers.delivered, leading: try answers.outboxWrites(), sweepColumn: .keepEarlier, now: now)
         statements += recording.statements
         for (orderID, document) in recording.documents { orders[orderID] = StoredOrder(document: document) }
         for delivered in answers.delivered { orders[delivered.orderID]?.accepted = Set(delivered.apnsIDs) }

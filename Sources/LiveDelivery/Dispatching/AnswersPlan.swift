@@ -21,6 +21,9 @@ struct AnswersPlan {
     /// Pushes sent without an outbox row that are kept for later (their app's configuration was at fault): they
     /// go to the outbox now, unchanged, with their send uncounted.
     var kept: [Outbox.Claim] = []
+    /// The activities answered: no push of theirs is in flight any more, so a push planned for one of them does
+    /// not wait for an answer (``OrderStore/Writes/Lease/answered``).
+    var answered: Set<Outbox.Key> = []
     /// Apps to pause, the first answer of each.
     var pauses: [(bundleID: String, pause: PushSettlement.Pause)] = []
     /// What to log, beyond the `push_attempts` rows.
@@ -51,6 +54,7 @@ struct AnswersPlan {
         for answer in answers { answersPerOrder[answer.claim.orderID, default: 0] += 1 }
         for answer in answers {
             let claim = answer.claim
+            answered.insert(Outbox.Key(orderID: claim.orderID, activityKey: claim.activityKey))
             if case .delivered = answer.outcome, let occurred = stored[claim.orderID]?.record?.newest.occurredAt {
                 ages.append((claim.push.bundleID, now.timeIntervalSince(occurred)))
             }
@@ -176,13 +180,13 @@ struct AnswersPlan {
     }
 
     /// The outbox rows deleted, released and kept: statements for the same round trip as the orders' writes.
-    func outboxWrites(hold: Duration) throws -> [PostgresQuery] {
+    func outboxWrites() throws -> [PostgresQuery] {
         var writes: [PostgresQuery] = []
         if !settled.isEmpty { writes.append(Outbox.deleteQuery(settled)) }
         if !released.isEmpty { writes.append(Outbox.releaseQuery(released)) }
         if !kept.isEmpty {
             let rows = try kept.map { try Outbox.Row(orderID: $0.orderID, push: $0.push, notBefore: $0.push.notBefore) }
-            writes.append(Outbox.writeQuery(rows, holdSeconds: hold.seconds))
+            writes.append(Outbox.writeQuery(rows, holdSeconds: 0))  // none is held
         }
         return writes
     }

@@ -30,7 +30,6 @@ import Synchronization
 final class PushCapacity: Sendable {
     typealias Machine = PushCapacityMachine<ContinuousClock.Instant>
 
-    let workerID: String
     let leaseSeconds: Double
     /// How long a consumer waits at most for room for its batch; zero: it never waits.
     private let roomWait: Duration
@@ -40,9 +39,8 @@ final class PushCapacity: Sendable {
     private let consumer = Wakeup()
 
     init(
-        workerID: String, leaseSeconds: Double, limit: Int, batchSize: Int, poll: Duration, roomWait: Duration
+        leaseSeconds: Double, limit: Int, batchSize: Int, poll: Duration, roomWait: Duration
     ) {
-        self.workerID = workerID
         self.leaseSeconds = leaseSeconds
         self.roomWait = roomWait
         machine = Mutex(Machine(limit: limit, batchSize: batchSize, poll: poll, now: .now))
@@ -159,7 +157,6 @@ final class Handover: Sendable {
         self.capacity = capacity
     }
 
-    var workerID: String { capacity.workerID }
     var leaseSeconds: Double { capacity.leaseSeconds }
 
     func reserve(upTo count: Int) -> Int {

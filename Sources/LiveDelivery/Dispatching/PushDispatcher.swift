@@ -71,7 +71,7 @@ package final class PushDispatcher: Service {
         self.logger = logger
         self.now = now
         self.capacity = PushCapacity(
-            workerID: workerID, leaseSeconds: configuration.lease.seconds, limit: configuration.concurrency,
+            leaseSeconds: configuration.lease.seconds, limit: configuration.concurrency,
             batchSize: configuration.batchSize, poll: configuration.poll, roomWait: configuration.handoffWait)
     }
 
@@ -348,13 +348,9 @@ package final class PushDispatcher: Service {
             for note in plan.notes {
                 logger.log(level: note.level, "\(note.message)", metadata: note.metadata.mapValues { "\($0)" })
             }
-            // The answers' activities have no push in flight any more: a push planned for one of them does not
-            // wait for an answer.
-            let answered = Set(sent.map { Outbox.Key(orderID: $0.claim.orderID, activityKey: $0.claim.activityKey) })
             let written = try await OrderStore.write(
-                Array(plan.changes.values), kind: "outcome", delivered: plan.delivered, answered: answered,
-                hold: configuration.lease, leading: try plan.outboxWrites(hold: configuration.lease), now: now,
-                on: connection)
+                Array(plan.changes.values), kind: "outcome", delivered: plan.delivered, answered: plan.answered,
+                hold: configuration.lease, leading: try plan.outboxWrites(), now: now, on: connection)
             return (!plan.released.isEmpty, written, plan.ages)
         }
         states.store(written)

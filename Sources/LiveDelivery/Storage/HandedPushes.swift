@@ -23,7 +23,8 @@ enum HandedPushes {
         var unanswered: [Unanswered]
     }
 
-    /// Takes this round's turn (nil when another worker's round holds it) and reads the slice: the timeline
+    /// Takes this round's turn (nil when another worker's round holds it, or when no time has passed since the
+    /// last round's bound) and reads the slice: the timeline
     /// rows that handed pushes over, from `checked_until` to a lease ago, but never from the start of a
     /// transaction of this database that is still writing (its rows are not visible yet; this needs the
     /// workers to share a login, as they do, since `pg_stat_activity` hides other logins' transactions), and
@@ -42,7 +43,7 @@ enum HandedPushes {
         guard let row = try await connection.query(bound).first else { return nil }
         let from = try row.decode(Date.self, "checked_until")
         let until = try row.decode(Date.self, "until")
-        guard until > from else { return Slice(until: from, unanswered: []) }
+        guard until > from else { return nil }
         // Planned every run: a round reads a second of rows, or hours of them after the workers were stopped.
         let query: PostgresQuery = """
             WITH slice AS (

@@ -600,7 +600,7 @@ enum OrderStore {
             }
             if let handover, let outboxIndex, slots > 0 {
                 var planned: [Outbox.Key: PlannedPush] = [:]
-                for push in pushes {
+                for push in pushes where push.hand {
                     planned[Outbox.Key(orderID: push.orderID, activityKey: push.activityKey)] = push.planned
                 }
                 var claims: [Outbox.Claim] = []

@@ -52,7 +52,7 @@ enum Outbox {
         var notBefore: Date
         var planned: PlannedPush
         /// Hand the push to this process's dispatcher without a row, if the statement finds it due, its app
-        /// not paused and no row of its activity (see ``writeQuery(_:owner:holdSeconds:)``).
+        /// not paused and no row of its activity (see ``writeQuery(_:holdSeconds:)``).
         var hand = false
         /// A push of the activity may be in flight without a row: a new row waits a lease for its answer.
         var held = false

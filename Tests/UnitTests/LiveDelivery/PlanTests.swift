@@ -225,7 +225,7 @@ struct PlanTests {
         }
         #expect(plan.kept.map(\.push) == change.orderedPushes)
         #expect(plan.changes.isEmpty && plan.released.isEmpty)
-        #expect(try plan.outboxWrites(hold: .seconds(60)).count == 1)
+        #expect(try plan.outboxWrites().count == 1)
     }
 
     @Test("the hand-off: a due silent update of an activity with nothing pending goes without a row, if slots allow")

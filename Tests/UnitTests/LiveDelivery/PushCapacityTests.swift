@@ -208,7 +208,7 @@ struct PushCapacityTests {
     @Test("the consumer's wait ends with room, or false at its bound; a zero bound never waits")
     func roomWait() async throws {
         let capacity = PushCapacity(
-            workerID: "w", leaseSeconds: 60, limit: 10, batchSize: 4, poll: .seconds(1), roomWait: .seconds(120))
+            leaseSeconds: 60, limit: 10, batchSize: 4, poll: .seconds(1), roomWait: .seconds(120))
         capacity.open()
         capacity.claimed(10, limit: 10)
         let waiter = Task { await capacity.waitForRoom(3) }
@@ -218,12 +218,12 @@ struct PushCapacityTests {
         #expect(!capacity.isWaitingForRoom)
 
         let bounded = PushCapacity(
-            workerID: "w", leaseSeconds: 60, limit: 10, batchSize: 4, poll: .seconds(1), roomWait: .milliseconds(1))
+            leaseSeconds: 60, limit: 10, batchSize: 4, poll: .seconds(1), roomWait: .milliseconds(1))
         bounded.open()
         bounded.claimed(10, limit: 10)
         #expect(await bounded.waitForRoom(1) == false)
         let never = PushCapacity(
-            workerID: "w", leaseSeconds: 60, limit: 10, batchSize: 4, poll: .seconds(1), roomWait: .zero)
+            leaseSeconds: 60, limit: 10, batchSize: 4, poll: .seconds(1), roomWait: .zero)
         never.open()
         never.claimed(10, limit: 10)
         #expect(await never.waitForRoom(1))
