@@ -14,7 +14,8 @@ import Darwin
 
 /// `livedelivery-bench reports`: the admin reports at production scale, at two sizes of history on the same
 /// machine and settings, so that growth shows. For each size: a fresh database migrated to the current schema,
-/// N days of synthetic history in day partitions, the rollups caught up as the workers' retention rounds keep
+/// synthetic history in day partitions (the first size over `days`; a larger one at the same attempts per day
+/// over more days, unless `denser`), the rollups caught up as the workers' retention rounds keep
 /// them, in rounds bounded by rows (timed), a day of the rounds run once caught up, then each report over the
 /// last hour, day and week (the window function, median of `runs`), and retention of the oldest day (its
 /// partitions dropped, with the WAL written).
@@ -24,15 +25,18 @@ struct ReportsBenchmark: AsyncParsableCommand {
         abstract: "Report times over the last hour, day and week, at two sizes of history."
     )
 
-    @Option(help: "Days of history.")
+    @Option(help: "Days of history of the first size; a larger size keeps its attempts per day and spans more days.")
     var days = 30
+
+    @Flag(help: "Every size over --days: a larger size packs more attempts into each day.")
+    var denser = false
 
     @Option(
         name: .customLong("attempts"),
         help:
             "Push attempts in all, once per size (about six per activity; two timeline rows and one inbox row each; about 1.06 GB per million)."
     )
-    var sizes: [Int] = [10_000_000, 20_000_000]
+    var sizes: [Int] = [10_000_000, 30_000_000]
 
     @Option(help: "Runs of each query; the median is printed.")
     var runs = 3
@@ -62,9 +66,17 @@ struct ReportsBenchmark: AsyncParsableCommand {
 
     func validate() throws {
         guard days >= 8 else { throw ValidationError("--days must be at least 8 (a week, and a day to expire)") }
-        guard !sizes.isEmpty, sizes.allSatisfy({ $0 >= 6 * days }) else {
+        guard !sizes.isEmpty, sizes.allSatisfy({ $0 >= 6 * days(for: $0) }) else {
             throw ValidationError("--attempts must be at least 6 per day")
         }
+    }
+
+    /// The days a size's history spans: `days` for the first size; a larger one over more days at the same
+    /// attempts per day, so that a window of the last day or week holds the same rows at every size and only the
+    /// history behind it grows.
+    func days(for attempts: Int) -> Int {
+        guard !denser, let first = sizes.first else { return days }
+        return max(days, Int((Double(days) * Double(attempts) / Double(first)).rounded()))
     }
 
     /// One size's figures: per report, the last hour, day and week in seconds.
@@ -82,9 +94,9 @@ struct ReportsBenchmark: AsyncParsableCommand {
             configuration: try PostgresConfiguration(PostgresLogin.superuser.url(url, database: "postgres")),
             logger: logger)
         say(
-            "reports: \(days) days, "
+            "reports: "
                 + (database.map { "database \($0)" }
-                    ?? "sizes \(sizes.map(String.init).joined(separator: ", ")) attempts")
+                    ?? "sizes \(sizes.map { "\($0) attempts over \(days(for: $0)) days" }.joined(separator: ", "))")
                 + ", median of \(runs) runs")
         say(try await Durability.describe(admin))
         var all: [Figures] = []
@@ -130,8 +142,9 @@ struct ReportsBenchmark: AsyncParsableCommand {
 
     func measure(attempts: Int, admin: PostgresClient, logger: Logger) async throws -> Figures {
         let name = "bench_reports_\(attempts / 1_000_000)m_\(UInt32.random(in: 0...UInt32.max))"
+        let days = days(for: attempts)
         say("")
-        say("\(attempts) attempts: database \(name)")
+        say("\(attempts) attempts over \(days) days: database \(name)")
         try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
         let database = try client(name, logger: logger)
         var quiet = logger
@@ -141,10 +154,11 @@ struct ReportsBenchmark: AsyncParsableCommand {
             "SELECT count(*) FROM history_partitions_create((now() - make_interval(days => \(days + 1)::integer))::date, now()::date + 2)"
         )
         let populating = ContinuousClock.now
-        let end = try await populate(database, attempts: attempts)
+        let end = try await populate(database, attempts: attempts, days: days)
         let populated = ContinuousClock.now - populating
         say(String(format: "populated in %.0f s", populated.seconds))
-        return try await measure(database, name: name, attempts: attempts, end: end, admin: admin, dropsADay: true)
+        return try await measure(
+            database, name: name, attempts: attempts, end: end, admin: admin, dropsADay: true, days: days)
     }
 
     /// A database made and kept by an earlier run: migrated to the current schema, its history ends at its newest
@@ -176,11 +190,12 @@ struct ReportsBenchmark: AsyncParsableCommand {
         let newest = try await database.query("SELECT max(attempted_at) AS end, count(*) AS n FROM push_attempts")[0]
         return try await measure(
             database, name: name, attempts: try newest.decode(Int.self, "n"), end: try newest.decode(Date.self, "end"),
-            admin: admin, dropsADay: false)
+            admin: admin, dropsADay: false, days: days)
     }
 
     func measure(
-        _ database: PostgresClient, name: String, attempts: Int, end: Date, admin: PostgresClient, dropsADay: Bool
+        _ database: PostgresClient, name: String, attempts: Int, end: Date, admin: PostgresClient, dropsADay: Bool,
+        days: Int
     ) async throws -> Figures {
         let sizes = try await database.query(
             """
@@ -460,7 +475,7 @@ struct ReportsBenchmark: AsyncParsableCommand {
     /// An activity ends 40 minutes after its creation: those of the last 40 minutes are still live, and so
     /// is one in 500 of the last 12 hours (the sweeper ends an activity at 12 hours). In chunks of a
     /// million attempts, each its own transaction. Returns the end of the history.
-    func populate(_ client: PostgresClient, attempts: Int) async throws -> Date {
+    func populate(_ client: PostgresClient, attempts: Int, days: Int) async throws -> Date {
         let end = Date()
         let span = Double(days) * 86_400
         let chunk = 1_000_000
