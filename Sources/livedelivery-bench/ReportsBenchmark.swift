@@ -57,9 +57,9 @@ struct ReportsBenchmark: AsyncParsableCommand {
 
     @Option(
         help:
-            "Measure a database this bench made and kept (migrated first; its oldest day is not dropped) instead of making one per size."
+            "Measure a database this bench made and kept (migrated first; its oldest day is not dropped) instead of making one per size; repeat for several, smallest first."
     )
-    var database: String?
+    var database: [String] = []
 
     @Flag(help: "With --database: empty its rollups first, so that they catch up from nothing as after an upgrade.")
     var rollUpAgain = false
@@ -85,6 +85,19 @@ struct ReportsBenchmark: AsyncParsableCommand {
         var times: [(report: String, seconds: [Double])] = []
     }
 
+    /// The reports of one row per activity or per push given up: the rollup table holding their rows, the
+    /// report's row from it, and the column the window applies to.
+    static let rowsAlone: [String: (table: String, row: String, time: String)] = [
+        "activity-timings": ("report_activity_timings_rollup", "r::text", "created_at"),
+        "alerts-per-activity": (
+            "report_alerts_per_activity_rollup",
+            "(r.order_id, r.activity_key, r.app, r.state, r.alert_count, r.alerts_planned, r.eta_slip_alerts, "
+                + "r.alerts_held_back, r.budget_downgrades, r.pushes_delivered, r.high_priority_delivered, "
+                + "r.first_alert_at, r.last_alert_at, r.updated_at)::text", "created_at"
+        ),
+        "failed-pushes": ("report_failed_pushes_rollup", "r::text", "attempted_at"),
+    ]
+
     static let windows: [(String, TimeInterval)] = [("hour", 3600), ("day", 86_400), ("week", 7 * 86_400)]
 
     func run() async throws {
@@ -95,13 +108,16 @@ struct ReportsBenchmark: AsyncParsableCommand {
             logger: logger)
         say(
             "reports: "
-                + (database.map { "database \($0)" }
-                    ?? "sizes \(sizes.map { "\($0) attempts over \(days(for: $0)) days" }.joined(separator: ", "))")
+                + (!database.isEmpty
+                    ? "databases \(database.joined(separator: ", "))"
+                    : "sizes \(sizes.map { "\($0) attempts over \(days(for: $0)) days" }.joined(separator: ", "))")
                 + ", median of \(runs) runs")
         say(try await Durability.describe(admin))
         var all: [Figures] = []
-        if let database {
-            all.append(try await measure(existing: database, admin: admin, logger: logger))
+        if !database.isEmpty {
+            for name in database {
+                all.append(try await measure(existing: name, admin: admin, logger: logger))
+            }
         } else {
             for attempts in sizes {
                 all.append(try await measure(attempts: attempts, admin: admin, logger: logger))
@@ -300,6 +316,21 @@ struct ReportsBenchmark: AsyncParsableCommand {
                 report.name.padding(toLength: 43, withPad: " ", startingAt: 0)
                     + times.map { String(format: "%9.1f ms", $0 * 1000) }.joined(separator: "  ")
                     + "   rows " + rows.map(String.init).joined(separator: " / "))
+            // A report of one row per activity or per push costs at least its rows: the same rows, read from
+            // their rollup table alone and turned into text.
+            if let floor = Self.rowsAlone[report.name] {
+                var floors: [Double] = []
+                for (_, window) in Self.windows {
+                    let query = PostgresQuery(
+                        unsafeSQL: "SELECT count(*) AS n, sum(length(\(floor.row))) FROM \(floor.table) AS r "
+                            + "WHERE r.\(floor.time) >= $1 AND r.\(floor.time) < $2",
+                        binds: bindings(end.addingTimeInterval(-window), end))
+                    floors.append(try await median { try await database.query(query) })
+                }
+                say(
+                    "  its rolled-up rows alone, as text".padding(toLength: 43, withPad: " ", startingAt: 0)
+                        + floors.map { String(format: "%9.1f ms", $0 * 1000) }.joined(separator: "  "))
+            }
         }
 
         guard dropsADay else {
@@ -499,7 +530,9 @@ struct ReportsBenchmark: AsyncParsableCommand {
         }
         if isatty(2) != 0 { FileHandle.standardError.write(Data("\n".utf8)) }
         try await client.query("SELECT setval('push_attempts_id_seq', \(attempts))")
-        try await client.query("ANALYZE")
+        // As autovacuum leaves a month of history: pages visible to all and hinted, so that the first rounds
+        // do not pay for the first reads of freshly written pages.
+        try await client.query("VACUUM ANALYZE")
         return end
     }
 
