@@ -423,11 +423,15 @@ struct ReportsBenchmark: AsyncParsableCommand {
                             """)
                     rollUp.binds = bindings(from, upto, upto.addingTimeInterval(length))
                     rolled += try await connection.query(rollUp)[0].decode(Int.self, "n")
+                    // As the round does: by the keys of the activities rolled up.
                     for table in ["report_activity_partials", "report_failed_pushes_staged"] {
                         var query = PostgresQuery(
                             unsafeSQL: """
-                                DELETE FROM \(table) AS w USING (\(final)) AS f
-                                WHERE w.order_id = f.order_id AND w.activity_key = f.activity_key
+                                WITH f AS MATERIALIZED (\(final))
+                                DELETE FROM \(table) AS w
+                                USING unnest(ARRAY(SELECT order_id FROM f), ARRAY(SELECT activity_key FROM f))
+                                      AS k(order_id, activity_key)
+                                WHERE w.order_id = k.order_id AND w.activity_key = k.activity_key
                                 """)
                         query.binds = bindings(from, upto)
                         try await connection.query(query)
