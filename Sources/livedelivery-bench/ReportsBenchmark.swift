@@ -82,6 +82,8 @@ struct ReportsBenchmark: AsyncParsableCommand {
     /// One size's figures: per report, the last hour, day and week in seconds.
     struct Figures {
         var attempts: Int
+        /// The size in millions of attempts, rounded (a kept history has lost its oldest day).
+        var millions: Int { Int((Double(attempts) / 1e6).rounded()) }
         var times: [(report: String, seconds: [Double])] = []
     }
 
@@ -129,7 +131,7 @@ struct ReportsBenchmark: AsyncParsableCommand {
         say(
             "report                      "
                 + all.map {
-                    "\($0.attempts / 1_000_000)M: hour / day / week (ms)".padding(
+                    "\($0.millions)M: hour / day / week (ms)".padding(
                         toLength: 36, withPad: " ", startingAt: 0)
                 }.joined() + (all.count > 1 ? "growth day / week" : ""))
         for (index, line) in all[0].times.enumerated() {
@@ -152,12 +154,12 @@ struct ReportsBenchmark: AsyncParsableCommand {
             say(
                 String(
                     format: "%dM attempts: slowest last day %.1f ms (aim ≤ 50 ms), last week %.1f ms (aim ≤ 200 ms)",
-                    figures.attempts / 1_000_000, day * 1000, week * 1000))
+                    figures.millions, day * 1000, week * 1000))
         }
     }
 
     func measure(attempts: Int, admin: PostgresClient, logger: Logger) async throws -> Figures {
-        let name = "bench_reports_\(attempts / 1_000_000)m_\(UInt32.random(in: 0...UInt32.max))"
+        let name = "bench_reports_\(Figures(attempts: attempts).millions)m_\(UInt32.random(in: 0...UInt32.max))"
         let days = days(for: attempts)
         say("")
         say("\(attempts) attempts over \(days) days: database \(name)")
