@@ -17,7 +17,8 @@
 --   * the report functions that read history are planned at each call (plan_cache_mode force_custom_plan),
 --     with their window's bounds as constants, so only the partitions of the window are in the plan.
 --
--- Privileges: the functions replaced keep their owner and grants.
+-- Privileges: the functions replaced keep their owner and grants; the new helper is the owner's alone, as the
+-- other live readers.
 
 DO $$
 BEGIN
@@ -34,17 +35,24 @@ BEGIN
 END
 $$;
 
+-- The earliest creation among the activities given (NULL for none): no attempt or decision of theirs is older.
+SELECT migration_127_define($definition$
+CREATE FUNCTION @schema@.report_activities_earliest(order_ids text[], activity_keys text[]) RETURNS timestamptz
+LANGUAGE sql STABLE SET search_path = pg_catalog, @schema@, pg_temp AS $$
+    SELECT min(a.created_at)
+    FROM unnest(order_ids, activity_keys) AS k(order_id, activity_key)
+    JOIN @schema@.activities AS a ON a.order_id = k.order_id AND a.activity_key = k.activity_key
+$$
+$definition$);
+
 SELECT migration_127_define($definition$
 CREATE OR REPLACE FUNCTION @schema@.report_live_activity_timings(order_ids text[], activity_keys text[])
 RETURNS SETOF @schema@.report_activity_timings
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, @schema@, pg_temp SET work_mem = '64MB' SET jit = off
 SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
-    earliest timestamptz;
+    earliest timestamptz := @schema@.report_activities_earliest(order_ids, activity_keys);
 BEGIN
-    SELECT min(a.created_at) INTO earliest
-    FROM unnest(order_ids, activity_keys) AS k(order_id, activity_key)
-    JOIN @schema@.activities AS a ON a.order_id = k.order_id AND a.activity_key = k.activity_key;
     IF earliest IS NULL THEN
         RETURN;
     END IF;
@@ -75,11 +83,8 @@ RETURNS SETOF @schema@.report_alerts_per_activity_rollup
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, @schema@, pg_temp SET work_mem = '64MB' SET jit = off
 SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
-    earliest timestamptz;
+    earliest timestamptz := @schema@.report_activities_earliest(order_ids, activity_keys);
 BEGIN
-    SELECT min(a.created_at) INTO earliest
-    FROM unnest(order_ids, activity_keys) AS k(order_id, activity_key)
-    JOIN @schema@.activities AS a ON a.order_id = k.order_id AND a.activity_key = k.activity_key;
     IF earliest IS NULL THEN
         RETURN;
     END IF;
@@ -169,5 +174,7 @@ ALTER FUNCTION report_activity_timings(timestamptz, timestamptz) SET plan_cache_
 ALTER FUNCTION report_activity_timings_by_app(timestamptz, timestamptz) SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION report_alerts_per_activity(timestamptz, timestamptz) SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION report_failed_pushes(timestamptz, timestamptz) SET plan_cache_mode = force_custom_plan;
+
+REVOKE EXECUTE ON FUNCTION report_activities_earliest(text[], text[]) FROM PUBLIC;
 
 DROP FUNCTION migration_127_define(text);
