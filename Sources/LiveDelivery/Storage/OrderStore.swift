@@ -542,13 +542,11 @@ enum OrderStore {
                         orderID: orderID, push: push,
                         notBefore: max(push.notBefore, change.notBefore[push.activityKey] ?? push.notBefore))
                     row.attempts = change.attempts[push.activityKey] ?? 0
-                    // The activity's push before this change, if any, may be in flight without a row if it is a
-                    // silent update (any other push has its row, which the statement replaces), unless its answer
-                    // is the one being recorded.
-                    let previous = change.original?.activity(push.activityKey)?.pending
-                    if let previous {
+                    // The activity's push before this change, if any, may be in flight without a row (any other push
+                    // has its row, which the statement replaces), unless its answer is the one being recorded.
+                    if let previous = change.original?.activity(push.activityKey)?.pending {
                         row.held =
-                            previous.kind == .update && previous.alertKind == nil
+                            previous.mayBeInFlightWithoutRow
                             && !lease.answered.contains(Outbox.Key(orderID: orderID, activityKey: push.activityKey))
                     } else if free > 0, row.notBefore <= now, row.mayGoWithoutRow, !change.decisions.isEmpty {
                         // A push that must wait keeps no slot: a slot reserved for it is only given back. The

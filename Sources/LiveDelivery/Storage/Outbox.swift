@@ -282,3 +282,10 @@ enum Outbox {
         ).map { (try $0.decode(String.self, at: 0), try $0.decode(Int.self, at: 1), try $0.decode(Double.self, at: 2)) }
     }
 }
+
+extension ActivityState.PendingPush {
+    /// Whether this pending push may be in flight without an outbox row: a silent update, what
+    /// ``Outbox/Row/mayGoWithoutRow`` lets go without one (a channel request is never an update). Any other has
+    /// its row.
+    var mayBeInFlightWithoutRow: Bool { kind == .update && alertKind == nil }
+}
